@@ -1,0 +1,95 @@
+//go:build linux
+
+package edict
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// SystemClock is the real clock of DESIGN §3 on Linux. Readings come from
+// CLOCK_MONOTONIC_RAW: the oscillator's own rate, never slewed by NTP or
+// chrony (which may slew CLOCK_MONOTONIC by several percent) and never
+// stepped, so the drift bound ρ of eq. 15 is a property of the hardware.
+// RAW stops while the host is suspended, which is safe for a granter (it
+// only holds grants longer) but not for a leader; Suspended detects it by
+// comparing RAW with CLOCK_BOOTTIME, which counts suspended time.
+type SystemClock struct {
+	incarnation uint64
+	rho         float64
+	slack       time.Duration
+
+	mu       sync.Mutex
+	last     int64 // last raw reading returned, for strictness
+	baseRaw  int64 // raw and boot readings at the last check
+	baseBoot int64
+	jumpAt   Time // first reading after a detected suspend
+}
+
+// NewSystemClock returns the Linux clock for one incarnation. rho is the
+// drift budget: BOOTTIME running ahead of RAW by more than rho (plus a
+// small fixed slack for reading the two clocks at slightly different
+// instants) counts as a suspend.
+func NewSystemClock(incarnation uint64, rho float64) (*SystemClock, error) {
+	if incarnation == 0 {
+		return nil, fmt.Errorf("edict: system clock: incarnation must be positive (bump it in stable storage first)")
+	}
+	if rho < 0 || rho >= 1 {
+		return nil, fmt.Errorf("edict: system clock: rho %g outside [0, 1)", rho)
+	}
+	raw, err := readClock(unix.CLOCK_MONOTONIC_RAW)
+	if err != nil {
+		return nil, err
+	}
+	boot, err := readClock(unix.CLOCK_BOOTTIME)
+	if err != nil {
+		return nil, err
+	}
+	return &SystemClock{incarnation: incarnation, rho: rho, slack: time.Millisecond, last: raw - 1, baseRaw: raw, baseBoot: boot}, nil
+}
+
+func readClock(id int32) (int64, error) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(id, &ts); err != nil {
+		return 0, fmt.Errorf("edict: clock_gettime(%d): %w", id, err)
+	}
+	return ts.Nano(), nil
+}
+
+// Now implements Clock.
+func (c *SystemClock) Now() Time {
+	raw, err := readClock(unix.CLOCK_MONOTONIC_RAW)
+	if err != nil {
+		// clock_gettime on these clocks cannot fail on Linux ≥ 2.6.28;
+		// if it does, no reading is trustworthy.
+		panic(err)
+	}
+	boot, err := readClock(unix.CLOCK_BOOTTIME)
+	if err != nil {
+		panic(err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if raw <= c.last {
+		raw = c.last + 1
+	}
+	c.last = raw
+	now := Time{Incarnation: c.incarnation, Nanos: raw}
+	dRaw, dBoot := raw-c.baseRaw, boot-c.baseBoot
+	if time.Duration(dBoot-dRaw) > time.Duration(float64(dRaw)*c.rho)+c.slack {
+		c.jumpAt = now
+	}
+	c.baseRaw, c.baseBoot = raw, boot
+	return now
+}
+
+// Suspended implements Clock.
+func (c *SystemClock) Suspended(since Time) bool {
+	c.Now() // take a fresh pair of readings so a suspend just ended is seen
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.jumpAt.IsZero() && since.Before(c.jumpAt)
+}

@@ -1,0 +1,124 @@
+package elect
+
+import (
+	"slices"
+	"time"
+
+	"github.com/edictlog/edictlog/edict"
+)
+
+// ObservationKind says what a Detector is told.
+type ObservationKind uint8
+
+const (
+	// ProcessUp: a failure detector (memberlist, the simulator's oracle)
+	// considers the process alive.
+	ProcessUp ObservationKind = iota + 1
+	// ProcessDown: the failure detector suspects the process.
+	ProcessDown
+	// Heard: a message arrived from the process.
+	Heard
+	// LeaseLapsed: this process granted to the process and the grant
+	// expired unrenewed; DESIGN §4 counts that as a suspicion until the
+	// process is heard from again.
+	LeaseLapsed
+	// LeaderSeen: the process holds (or was just granted) the lease.
+	LeaderSeen
+)
+
+// Observation is one input to a Detector.
+type Observation struct {
+	Kind    ObservationKind
+	Process edict.ProcessID
+	At      edict.Time
+}
+
+// Detector is a weak leader election (§9): it answers which process should
+// try for the lease now. Its answer is advice only — several processes may
+// believe they are the weak leader at once, and nothing in the lease
+// protocol's safety depends on it — but after GST it must settle on one
+// live process, or Eventual Election (eq. 5) fails.
+//
+// The elect core feeds it Heard, LeaseLapsed and LeaderSeen observations;
+// the runtime or simulator feeds ProcessUp and ProcessDown from a failure
+// detector. A Detector used by the pure core must itself be deterministic.
+type Detector interface {
+	Observe(o Observation)
+	// WeakLeader returns the process that should try for the lease at now,
+	// or None if the detector has no opinion.
+	WeakLeader(now edict.Time) edict.ProcessID
+}
+
+// LowestLive is the weak leader election of §9: the lowest-id member that
+// is not suspected. A member is suspected while the failure detector says
+// it is down, and after a lease we granted it lapsed unrenewed until it is
+// heard from again — memberlist alone needs seconds to declare a death,
+// the lapse is known at once. To keep the election stable, a live process
+// known to hold the lease stays weak leader even if a lower-id process
+// comes back (DESIGN §4).
+type LowestLive struct {
+	self    edict.ProcessID
+	members []edict.ProcessID
+	down    map[edict.ProcessID]bool
+	lapsed  map[edict.ProcessID]bool
+	leader  edict.ProcessID
+	// leaderUntil: the leader hint goes stale if nothing confirms it.
+	leaderUntil edict.Time
+	hintTTL     time.Duration
+}
+
+// NewLowestLive returns the detector for self among members. hintTTL is how
+// long a LeaderSeen observation keeps the leader's role against a lower id
+// (a lease length is a good choice).
+func NewLowestLive(self edict.ProcessID, members []edict.ProcessID, hintTTL time.Duration) *LowestLive {
+	ms := slices.Clone(members)
+	slices.Sort(ms)
+	return &LowestLive{self: self, members: ms, down: map[edict.ProcessID]bool{}, lapsed: map[edict.ProcessID]bool{}, hintTTL: hintTTL}
+}
+
+// Observe implements Detector.
+func (d *LowestLive) Observe(o Observation) {
+	switch o.Kind {
+	case ProcessUp:
+		delete(d.down, o.Process)
+	case ProcessDown:
+		d.down[o.Process] = true
+		if d.leader == o.Process {
+			d.leader = edict.None
+		}
+	case Heard:
+		delete(d.lapsed, o.Process)
+	case LeaseLapsed:
+		d.lapsed[o.Process] = true
+		if d.leader == o.Process {
+			d.leader = edict.None
+		}
+	case LeaderSeen:
+		delete(d.lapsed, o.Process)
+		d.leader = o.Process
+		d.leaderUntil = o.At.Add(d.hintTTL)
+	}
+}
+
+func (d *LowestLive) suspected(p edict.ProcessID) bool {
+	return p != d.self && (d.down[p] || d.lapsed[p])
+}
+
+// WeakLeader implements Detector.
+func (d *LowestLive) WeakLeader(now edict.Time) edict.ProcessID {
+	if d.leader != edict.None && now.Before(d.leaderUntil) && !d.suspected(d.leader) {
+		return d.leader
+	}
+	for _, m := range d.members {
+		if !d.suspected(m) {
+			return m
+		}
+	}
+	return edict.None
+}
+
+// SetMembers replaces the member set, for an epoch change.
+func (d *LowestLive) SetMembers(members []edict.ProcessID) {
+	d.members = slices.Clone(members)
+	slices.Sort(d.members)
+}

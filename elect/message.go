@@ -1,0 +1,109 @@
+package elect
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/edictlog/edictlog/edict"
+)
+
+// MessageType names the lease protocol's messages.
+type MessageType uint8
+
+const (
+	// MsgGrantRequest is ⟨grantRequest, p, Start_p, δ⟩ (§3 step 3); with
+	// Wedge set it is grantRequest(⊥, ∞) of §10.6.
+	MsgGrantRequest MessageType = iota + 1
+	// MsgGrant is ⟨ok, q, T_q, Start_p⟩ (§3 step 6.2 extended by §7).
+	MsgGrant
+	// MsgNack refuses a request and names the current grantee and what is
+	// left of its grant (§10.2, §10.4).
+	MsgNack
+	// MsgRelease gives up p's grants (§6).
+	MsgRelease
+	// MsgRevoke withdraws an aborted attempt's grants (§10.2).
+	MsgRevoke
+	// MsgVerify is ⟨verifyLeadership, q, Start_q⟩ (§10.5 step 2).
+	MsgVerify
+	// MsgRemainder is ⟨remainder, p, δ, Start_q⟩ (§10.5 step 4).
+	MsgRemainder
+)
+
+var messageTypeNames = [...]string{
+	MsgGrantRequest: "grantRequest",
+	MsgGrant:        "grant",
+	MsgNack:         "nack",
+	MsgRelease:      "release",
+	MsgRevoke:       "revoke",
+	MsgVerify:       "verify",
+	MsgRemainder:    "remainder",
+}
+
+func (t MessageType) String() string {
+	if int(t) < len(messageTypeNames) && messageTypeNames[t] != "" {
+		return messageTypeNames[t]
+	}
+	return fmt.Sprintf("MessageType(%d)", uint8(t))
+}
+
+// Valid reports whether t is a known message type.
+func (t MessageType) Valid() bool { return t >= MsgGrantRequest && t <= MsgRemainder }
+
+// Message is one lease protocol message. It is a flat struct, as in
+// etcd-raft, so that it encodes compactly and a transport can carry it
+// without knowing the protocol; which fields matter depends on Type.
+type Message struct {
+	Type  MessageType     `codec:"y"`
+	From  edict.ProcessID `codec:"f"`
+	To    edict.ProcessID `codec:"o"`
+	Epoch uint64          `codec:"e"`
+
+	// Start is the sender's clock reading that names the exchange: Start_p
+	// of a grant request (echoed in its grant or nack), Start_q of a verify
+	// (echoed in its remainder), and the send time of a release or revoke.
+	// A process's readings strictly increase, across restarts too, so Start
+	// doubles as the per-sender sequence number that orders a sender's
+	// grant requests, releases and revocations (§10.2 needs FIFO per
+	// sender; we do not trust the transport for it).
+	Start edict.Time `codec:"s"`
+
+	// Delta is δ of a grant request, or the remainder's δ (§10.5 step 3).
+	Delta time.Duration `codec:"d"`
+	// Wedge marks grantRequest(⊥, ∞) (§10.6); Delta is then ignored.
+	Wedge bool `codec:"w"`
+
+	// T is T_q, the granter's reading when it granted (§7).
+	T edict.Time `codec:"t"`
+
+	// Grantee is A_q in a nack: whom q grants to, or None.
+	Grantee edict.ProcessID `codec:"g"`
+	// Remaining is F_q − T_q in a nack, measured on q's clock.
+	Remaining time.Duration `codec:"r"`
+	// Wedged reports, in a grant or nack, that q is wedged in Epoch.
+	Wedged bool `codec:"x"`
+}
+
+func (m Message) String() string {
+	return fmt.Sprintf("%v %v→%v e%d start=%v δ=%v wedge=%t T=%v grantee=%v rem=%v wedged=%t",
+		m.Type, m.From, m.To, m.Epoch, m.Start, m.Delta, m.Wedge, m.T, m.Grantee, m.Remaining, m.Wedged)
+}
+
+// Validate checks what a receiver can check without protocol state: a known
+// type, real sender and receiver, no negative durations.
+func (m Message) Validate() error {
+	switch {
+	case !m.Type.Valid():
+		return fmt.Errorf("elect: unknown message type %d", uint8(m.Type))
+	case m.From == edict.None:
+		return fmt.Errorf("elect: %v without a sender", m.Type)
+	case m.To == edict.None:
+		return fmt.Errorf("elect: %v without a receiver", m.Type)
+	case m.Delta < 0:
+		return fmt.Errorf("elect: %v with negative δ %v", m.Type, m.Delta)
+	case m.Remaining < 0:
+		return fmt.Errorf("elect: %v with negative remaining %v", m.Type, m.Remaining)
+	case m.Type == MsgGrantRequest && !m.Wedge && m.Delta == 0:
+		return fmt.Errorf("elect: grant request with δ = 0")
+	}
+	return nil
+}
