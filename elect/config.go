@@ -1,0 +1,142 @@
+package elect
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/edictlog/edictlog/edict"
+)
+
+// Mode selects the lease algorithm.
+type Mode uint8
+
+const (
+	// BoundedDrift is OQwBD (§3): clocks drift by at most ρ (eq. 15). The
+	// default, because a drift bound is a property of the oscillator while
+	// a skew bound needs clock synchronization (§5).
+	BoundedDrift Mode = iota
+	// BoundedSkew is OQwBS (§4): any two clocks' Nanos differ by at most
+	// Skew (eq. 20). Use it only with a synchronized clock whose Nanos all
+	// processes share (e.g. PTP-disciplined CLOCK_TAI); the incarnation
+	// still orders one process's readings.
+	BoundedSkew
+)
+
+func (m Mode) String() string {
+	switch m {
+	case BoundedDrift:
+		return "OQwBD"
+	case BoundedSkew:
+		return "OQwBS"
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+// EpochConfig is an epoch's process set P_e with its quorum system 𝒬_e.
+type EpochConfig struct {
+	Epoch  uint64
+	Quorum edict.QuorumSystem
+}
+
+// Config configures a Core. Durations are real-time periods; the core
+// converts them to clock intervals with the (1±ρ) factors of eq. 15.
+type Config struct {
+	// ID is this process. Required.
+	ID edict.ProcessID
+	// Epochs are the epoch configurations known at start, at least one.
+	// The lowest is RUNNING unless a persisted record says it terminated.
+	Epochs []EpochConfig
+	// Mode is the lease algorithm; BoundedDrift by default.
+	Mode Mode
+	// Rho is the drift bound ρ of eq. 15 (default 1e-3). It assumes every
+	// clock in the cluster advances at a rate within 1±ρ of real time
+	// between readings; with CLOCK_MONOTONIC_RAW that is the crystal's
+	// tolerance (typically 1e-5 or better), so 1e-3 leaves a wide margin
+	// and costs 0.1% of each lease.
+	Rho float64
+	// Skew is Δ of eq. 20, for BoundedSkew only.
+	Skew time.Duration
+	// RoundTrip is d of §10.1: a round-trip time that 99.9% of exchanges
+	// beat. Default 10ms.
+	RoundTrip time.Duration
+	// RenewInterval is i of §10.1, the spacing of lease renewals. Default
+	// 200ms.
+	RenewInterval time.Duration
+	// MaxLease bounds δ. Granters refuse longer requests, and a restarted
+	// process grants nothing for (1+ρ)·MaxLease (the restart quarantine).
+	// Default 2·(RoundTrip+RenewInterval), at least the largest δ §10.1
+	// chooses.
+	MaxLease time.Duration
+	// Detector is the weak leader election (§9). Required.
+	Detector Detector
+	// Rand is the seeded source for back-off jitter. Required: the core
+	// never reads global randomness.
+	Rand *rand.Rand
+}
+
+func (c *Config) setDefaults() {
+	if c.Rho == 0 {
+		c.Rho = 1e-3
+	}
+	if c.RoundTrip == 0 {
+		c.RoundTrip = 10 * time.Millisecond
+	}
+	if c.RenewInterval == 0 {
+		c.RenewInterval = 200 * time.Millisecond
+	}
+	if c.MaxLease == 0 {
+		c.MaxLease = 2 * (c.RoundTrip + c.RenewInterval)
+	}
+}
+
+// validate names the field that is wrong.
+func (c *Config) validate() error {
+	switch {
+	case c.ID == edict.None:
+		return errors.New("elect: Config.ID must be non-zero")
+	case len(c.Epochs) == 0:
+		return errors.New("elect: Config.Epochs must name at least one epoch")
+	case c.Rho < 0 || c.Rho >= 0.5:
+		return fmt.Errorf("elect: Config.Rho %g outside [0, 0.5)", c.Rho)
+	case c.Mode != BoundedDrift && c.Mode != BoundedSkew:
+		return fmt.Errorf("elect: Config.Mode %d unknown", c.Mode)
+	case c.Mode == BoundedSkew && c.Skew <= 0:
+		return errors.New("elect: Config.Skew must be positive in BoundedSkew mode")
+	case c.RoundTrip <= 0:
+		return errors.New("elect: Config.RoundTrip must be positive")
+	case c.RenewInterval <= 0:
+		return errors.New("elect: Config.RenewInterval must be positive")
+	case c.MaxLease < c.RoundTrip+c.RenewInterval:
+		return fmt.Errorf("elect: Config.MaxLease %v shorter than RoundTrip+RenewInterval %v: renewals could not keep the lease", c.MaxLease, c.RoundTrip+c.RenewInterval)
+	case c.Detector == nil:
+		return errors.New("elect: Config.Detector is required")
+	case c.Rand == nil:
+		return errors.New("elect: Config.Rand is required (a seeded source)")
+	}
+	seen := map[uint64]bool{}
+	for i, e := range c.Epochs {
+		if e.Quorum == nil {
+			return fmt.Errorf("elect: Config.Epochs[%d] (epoch %d) has no quorum system", i, e.Epoch)
+		}
+		if seen[e.Epoch] {
+			return fmt.Errorf("elect: Config.Epochs lists epoch %d twice", e.Epoch)
+		}
+		seen[e.Epoch] = true
+	}
+	return nil
+}
+
+// quarantine is how long a restarted process grants nothing: any grant it
+// made before the crash protected a lease of at most MaxLease real time
+// from when it was made (Lemma 3.1); (1+ρ)·MaxLease on its own clock is at
+// least MaxLease of real time. Under OQwBS a grant can outlive its δ by up
+// to 2Δ of skew.
+func (c *Config) quarantine() time.Duration {
+	q := edict.ScaleUp(c.MaxLease, 1+c.Rho)
+	if c.Mode == BoundedSkew {
+		q += edict.ScaleUp(2*c.Skew, 1+c.Rho)
+	}
+	return q
+}

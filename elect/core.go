@@ -1,0 +1,223 @@
+package elect
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/edictlog/edictlog/edict"
+)
+
+// EpochRecord is the per-epoch state a process must not forget across a
+// restart: whether it is wedged (A=⊥, F=∞, §10.6) and whether it knows the
+// epoch TERMINATED. Everything else of the lease protocol may be lost: the
+// restart quarantine covers forgotten grants.
+type EpochRecord struct {
+	Epoch      uint64 `codec:"e"`
+	Wedged     bool   `codec:"w"`
+	Terminated bool   `codec:"t"`
+}
+
+// Ready is what the caller must do after a Tick or Step, in this order:
+// persist Persist durably, then send Messages, then act on Events.
+type Ready struct {
+	Persist  []EpochRecord
+	Messages []Message
+	Events   []Event
+}
+
+// IsEmpty reports whether there is nothing to do.
+func (r Ready) IsEmpty() bool {
+	return len(r.Persist) == 0 && len(r.Messages) == 0 && len(r.Events) == 0
+}
+
+// Core is one process's lease protocol state machine. It is not safe for
+// concurrent use; every call takes the caller's current clock reading,
+// which must strictly increase from call to call (eq. 8).
+type Core struct {
+	cfg    Config
+	id     edict.ProcessID
+	epochs map[uint64]*epochState
+	// active is the epoch this process runs in: the lowest one it does not
+	// know to be TERMINATED.
+	active uint64
+
+	lastNow         edict.Time
+	quarantineUntil edict.Time
+
+	lease    leaseState
+	attempt  *attempt
+	backoff  edict.Time // no new attempt before this reading
+	verifies map[edict.ProcessID]edict.Time
+	wedges   map[uint64]*wedging
+
+	ready Ready
+}
+
+// New returns a Core starting at reading now. records are the EpochRecords
+// persisted by earlier incarnations. A process whose incarnation is above 1
+// has run before and may have granted leases it no longer remembers, so it
+// starts in quarantine (DESIGN §3).
+func New(cfg Config, records []EpochRecord, now edict.Time) (*Core, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c := &Core{
+		cfg:      cfg,
+		id:       cfg.ID,
+		epochs:   map[uint64]*epochState{},
+		lastNow:  now,
+		verifies: map[edict.ProcessID]edict.Time{},
+		wedges:   map[uint64]*wedging{},
+	}
+	for _, e := range cfg.Epochs {
+		c.epochs[e.Epoch] = newEpochState(e)
+	}
+	for _, r := range records {
+		es, ok := c.epochs[r.Epoch]
+		if !ok {
+			return nil, fmt.Errorf("elect: persisted record for epoch %d, which Config.Epochs does not name", r.Epoch)
+		}
+		es.terminated = r.Terminated
+		if r.Wedged {
+			es.wedge()
+		}
+	}
+	c.active = c.lowestUnterminated()
+	if now.Incarnation > 1 {
+		c.quarantineUntil = now.Add(cfg.quarantine())
+	}
+	return c, nil
+}
+
+// ID returns the process id.
+func (c *Core) ID() edict.ProcessID { return c.id }
+
+// ActiveEpoch returns the epoch this process runs in.
+func (c *Core) ActiveEpoch() uint64 { return c.active }
+
+// Quarantined reports whether the process is in its restart quarantine.
+func (c *Core) Quarantined(now edict.Time) bool { return now.Before(c.quarantineUntil) }
+
+// Ready returns and clears the pending work.
+func (c *Core) Ready() Ready {
+	r := c.ready
+	c.ready = Ready{}
+	return r
+}
+
+// advance asserts that readings strictly increase and records now.
+func (c *Core) advance(now edict.Time) {
+	if !c.lastNow.Before(now) && c.lastNow != now {
+		panic(fmt.Sprintf("elect: clock went backwards: %v after %v", now, c.lastNow))
+	}
+	c.lastNow = now
+}
+
+// Step delivers a message received at reading now. A malformed message is
+// refused with an error and changes nothing.
+func (c *Core) Step(now edict.Time, m Message) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	if m.To != c.id {
+		return fmt.Errorf("elect: %v addressed to %v delivered to %v", m.Type, m.To, c.id)
+	}
+	c.advance(now)
+	c.cfg.Detector.Observe(Observation{Kind: Heard, Process: m.From, At: now})
+	switch m.Type {
+	case MsgGrantRequest, MsgGrant, MsgNack, MsgRelease, MsgRevoke:
+		c.send(now, m) // the same handlers as local delivery
+	case MsgVerify:
+		c.onVerify(now, m)
+	case MsgRemainder:
+		c.onRemainder(now, m)
+	}
+	c.tick(now)
+	return nil
+}
+
+// Tick lets timers fire at reading now: attempt deadlines, renewals, lease
+// expiry, lapsed grants, quarantine end, retries.
+func (c *Core) Tick(now edict.Time) {
+	c.advance(now)
+	c.tick(now)
+}
+
+func (c *Core) tick(now edict.Time) {
+	c.checkLapses(now)
+	c.checkAttempt(now)
+	c.checkLease(now)
+	c.retryWedges(now)
+	c.maybeStart(now)
+}
+
+// NextTick returns the reading at which Tick next has work to do, so a
+// runtime can sleep until then (it may call Tick earlier).
+func (c *Core) NextTick() edict.Time {
+	var next edict.Time
+	consider := func(t edict.Time) {
+		if !t.IsZero() && t.After(c.lastNow) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	if c.attempt != nil {
+		consider(c.attempt.deadline)
+	}
+	if c.lease.held() {
+		consider(c.renewAt())
+		consider(c.lease.expiry)
+	}
+	consider(c.backoff)
+	consider(c.quarantineUntil)
+	for _, es := range c.epochsInOrder() {
+		if es.grantee != edict.None && es.grantee != c.id && !es.lapseReported && !es.wedged {
+			consider(es.finish)
+		}
+	}
+	for _, w := range c.wedges {
+		consider(w.retryAt)
+	}
+	if next.IsZero() {
+		// Nothing scheduled: a weak leader still retries; look again after
+		// one renewal interval.
+		next = c.lastNow.Add(c.cfg.RenewInterval)
+	}
+	return next
+}
+
+func (c *Core) emit(m Message) {
+	if m.To == c.id {
+		panic("elect: self-addressed message must be handled locally")
+	}
+	c.ready.Messages = append(c.ready.Messages, m)
+}
+
+func (c *Core) event(e Event) { c.ready.Events = append(c.ready.Events, e) }
+
+func (c *Core) persist(es *epochState) {
+	c.ready.Persist = append(c.ready.Persist, EpochRecord{Epoch: es.epoch, Wedged: es.wedged, Terminated: es.terminated})
+}
+
+func (c *Core) epochsInOrder() []*epochState {
+	keys := make([]uint64, 0, len(c.epochs))
+	for k := range c.epochs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]*epochState, len(keys))
+	for i, k := range keys {
+		out[i] = c.epochs[k]
+	}
+	return out
+}
+
+func (c *Core) lowestUnterminated() uint64 {
+	eps := c.epochsInOrder()
+	for _, es := range eps {
+		if !es.terminated {
+			return es.epoch
+		}
+	}
+	return eps[len(eps)-1].epoch
+}

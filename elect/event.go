@@ -1,0 +1,52 @@
+package elect
+
+import (
+	"fmt"
+
+	"github.com/edictlog/edictlog/edict"
+)
+
+// EventKind names what happened inside the core.
+type EventKind uint8
+
+const (
+	// LeaseAcquired: an OQwBD/OQwBS instance completed (step 8); E_p moved.
+	// NewReign is set when it starts a reign (DESIGN §6): the process was
+	// not leader at completion and the instance started after its previous
+	// lease lapsed. Otherwise it renewed the current reign.
+	LeaseAcquired EventKind = iota + 1
+	// LeaseLost: C_p reached E_p, or the lease was released.
+	LeaseLost
+	// LeaderVerified: a §10.5 verification answered. Until is a reading of
+	// this process's clock before which Leader is guaranteed to hold the
+	// lease (unless it releases it); zero if Leader said it is not leader.
+	LeaderVerified
+	// EpochTerminated: a quorum of the epoch is wedged (§10.6).
+	EpochTerminated
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case LeaseAcquired:
+		return "lease-acquired"
+	case LeaseLost:
+		return "lease-lost"
+	case LeaderVerified:
+		return "leader-verified"
+	case EpochTerminated:
+		return "epoch-terminated"
+	}
+	return fmt.Sprintf("EventKind(%d)", uint8(k))
+}
+
+// Event reports a change of leadership state.
+type Event struct {
+	Kind     EventKind
+	Epoch    uint64
+	QT       edict.QT   // LeaseAcquired: the instance's quorum timestamp
+	Reign    edict.QT   // LeaseAcquired: the QT of the reign's first instance
+	NewReign bool       // LeaseAcquired
+	Expiry   edict.Time // LeaseAcquired: E_p
+	Leader   edict.ProcessID
+	Until    edict.Time // LeaderVerified
+}

@@ -1,0 +1,199 @@
+package elect
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/edictlog/edictlog/edict"
+)
+
+// epochState is one epoch's granter state (A_q, F_q) and what this process
+// knows of the epoch. §10.6: a process in several epochs keeps separate
+// state for each.
+type epochState struct {
+	epoch uint64
+	qs    edict.QuorumSystem
+
+	grantee edict.ProcessID // A_q; None is ⊥
+	finish  edict.Time      // F_q; meaningless once wedged (F = ∞)
+	wedged  bool            // A_q = ⊥ ∧ F_q = ∞
+
+	// grantStart is the latest Start_p behind the current grant; a release
+	// or revocation older than it is a stale message, not the grantee's
+	// latest word (§10.2's FIFO requirement, without trusting the network).
+	grantStart edict.Time
+	// retired holds, per sender, the newest release/revocation reading:
+	// grant requests not newer than it were aborted by their sender.
+	retired map[edict.ProcessID]edict.Time
+
+	lapseReported bool
+	terminated    bool
+}
+
+func newEpochState(cfg EpochConfig) *epochState {
+	return &epochState{epoch: cfg.Epoch, qs: cfg.Quorum, retired: map[edict.ProcessID]edict.Time{}}
+}
+
+func (es *epochState) wedge() {
+	es.grantee, es.finish, es.wedged = edict.None, edict.Time{}, true
+}
+
+// granting reports γ_{p,q}: q grants a lease to p at reading now.
+func (es *epochState) granting(p edict.ProcessID, now edict.Time) bool {
+	return !es.wedged && es.grantee == p && p != edict.None && now.Before(es.finish)
+}
+
+// GrantState is a granter's state in one epoch, for inspection and for the
+// simulator's ground truth.
+type GrantState struct {
+	Grantee edict.ProcessID // A_q
+	Finish  edict.Time      // F_q
+	Wedged  bool
+}
+
+// Grant returns this process's granter state in epoch; ok is false for an
+// unknown epoch.
+func (c *Core) Grant(epoch uint64) (GrantState, bool) {
+	es, ok := c.epochs[epoch]
+	if !ok {
+		return GrantState{}, false
+	}
+	return GrantState{Grantee: es.grantee, Finish: es.finish, Wedged: es.wedged}, true
+}
+
+func (c *Core) reply(req Message, typ MessageType, now edict.Time) Message {
+	return Message{Type: typ, From: c.id, To: req.From, Epoch: req.Epoch, Start: req.Start, Wedge: req.Wedge, T: now}
+}
+
+// send delivers m: to the network, or locally when this process addresses
+// itself (it is a member of its own quorums). Step uses it to dispatch
+// received messages to the same handlers.
+func (c *Core) send(now edict.Time, m Message) {
+	if m.To != c.id {
+		c.emit(m)
+		return
+	}
+	switch m.Type {
+	case MsgGrantRequest:
+		c.onGrantRequest(now, m)
+	case MsgGrant, MsgNack:
+		if m.Wedge {
+			c.onWedgeReply(now, m)
+		} else {
+			c.onGrantReply(now, m)
+		}
+	case MsgRelease, MsgRevoke:
+		c.onRelease(now, m)
+	default:
+		panic(fmt.Sprintf("elect: no local delivery for %v", m.Type))
+	}
+}
+
+func (c *Core) nack(now edict.Time, req Message, es *epochState, grantee edict.ProcessID, remaining time.Duration) {
+	n := c.reply(req, MsgNack, now)
+	n.Grantee, n.Remaining, n.Wedged = grantee, max(remaining, 0), es.wedged
+	c.send(now, n)
+}
+
+// onGrantRequest is steps 4–6 of OQwBD (§3) and OQwBS (§4), with the nack
+// of §10.2, the restart quarantine, MaxLease, and the epoch rules of §10.6.
+func (c *Core) onGrantRequest(now edict.Time, m Message) {
+	es := c.epochs[m.Epoch]
+	if es == nil {
+		return // an epoch we have not learned of yet: the log will bring it
+	}
+	if m.Wedge {
+		c.onWedgeRequest(now, m, es)
+		return
+	}
+	if !es.qs.IsMember(m.From) || !es.qs.IsMember(c.id) {
+		return
+	}
+	if m.Epoch > c.active {
+		// A member of P_e asks for grants in e only once it knows e−1
+		// TERMINATED (§10.6), and so may we.
+		c.learnTerminated(now, m.Epoch)
+	}
+	if m.Epoch < c.active || es.terminated {
+		c.nack(now, m, es, edict.None, 0)
+		return
+	}
+	if !es.retired[m.From].Before(m.Start) && !es.retired[m.From].IsZero() {
+		return // its sender aborted this attempt before we saw it
+	}
+	switch {
+	case now.Before(c.quarantineUntil):
+		d, _ := c.quarantineUntil.Sub(now)
+		c.nack(now, m, es, edict.None, d)
+		return
+	case m.Delta > c.cfg.MaxLease:
+		c.nack(now, m, es, edict.None, 0)
+		return
+	case es.wedged:
+		c.nack(now, m, es, edict.None, 0)
+		return
+	case es.grantee != m.From && now.Before(es.finish):
+		// Step 5: q already grants to A_q ≠ p.
+		d, _ := es.finish.Sub(now)
+		c.nack(now, m, es, es.grantee, d)
+		return
+	}
+	// Step 6.1.
+	var f edict.Time
+	switch c.cfg.Mode {
+	case BoundedDrift:
+		f = now.Add(edict.ScaleUp(m.Delta, 1+c.cfg.Rho))
+	case BoundedSkew:
+		f = edict.Time{Incarnation: now.Incarnation, Nanos: m.Start.Nanos}.Add(m.Delta + c.cfg.Skew)
+	}
+	if es.grantee != m.From {
+		es.grantStart = edict.Time{}
+	}
+	es.grantee = m.From
+	if f.After(es.finish) {
+		es.finish = f
+	}
+	if m.Start.After(es.grantStart) {
+		es.grantStart = m.Start
+	}
+	es.lapseReported = false
+	if m.From != c.id {
+		c.cfg.Detector.Observe(Observation{Kind: LeaderSeen, Process: m.From, At: now})
+	}
+	// Step 6.2, extended with T_q (§7).
+	c.send(now, c.reply(m, MsgGrant, now))
+}
+
+// onRelease handles a release (§6) or revocation (§10.2) from the grantee:
+// the grant expires at once. F_q decreases here, which eq. 16 otherwise
+// forbids; it is safe because the sender gave up its lease (E_p := C_p) or
+// never had one before sending.
+func (c *Core) onRelease(now edict.Time, m Message) {
+	es := c.epochs[m.Epoch]
+	if es == nil || !es.qs.IsMember(m.From) {
+		return
+	}
+	if m.Start.After(es.retired[m.From]) {
+		es.retired[m.From] = m.Start
+	}
+	if es.wedged || es.grantee != m.From || !m.Start.After(es.grantStart) {
+		return // not the grantee, or older than the grant it would cancel
+	}
+	if now.Before(es.finish) {
+		es.finish = now
+	}
+	es.lapseReported = true // given up, not lapsed: no suspicion
+}
+
+// checkLapses tells the detector about grants that expired unrenewed.
+func (c *Core) checkLapses(now edict.Time) {
+	for _, es := range c.epochsInOrder() {
+		if es.wedged || es.lapseReported || es.grantee == edict.None || es.grantee == c.id {
+			continue
+		}
+		if !now.Before(es.finish) {
+			es.lapseReported = true
+			c.cfg.Detector.Observe(Observation{Kind: LeaseLapsed, Process: es.grantee, At: now})
+		}
+	}
+}

@@ -1,0 +1,270 @@
+package elect
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/edictlog/edictlog/edict"
+)
+
+// ErrNotLeader is returned when an edict is requested while C_p ≥ E_p.
+var ErrNotLeader = errors.New("elect: not leader")
+
+// leaseState is the leader's side: E_p, QT_p and EC_p (§2, §7).
+type leaseState struct {
+	epoch   uint64
+	expiry  edict.Time // E_p
+	qt      edict.QT   // QT of the last completed instance
+	reign   edict.QT   // QT of the reign's first instance
+	counter uint64     // EC_p
+	lost    bool       // LeaseLost already reported for this lease
+}
+
+func (l *leaseState) held() bool                { return l.qt != nil && !l.lost }
+func (l *leaseState) valid(now edict.Time) bool { return l.qt != nil && now.Before(l.expiry) }
+
+// attempt is one OQwBD (or OQwBS) instance, named by (p, Start_p).
+type attempt struct {
+	epoch    uint64
+	start    edict.Time // Start_p
+	delta    time.Duration
+	deadline edict.Time // Start_p + (1−ρ)δ: completion must come before it
+	giveUp   edict.Time // abort and retry after this reading
+	grants   []edict.Reading
+	refusals int
+	wait     time.Duration // longest remaining grant a nack reported
+	renewal  bool
+}
+
+// IsLeader reports C_p < E_p, which by (13) implies isLeader_p (eq. 12). The
+// runtime must also consult its Clock's Suspended before trusting it.
+func (c *Core) IsLeader(now edict.Time) bool { return c.lease.valid(now) }
+
+// Lease returns the epoch, E_p and the reign of the current lease; ok is
+// false when the process holds none at now.
+func (c *Core) Lease(now edict.Time) (epoch uint64, expiry edict.Time, reign edict.QT, ok bool) {
+	if !c.lease.valid(now) {
+		return 0, edict.Time{}, nil, false
+	}
+	return c.lease.epoch, c.lease.expiry, c.lease.reign, true
+}
+
+// Issue creates an edict stamp (§7) if and only if C_p < E_p at now (eq. 2):
+// the edict is created at the moment of this reading.
+func (c *Core) Issue(now edict.Time) (edict.Stamp, error) {
+	c.advance(now)
+	if !c.lease.valid(now) {
+		return edict.Stamp{}, ErrNotLeader
+	}
+	s := edict.Stamp{Epoch: c.lease.epoch, QT: c.lease.qt, Counter: c.lease.counter}
+	c.lease.counter++
+	return s, nil
+}
+
+// renewAt is when a leader starts renewing: §10.1 says before
+// E_p − (1+ρ)·d; we start three round trips early so that a lost message
+// costs a retry, not the lease.
+func (c *Core) renewAt() edict.Time {
+	return c.lease.expiry.Add(-edict.ScaleUp(3*c.cfg.RoundTrip, 1+c.cfg.Rho))
+}
+
+// chooseDelta is §10.1: δ = d + max(i, (1+ρ)·(E_p − C_p)), capped at MaxLease.
+func (c *Core) chooseDelta(now edict.Time) time.Duration {
+	rest := time.Duration(0)
+	if c.lease.valid(now) {
+		r, _ := c.lease.expiry.Sub(now)
+		rest = edict.ScaleUp(r, 1+c.cfg.Rho)
+	}
+	return min(c.cfg.RoundTrip+max(c.cfg.RenewInterval, rest), c.cfg.MaxLease)
+}
+
+// maybeStart applies the stability rule (DESIGN §4, the prose of §9): a
+// leader renews whatever the detector says; a non-leader starts only if it
+// is the weak leader and grants to no other process.
+func (c *Core) maybeStart(now edict.Time) {
+	es := c.epochs[c.active]
+	if c.attempt != nil || es == nil || es.terminated || !es.qs.IsMember(c.id) {
+		return
+	}
+	if c.successorKnown(c.active) || c.wedges[c.active] != nil {
+		return // the epoch is ending: let the lease lapse, do not renew
+	}
+	if c.lease.valid(now) {
+		if !now.Before(c.renewAt()) {
+			c.start(now, true)
+		}
+		return
+	}
+	if now.Before(c.backoff) || es.wedged {
+		return
+	}
+	if es.grantee != c.id && es.granting(es.grantee, now) {
+		return
+	}
+	if c.cfg.Detector.WeakLeader(now) != c.id {
+		return
+	}
+	c.start(now, false)
+}
+
+// Campaign starts an attempt at once, bypassing the detector and back-off
+// but not the stability rule's safety parts: it is how a leadership
+// transfer's target takes over (DESIGN §6).
+func (c *Core) Campaign(now edict.Time) {
+	c.advance(now)
+	es := c.epochs[c.active]
+	if es == nil || !es.qs.IsMember(c.id) || c.lease.valid(now) {
+		return
+	}
+	// Supersede, do not revoke: a revocation stamped now would also
+	// cancel the new attempt's requests, which carry the same reading.
+	c.attempt = nil
+	c.backoff = edict.Time{}
+	c.start(now, false)
+}
+
+// start is steps 1–3: sample Start_p, choose δ, broadcast.
+func (c *Core) start(now edict.Time, renewal bool) {
+	delta := c.chooseDelta(now)
+	a := &attempt{epoch: c.active, start: now, delta: delta, renewal: renewal}
+	switch c.cfg.Mode {
+	case BoundedDrift:
+		a.deadline = now.Add(edict.Scale(delta, 1-c.cfg.Rho))
+	case BoundedSkew:
+		a.deadline = now.Add(delta)
+	}
+	a.giveUp = now.Add(edict.ScaleUp(2*c.cfg.RoundTrip, 1+c.cfg.Rho))
+	if a.giveUp.After(a.deadline) {
+		a.giveUp = a.deadline
+	}
+	c.attempt = a
+	for _, q := range c.epochs[a.epoch].qs.Members() {
+		c.send(now, Message{Type: MsgGrantRequest, From: c.id, To: q, Epoch: a.epoch, Start: now, Delta: delta})
+	}
+}
+
+// onGrantReply is steps 7–8 for one ok or nack.
+func (c *Core) onGrantReply(now edict.Time, m Message) {
+	a := c.attempt
+	if a == nil || m.Epoch != a.epoch || m.Start != a.start {
+		return // a reply to an aborted or superseded instance
+	}
+	qs := c.epochs[a.epoch].qs
+	if !qs.IsMember(m.From) {
+		return
+	}
+	for _, r := range a.grants {
+		if r.Process == m.From {
+			return // duplicate
+		}
+	}
+	if m.Type == MsgNack {
+		a.refusals++
+		a.wait = max(a.wait, m.Remaining)
+		if m.Grantee != edict.None && m.Grantee != c.id {
+			c.cfg.Detector.Observe(Observation{Kind: LeaderSeen, Process: m.Grantee, At: now})
+		}
+		if len(qs.Members())-a.refusals < quorumFloor(qs) {
+			c.fail(now)
+		}
+		return
+	}
+	a.grants = append(a.grants, edict.Reading{Process: m.From, T: m.T})
+	qt, err := edict.NewQT(a.grants...)
+	if err != nil {
+		panic(fmt.Sprintf("elect: own grants form a malformed QT: %v", err))
+	}
+	if !qs.IsQuorum(qt.Processes()) || !now.Before(a.deadline) {
+		return
+	}
+	c.complete(now, a, qt)
+}
+
+// quorumFloor is the fewest processes that can form a quorum: a lower
+// bound used only to give up early, so an overestimate is harmless.
+func quorumFloor(qs edict.QuorumSystem) int {
+	ms := qs.Members()
+	for k := 1; k <= len(ms); k++ {
+		if qs.IsQuorum(ms[:k]) {
+			return k
+		}
+	}
+	return len(ms) + 1
+}
+
+// complete is step 8: E_p := Start_p + (1−ρ)δ (or + δ under OQwBS).
+func (c *Core) complete(now edict.Time, a *attempt, qt edict.QT) {
+	c.attempt = nil
+	wasLeader := c.lease.valid(now) && c.lease.epoch == a.epoch
+	if !wasLeader && c.lease.qt != nil && a.start.Before(c.lease.expiry) {
+		// Started while leader, completed after the lease lapsed: it can
+		// neither continue the reign nor start one (DESIGN §6). Try again.
+		c.start(now, false)
+		return
+	}
+	if wasLeader {
+		if a.deadline.After(c.lease.expiry) {
+			c.lease.expiry = a.deadline
+		}
+		c.lease.qt = qt
+	} else {
+		c.lease = leaseState{epoch: a.epoch, expiry: a.deadline, qt: qt, reign: qt, counter: c.lease.counter}
+	}
+	c.event(Event{Kind: LeaseAcquired, Epoch: a.epoch, QT: qt, Reign: c.lease.reign, NewReign: !wasLeader, Expiry: c.lease.expiry, Leader: c.id})
+}
+
+// checkAttempt gives up an attempt that has not completed in time.
+func (c *Core) checkAttempt(now edict.Time) {
+	if a := c.attempt; a != nil && !now.Before(a.giveUp) {
+		c.fail(now)
+	}
+}
+
+// fail aborts the attempt. A process without a lease revokes the grants it
+// collected (§10.2) so other candidates need not wait them out, and backs
+// off: past the longest grant a nack reported, plus jitter.
+func (c *Core) fail(now edict.Time) {
+	a := c.attempt
+	if a == nil {
+		return
+	}
+	c.attempt = nil
+	if c.lease.valid(now) {
+		return // a renewal: maybeStart retries at once, the old grants stand
+	}
+	for _, r := range a.grants {
+		c.send(now, Message{Type: MsgRevoke, From: c.id, To: r.Process, Epoch: a.epoch, Start: now})
+	}
+	wait := edict.ScaleUp(a.wait, (1+c.cfg.Rho)/(1-c.cfg.Rho))
+	jitter := c.cfg.RoundTrip + time.Duration(c.cfg.Rand.Int64N(int64(c.cfg.RenewInterval)+1))
+	c.backoff = now.Add(wait + jitter)
+}
+
+// checkLease reports the end of a lease.
+func (c *Core) checkLease(now edict.Time) {
+	if c.lease.held() && !c.lease.valid(now) {
+		c.lease.lost = true
+		c.event(Event{Kind: LeaseLost, Epoch: c.lease.epoch, Leader: c.id})
+	}
+}
+
+// Release gives up leadership and this process's grants (§6): abort any
+// attempt, E_p := C_p, and ask every granter to expire its grant. The
+// process then stays out of the race for holdOff, so that another (a
+// transfer target, or the weak leader after a shutdown) can win.
+func (c *Core) Release(now edict.Time, holdOff time.Duration) {
+	c.advance(now)
+	c.attempt = nil
+	if c.lease.valid(now) {
+		c.lease.expiry = now
+	}
+	c.checkLease(now)
+	es := c.epochs[c.active]
+	if es != nil && es.qs.IsMember(c.id) {
+		for _, q := range es.qs.Members() {
+			c.send(now, Message{Type: MsgRelease, From: c.id, To: q, Epoch: c.active, Start: now})
+		}
+	}
+	c.backoff = now.Add(holdOff)
+}

@@ -1,0 +1,26 @@
+package sim
+
+import (
+	"os"
+	"testing"
+)
+
+// TestTrace prints the ground-truth leader timeline of one seed; for
+// debugging a replayed failure: EDICT_SIM_TRACE=scenario EDICT_SIM_SEED=n.
+func TestTrace(t *testing.T) {
+	name := os.Getenv("EDICT_SIM_TRACE")
+	if name == "" {
+		t.Skip("set EDICT_SIM_TRACE=<scenario> and EDICT_SIM_SEED=<seed>")
+	}
+	for _, sc := range Scenarios() {
+		if sc.Name == name {
+			traceHook = func(format string, args ...any) { t.Logf(format, args...) }
+			defer func() { traceHook = nil }()
+			for _, seed := range seedList(t, 1) {
+				t.Log(Run(sc, seed))
+			}
+			return
+		}
+	}
+	t.Fatalf("no scenario %q", name)
+}

@@ -1,0 +1,27 @@
+// Package sim is the deterministic simulator that drives the pure protocol
+// cores (elect, and later log) with virtual real time and checks the Nerio
+// paper's properties against ground truth at every event.
+//
+// Everything in a run comes from one seed: clock rates, message delays,
+// losses, duplications, partitions, crashes and restarts, detector
+// mistakes. A failing seed replays exactly (the test prints the command).
+//
+// The model (Nerio §1–3):
+//
+//   - Real time is virtual, in nanoseconds, and strictly increases from one
+//     event to the next: events due at the same instant are run a
+//     microsecond apart, so every reading a process takes is distinct.
+//   - Each process has a physical clock whose rate wanders inside [1−ρ,
+//     1+ρ] (eq. 15), or outside it in negative controls. The clock keeps
+//     running while the process is down, as the paper assumes; a restart
+//     bumps the incarnation.
+//   - A crashed process keeps its variables (the paper's assumption), so
+//     ground truth still counts its grants and its lease until they expire.
+//     After a restart, the old incarnation's grant still counts until it
+//     expires, because the restart quarantine makes the process behave as
+//     if it remembered it; a process that skipped quarantine (a negative
+//     control) is judged by what it actually does.
+//   - The network loses, delays, duplicates and reorders messages and can
+//     partition, until GST; after GST every message arrives within d/2 and
+//     the failure detector is accurate (the premises of eqs. 4 and 5).
+package sim

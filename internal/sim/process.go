@@ -1,0 +1,108 @@
+package sim
+
+import (
+	"math/rand/v2"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/elect"
+)
+
+// pastLife is an earlier incarnation's core, kept for ground truth: its
+// grants still count until they expire (see the package doc).
+type pastLife struct {
+	inc  uint64
+	core *elect.Core
+}
+
+// process is one simulated process: its clock, its current core (kept, as
+// the paper assumes, while it is crashed), and what it persisted.
+type process struct {
+	id    edict.ProcessID
+	clock *clock
+	inc   uint64
+	core  *elect.Core
+	up    bool
+	past  []pastLife
+
+	// Persisted across restarts (the stable store).
+	records map[uint64]elect.EpochRecord
+	epochs  []elect.EpochConfig
+
+	detector *elect.LowestLive
+	rng      *rand.Rand
+
+	tickGen     uint64
+	tickAt      int64
+	tickPending bool
+
+	prevF map[uint64]fState // for eq. 16
+
+	// For the rogue-leader negative control.
+	lastQT    edict.QT
+	lastEpoch uint64
+	rogueN    uint64
+
+	releases   []int64                   // real times of voluntary releases
+	verifySent map[edict.ProcessID]int64 // real time of the last verify sent to each
+	started    bool
+}
+
+type fState struct {
+	finish edict.Time
+	wedged bool
+}
+
+// now is C_p at the world's current time.
+func (p *process) now(t int64) edict.Time { return p.clock.read(t, p.inc) }
+
+// persistedRecords lists the stable records for a restart.
+func (p *process) persistedRecords() []elect.EpochRecord {
+	var rs []elect.EpochRecord
+	for _, e := range p.epochs {
+		if r, ok := p.records[e.Epoch]; ok {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}
+
+// effectiveGrant is γ ground truth: whom q grants to in epoch at real time
+// t, and whether q is wedged there. The current core decides if it grants
+// or is wedged; otherwise an earlier incarnation's unexpired grant counts.
+func (p *process) effectiveGrant(epoch uint64, t int64) (edict.ProcessID, bool) {
+	if p.core == nil {
+		return edict.None, false
+	}
+	if gs, ok := p.core.Grant(epoch); ok {
+		if gs.Wedged {
+			return edict.None, true
+		}
+		if gs.Grantee != edict.None && p.clock.read(t, p.inc).Before(gs.Finish) {
+			return gs.Grantee, false
+		}
+	}
+	for i := len(p.past) - 1; i >= 0; i-- {
+		l := p.past[i]
+		if gs, ok := l.core.Grant(epoch); ok && !gs.Wedged && gs.Grantee != edict.None && p.clock.read(t, l.inc).Before(gs.Finish) {
+			return gs.Grantee, false
+		}
+	}
+	return edict.None, false
+}
+
+// pruneGrants drops past lives whose grants have all expired.
+func (p *process) pruneGrants(t int64) {
+	keep := p.past[:0]
+	for _, l := range p.past {
+		live := false
+		for _, e := range p.epochs {
+			if gs, ok := l.core.Grant(e.Epoch); ok && !gs.Wedged && p.clock.read(t, l.inc).Before(gs.Finish) {
+				live = true
+			}
+		}
+		if live {
+			keep = append(keep, l)
+		}
+	}
+	p.past = keep
+}

@@ -1,0 +1,273 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/elect"
+)
+
+// Result is what one run found.
+type Result struct {
+	Seed      uint64
+	Scenario  string
+	Events    int
+	Checks    int
+	Messages  int
+	Edicts    int
+	Pairs     int // edict pairs whose stamp order was checked
+	Elections int // ground-truth leadership changes
+	Violation string
+}
+
+func (r Result) String() string {
+	v := "ok"
+	if r.Violation != "" {
+		v = "VIOLATION: " + r.Violation
+	}
+	return fmt.Sprintf("%s seed=%d events=%d checks=%d msgs=%d edicts=%d pairs=%d elections=%d %s",
+		r.Scenario, r.Seed, r.Events, r.Checks, r.Messages, r.Edicts, r.Pairs, r.Elections, v)
+}
+
+type run struct {
+	w      *world
+	sc     Scenario
+	net    *network
+	procs  map[edict.ProcessID]*process
+	ids    []edict.ProcessID
+	epochs []elect.EpochConfig // every epoch of the run, by number
+	chk    *checker
+	gst    int64
+	end    int64
+	// delivering is the message being delivered, for the eq. 16 check.
+	delivering *elect.Message
+}
+
+// Run runs one seed of a scenario to its end or its first violation.
+func Run(sc Scenario, seed uint64) Result {
+	sc = sc.withDefaults()
+	r := &run{w: newWorld(seed), sc: sc, procs: map[edict.ProcessID]*process{}}
+	r.gst, r.end = int64(sc.GST), int64(sc.Duration)
+	r.net = &network{w: r.w, sc: &r.sc, gst: r.gst}
+	r.chk = newChecker(r)
+	members := make([]edict.ProcessID, sc.N)
+	for i := range members {
+		members[i] = edict.ProcessID(i + 1)
+	}
+	r.epochs = []elect.EpochConfig{{Epoch: 0, Quorum: edict.MustMajority(members...)}}
+	r.ids = slices.Clone(members)
+	if sc.Reconfigure {
+		// Epoch 1 drops the highest id and adds a new process.
+		next := append(slices.Clone(members[:sc.N-1]), edict.ProcessID(sc.N+1))
+		r.epochs = append(r.epochs, elect.EpochConfig{Epoch: 1, Quorum: edict.MustMajority(next...)})
+		r.ids = append(r.ids, edict.ProcessID(sc.N+1))
+	}
+	for _, id := range r.ids {
+		r.procs[id] = r.newProcess(id)
+	}
+	for _, id := range members {
+		r.start(r.procs[id], r.epochs[:1])
+	}
+	r.schedule()
+	for r.chk.violation == "" && r.w.step(r.end) {
+		r.chk.check()
+	}
+	if r.chk.violation == "" {
+		r.chk.finish()
+	}
+	return Result{
+		Seed: seed, Scenario: sc.Name, Events: r.w.events, Checks: r.chk.checks,
+		Messages: r.net.sent, Edicts: len(r.chk.edicts), Pairs: r.chk.pairs,
+		Elections: r.chk.elections, Violation: r.chk.violation,
+	}
+}
+
+func (r *run) newProcess(id edict.ProcessID) *process {
+	rate := 1.0
+	p := &process{
+		id:      id,
+		clock:   newClock(float64(r.w.rng.Int64N(int64(time.Hour))), rate),
+		records: map[uint64]elect.EpochRecord{},
+		rng:     rand.New(rand.NewPCG(r.w.rng.Uint64(), r.w.rng.Uint64())),
+		prevF:   map[uint64]fState{},
+
+		verifySent: map[edict.ProcessID]int64{},
+	}
+	if r.sc.Mode == elect.BoundedSkew {
+		// OQwBS needs clocks that agree within Δ: start them together.
+		p.clock = newClock(float64(time.Hour), rate)
+	}
+	p.clock.setRate(0, r.pickRate())
+	return p
+}
+
+// pickRate draws a clock rate inside the scenario's drift range.
+func (r *run) pickRate() float64 {
+	span := r.sc.DriftFactor * r.sc.Rho
+	if r.sc.DriftExtreme {
+		if r.w.rng.IntN(2) == 0 {
+			return 1 - span
+		}
+		return 1 + span
+	}
+	return 1 - span + 2*span*r.w.rng.Float64()
+}
+
+// start boots (or reboots) p knowing the given epochs.
+func (r *run) start(p *process, epochs []elect.EpochConfig) {
+	if p.core != nil {
+		p.past = append(p.past, pastLife{inc: p.inc, core: p.core})
+	}
+	if r.sc.ForgetOnRestart {
+		// Stable storage wiped: the incarnation starts over, so the core
+		// believes it never ran and skips quarantine.
+		p.records = map[uint64]elect.EpochRecord{}
+		p.inc = 1
+	} else {
+		p.inc++
+	}
+	p.epochs = slices.Clone(epochs)
+	members := r.activeMembers(p)
+	p.detector = elect.NewLowestLive(p.id, members, r.sc.MaxLease())
+	core, err := elect.New(elect.Config{
+		ID: p.id, Epochs: p.epochs, Mode: r.sc.Mode, Rho: r.sc.Rho, Skew: r.sc.Skew,
+		RoundTrip: r.sc.RoundTrip, RenewInterval: r.sc.RenewInterval, MaxLease: r.sc.MaxLease(),
+		Detector: p.detector, Rand: p.rng,
+	}, p.persistedRecords(), p.now(r.w.now))
+	if err != nil {
+		r.chk.fail("core refused to start: %v", err)
+		return
+	}
+	p.core, p.up, p.started = core, true, true
+	p.prevF = map[uint64]fState{}
+	p.tickPending = false
+	if r.sc.Competing && r.w.now < r.gst {
+		r.confuse(p)
+	}
+	r.armTick(p)
+}
+
+func (r *run) activeMembers(p *process) []edict.ProcessID {
+	active := uint64(0)
+	if p.core != nil {
+		active = p.core.ActiveEpoch()
+	}
+	for _, e := range p.epochs {
+		if e.Epoch == active {
+			return e.Quorum.Members()
+		}
+	}
+	return p.epochs[0].Quorum.Members()
+}
+
+// call runs f on p's core at the current time and carries out its Ready.
+func (r *run) call(p *process, f func(now edict.Time)) {
+	if !p.up {
+		return
+	}
+	before := p.core.ActiveEpoch()
+	f(p.now(r.w.now))
+	rd := p.core.Ready()
+	for _, rec := range rd.Persist {
+		p.records[rec.Epoch] = rec
+	}
+	for _, m := range rd.Messages {
+		r.send(m)
+	}
+	for _, ev := range rd.Events {
+		r.onEvent(p, ev)
+	}
+	if p.core.ActiveEpoch() != before {
+		p.detector.SetMembers(r.activeMembers(p))
+	}
+	r.chk.checkF(p)
+	r.armTick(p)
+}
+
+func (r *run) send(m elect.Message) {
+	r.net.send(m.From, m.To, func() {
+		q := r.procs[m.To]
+		if q == nil || !q.up {
+			return
+		}
+		r.delivering = &m
+		r.call(q, func(now edict.Time) {
+			if err := q.core.Step(now, m); err != nil {
+				r.chk.fail("%v refused a well-formed message %v: %v", q.id, m, err)
+			}
+		})
+		r.delivering = nil
+	})
+}
+
+func (r *run) onEvent(p *process, ev elect.Event) {
+	r.trace("%v: %v epoch=%d newReign=%t expiry=%v leader=%v until=%v", p.id, ev.Kind, ev.Epoch, ev.NewReign, ev.Expiry, ev.Leader, ev.Until)
+	switch ev.Kind {
+	case elect.LeaseAcquired:
+		p.lastQT, p.lastEpoch = ev.QT, ev.Epoch
+	case elect.LeaderVerified:
+		if !ev.Until.IsZero() {
+			r.chk.promise(p, ev)
+		}
+	}
+}
+
+// armTick schedules p's next timer from the core's NextTick.
+func (r *run) armTick(p *process) {
+	if !p.up {
+		return
+	}
+	next := p.core.NextTick()
+	t := p.clock.realAt(next.Nanos)
+	if next.Incarnation != p.inc {
+		t = r.w.now + int64(r.sc.RenewInterval)
+	}
+	if p.tickPending && p.tickAt <= t {
+		return
+	}
+	p.tickGen++
+	gen := p.tickGen
+	p.tickAt, p.tickPending = t, true
+	r.w.at(t, func() {
+		if p.tickGen != gen || !p.up {
+			return
+		}
+		p.tickPending = false
+		r.call(p, p.core.Tick)
+	})
+}
+
+// every runs f at jittered intervals until end.
+func (r *run) every(interval time.Duration, until int64, f func()) {
+	var loop func()
+	loop = func() {
+		if r.w.now >= until {
+			return
+		}
+		f()
+		r.w.after(r.w.between(interval/2, interval*3/2), loop)
+	}
+	r.w.after(r.w.between(0, interval), loop)
+}
+
+func (r *run) upProcesses() []*process {
+	var ps []*process
+	for _, id := range r.ids {
+		if p := r.procs[id]; p.up {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// traceHook, when set by a test, receives a line per notable event.
+var traceHook func(format string, args ...any)
+
+func (r *run) trace(format string, args ...any) {
+	if traceHook != nil {
+		traceHook("%12v "+format, append([]any{time.Duration(r.w.now)}, args...)...)
+	}
+}
