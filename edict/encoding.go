@@ -1,7 +1,6 @@
 package edict
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
@@ -29,11 +28,13 @@ var mh = msgpackHandle()
 
 // encode writes the version byte and the msgpack form of v.
 func encode(v any) ([]byte, error) {
-	out := []byte{WireVersion}
-	if err := codec.NewEncoderBytes(&out, mh).Encode(v); err != nil {
+	// NewEncoderBytes writes from the start of the slice it is given, so
+	// the version byte goes in front afterwards.
+	var body []byte
+	if err := codec.NewEncoderBytes(&body, mh).Encode(v); err != nil {
 		return nil, fmt.Errorf("edict: encode %T: %w", v, err)
 	}
-	return out, nil
+	return append([]byte{WireVersion}, body...), nil
 }
 
 // decode checks the version byte and size, decodes exactly one msgpack value
@@ -57,81 +58,61 @@ func decode(what string, b []byte, v any) error {
 	return nil
 }
 
-// MarshalBinary encodes t with a version byte.
-func (t Time) MarshalBinary() ([]byte, error) { return encode(t) }
+// The types do not implement encoding.BinaryMarshaler on purpose: msgpack
+// codecs call it, and a Stamp embedded in a larger message (a log entry, a
+// transport frame) should encode as a plain msgpack map under that
+// message's own version byte. Decoders of such messages call WellFormed.
 
-// UnmarshalBinary decodes a Time written by MarshalBinary.
-func (t *Time) UnmarshalBinary(b []byte) error {
-	var v Time
-	if err := decode("time", b, &v); err != nil {
-		return err
-	}
-	*t = v
-	return nil
+// EncodeTime encodes t with a version byte.
+func EncodeTime(t Time) ([]byte, error) { return encode(t) }
+
+// DecodeTime decodes a Time written by EncodeTime.
+func DecodeTime(b []byte) (Time, error) {
+	var t Time
+	err := decode("time", b, &t)
+	return t, err
 }
 
-// MarshalBinary encodes qt with a version byte. It refuses a malformed QT.
-func (qt QT) MarshalBinary() ([]byte, error) {
-	if err := qt.wellFormed(); err != nil {
+// EncodeQT encodes qt with a version byte. It refuses a malformed QT.
+func EncodeQT(qt QT) ([]byte, error) {
+	if err := qt.WellFormed(); err != nil {
 		return nil, err
 	}
 	return encode([]Reading(qt))
 }
 
-// UnmarshalBinary decodes a QT and checks its structure (sorted, no
-// duplicates, no ⊥). Whether it covers a quorum depends on the epoch: call
-// Validate.
-func (qt *QT) UnmarshalBinary(b []byte) error {
+// DecodeQT decodes a QT and checks its structure (sorted, no duplicates,
+// no ⊥, at most MaxQTSize readings). Whether it covers a quorum depends on
+// the epoch: call Validate.
+func DecodeQT(b []byte) (QT, error) {
 	var rs []Reading
 	if err := decode("quorum timestamp", b, &rs); err != nil {
-		return err
-	}
-	v, err := checkDecodedQT(rs)
-	if err != nil {
-		return fmt.Errorf("edict: decode quorum timestamp: %w", err)
-	}
-	*qt = v
-	return nil
-}
-
-func checkDecodedQT(rs []Reading) (QT, error) {
-	if len(rs) > MaxQTSize {
-		return nil, fmt.Errorf("%d readings exceeds the limit of %d", len(rs), MaxQTSize)
+		return nil, err
 	}
 	qt := QT(rs)
-	if err := qt.wellFormed(); err != nil {
-		return nil, err
+	if err := qt.WellFormed(); err != nil {
+		return nil, fmt.Errorf("edict: decode quorum timestamp: %w", err)
 	}
 	return qt, nil
 }
 
-// MarshalBinary encodes s with a version byte.
-func (s Stamp) MarshalBinary() ([]byte, error) {
-	if !s.IsZero() {
-		if err := s.QT.wellFormed(); err != nil {
-			return nil, fmt.Errorf("edict: encode stamp: %w", err)
-		}
+// EncodeStamp encodes s with a version byte.
+func EncodeStamp(s Stamp) ([]byte, error) {
+	if err := s.WellFormed(); err != nil {
+		return nil, fmt.Errorf("edict: encode stamp: %w", err)
 	}
 	return encode(s)
 }
 
-// UnmarshalBinary decodes a Stamp and checks its structure. Whether its
-// epoch is known and its QT covers a quorum is for Validate.
-func (s *Stamp) UnmarshalBinary(b []byte) error {
-	var v Stamp
-	if err := decode("stamp", b, &v); err != nil {
-		return err
+// DecodeStamp decodes a Stamp and checks its structure. Whether its epoch
+// is known and its QT covers a quorum is for Validate.
+func DecodeStamp(b []byte) (Stamp, error) {
+	var s Stamp
+	if err := decode("stamp", b, &s); err != nil {
+		return Stamp{}, err
 	}
-	if !v.IsZero() {
-		if len(v.QT) == 0 {
-			return errors.New("edict: decode stamp: non-zero stamp without a quorum timestamp")
-		}
-		qt, err := checkDecodedQT(v.QT)
-		if err != nil {
-			return fmt.Errorf("edict: decode stamp: %w", err)
-		}
-		v.QT = qt
+	if err := s.WellFormed(); err != nil {
+		return Stamp{}, fmt.Errorf("edict: decode stamp: %w", err)
 	}
-	*s = v
-	return nil
+	return s, nil
 }

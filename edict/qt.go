@@ -34,16 +34,21 @@ func NewQT(readings ...Reading) (QT, error) {
 			qt[j], qt[j-1] = qt[j-1], qt[j]
 		}
 	}
-	if err := qt.wellFormed(); err != nil {
+	if err := qt.WellFormed(); err != nil {
 		return nil, err
 	}
 	return qt, nil
 }
 
-// wellFormed checks the structure a QT must have whatever its epoch.
-func (qt QT) wellFormed() error {
+// WellFormed checks the structure a QT must have whatever its epoch: at
+// least one and at most MaxQTSize readings, sorted by process, no process
+// twice, no ⊥. Decoders of messages that embed a QT call it.
+func (qt QT) WellFormed() error {
 	if len(qt) == 0 {
 		return errors.New("edict: empty quorum timestamp")
+	}
+	if len(qt) > MaxQTSize {
+		return fmt.Errorf("edict: quorum timestamp of %d readings exceeds the limit of %d", len(qt), MaxQTSize)
 	}
 	for i, r := range qt {
 		if r.Process == None {
@@ -63,7 +68,7 @@ func (qt QT) wellFormed() error {
 // of qs forming a quorum. Only validated QTs may be compared: eq. 21 decides
 // the order only because two quorums intersect (eq. 7).
 func (qt QT) Validate(qs QuorumSystem) error {
-	if err := qt.wellFormed(); err != nil {
+	if err := qt.WellFormed(); err != nil {
 		return err
 	}
 	set := make([]ProcessID, len(qt))

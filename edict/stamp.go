@@ -21,6 +21,18 @@ type Stamp struct {
 // IsZero reports whether s is the zero stamp.
 func (s Stamp) IsZero() bool { return s.Epoch == 0 && len(s.QT) == 0 && s.Counter == 0 }
 
+// WellFormed checks a stamp's structure: the zero stamp, or a well-formed
+// QT. Decoders of messages that embed a stamp call it.
+func (s Stamp) WellFormed() error {
+	if s.IsZero() {
+		return nil
+	}
+	if len(s.QT) == 0 {
+		return errors.New("edict: non-zero stamp without a quorum timestamp")
+	}
+	return s.QT.WellFormed()
+}
+
 // Validate checks that s belongs to an epoch that epochs knows and that its
 // QT covers a quorum of that epoch. The zero stamp is valid.
 func (s Stamp) Validate(epochs Epochs) error {

@@ -20,6 +20,7 @@ type checker struct {
 	pairs  int
 
 	promises []promiseRecord
+	promised int
 
 	leader    edict.ProcessID // ground-truth leader at the last check
 	elections int
@@ -193,6 +194,7 @@ func (c *checker) edict(p *process, s edict.Stamp) {
 }
 
 func (c *checker) promise(q *process, ev elect.Event) {
+	c.promised++
 	c.promises = append(c.promises, promiseRecord{verifier: q, inc: q.inc, leader: ev.Leader, asked: q.verifySent[ev.Leader], until: ev.Until})
 }
 

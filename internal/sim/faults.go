@@ -103,6 +103,7 @@ func (r *run) restart(p *process) {
 	// A restart ends a verification promise (verify.go): the new
 	// incarnation may revoke the old one's grants.
 	p.releases = append(p.releases, r.w.now)
+	r.restarts++
 	r.start(p, r.knownEpochs(p))
 	r.trace("%v restarts as incarnation %d", p.id, p.inc)
 	r.reportTo(p.id, elect.ProcessUp)

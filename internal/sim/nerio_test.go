@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/edictlog/edictlog/elect"
 	"os"
 	"strconv"
 	"strings"
@@ -48,7 +49,8 @@ func TestNerio(t *testing.T) {
 	for _, sc := range Scenarios() {
 		t.Run(sc.Name, func(t *testing.T) {
 			t.Parallel()
-			var ev, ch, pr, el int64
+			var ev, ch, pr, el, prom, rs, term int64
+			byType := map[elect.MessageType]int{}
 			list := seedList(t, 200)
 			for _, seed := range list {
 				res := Run(sc, seed)
@@ -59,13 +61,19 @@ func TestNerio(t *testing.T) {
 				ch += int64(res.Checks)
 				pr += int64(res.Pairs)
 				el += int64(res.Elections)
+				prom += int64(res.Promises)
+				rs += int64(res.Restarts)
+				term += int64(res.Terminations)
+				for k, v := range res.ByType {
+					byType[k] += v
+				}
 			}
 			total.Add(int64(len(list)))
 			events.Add(ev)
 			checks.Add(ch)
 			pairs.Add(pr)
-			t.Logf("%s: %d seeds, %d events, %d checks, %d edict pairs ordered, %d elections; election bound after GST %v",
-				sc.Name, len(list), ev, ch, pr, el, bound(sc))
+			t.Logf("%s: %d seeds, %d events, %d checks, %d edict pairs ordered, %d elections, %d verification promises, %d restarts, %d epoch terminations learned; election bound after GST %v; messages %v",
+				sc.Name, len(list), ev, ch, pr, el, prom, rs, term, bound(sc), byType)
 		})
 	}
 	t.Cleanup(func() {

@@ -20,6 +20,12 @@ type Result struct {
 	Edicts    int
 	Pairs     int // edict pairs whose stamp order was checked
 	Elections int // ground-truth leadership changes
+	Promises  int // leader verification promises checked
+	Restarts  int
+	// Terminations counts processes that learned an epoch TERMINATED.
+	Terminations int
+	// ByType counts messages sent, by lease message type.
+	ByType    map[elect.MessageType]int
 	Violation string
 }
 
@@ -44,12 +50,15 @@ type run struct {
 	end    int64
 	// delivering is the message being delivered, for the eq. 16 check.
 	delivering *elect.Message
+
+	restarts, terminations int
+	byType                 map[elect.MessageType]int
 }
 
 // Run runs one seed of a scenario to its end or its first violation.
 func Run(sc Scenario, seed uint64) Result {
 	sc = sc.withDefaults()
-	r := &run{w: newWorld(seed), sc: sc, procs: map[edict.ProcessID]*process{}}
+	r := &run{w: newWorld(seed), sc: sc, procs: map[edict.ProcessID]*process{}, byType: map[elect.MessageType]int{}}
 	r.gst, r.end = int64(sc.GST), int64(sc.Duration)
 	r.net = &network{w: r.w, sc: &r.sc, gst: r.gst}
 	r.chk = newChecker(r)
@@ -82,6 +91,7 @@ func Run(sc Scenario, seed uint64) Result {
 		Seed: seed, Scenario: sc.Name, Events: r.w.events, Checks: r.chk.checks,
 		Messages: r.net.sent, Edicts: len(r.chk.edicts), Pairs: r.chk.pairs,
 		Elections: r.chk.elections, Violation: r.chk.violation,
+		Promises: r.chk.promised, Restarts: r.restarts, Terminations: r.terminations, ByType: r.byType,
 	}
 }
 
@@ -188,6 +198,7 @@ func (r *run) call(p *process, f func(now edict.Time)) {
 }
 
 func (r *run) send(m elect.Message) {
+	r.byType[m.Type]++
 	r.net.send(m.From, m.To, func() {
 		q := r.procs[m.To]
 		if q == nil || !q.up {
@@ -208,6 +219,8 @@ func (r *run) onEvent(p *process, ev elect.Event) {
 	switch ev.Kind {
 	case elect.LeaseAcquired:
 		p.lastQT, p.lastEpoch = ev.QT, ev.Epoch
+	case elect.EpochTerminated:
+		r.terminations++
 	case elect.LeaderVerified:
 		if !ev.Until.IsZero() {
 			r.chk.promise(p, ev)

@@ -1,0 +1,291 @@
+package elect
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestConfigErrorsNameTheField(t *testing.T) {
+	good := testConfig(1, []edict.ProcessID{1, 2, 3}, NewLowestLive(1, []edict.ProcessID{1, 2, 3}, time.Second))
+	now := edict.Time{Incarnation: 1, Nanos: 1}
+	for field, mutate := range map[string]func(*Config){
+		"Config.ID":            func(c *Config) { c.ID = 0 },
+		"Config.Epochs":        func(c *Config) { c.Epochs = nil },
+		"Config.Rho":           func(c *Config) { c.Rho = 0.7 },
+		"Config.Skew":          func(c *Config) { c.Mode = BoundedSkew },
+		"Config.MaxLease":      func(c *Config) { c.MaxLease = time.Millisecond },
+		"Config.Detector":      func(c *Config) { c.Detector = nil },
+		"Config.Rand":          func(c *Config) { c.Rand = nil },
+		"Config.RoundTrip":     func(c *Config) { c.RoundTrip = -1 },
+		"Config.RenewInterval": func(c *Config) { c.RenewInterval = -1 },
+	} {
+		cfg := good
+		mutate(&cfg)
+		_, err := New(cfg, nil, now)
+		assert.ErrorContains(t, err, field)
+	}
+	_, err := New(good, []EpochRecord{{Epoch: 9}}, now)
+	assert.ErrorContains(t, err, "epoch 9")
+}
+
+// A leader is elected, renews, and stamps edicts whose order is the order
+// of creation (§7).
+func TestElectRenewAndIssue(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	c.elect(1)
+	ev, ok := c.lastEvent(1, LeaseAcquired)
+	require.True(t, ok)
+	assert.True(t, ev.NewReign)
+	require.NoError(t, ev.QT.Validate(edict.MustMajority(1, 2, 3)))
+
+	s1, err := c.cores[1].Issue(c.reading(1))
+	require.NoError(t, err)
+	s2, err := c.cores[1].Issue(c.reading(1))
+	require.NoError(t, err)
+
+	// Run to the renewal point and renew.
+	_, expiry, reign, ok := c.cores[1].Lease(c.reading(1))
+	require.True(t, ok)
+	c.now = c.cores[1].renewAt().Nanos
+	c.tick(1)
+	c.deliver(nil)
+	ev, _ = c.lastEvent(1, LeaseAcquired)
+	assert.False(t, ev.NewReign, "a renewal continues the reign")
+	assert.True(t, ev.Reign.Equal(reign))
+	_, expiry2, _, ok := c.cores[1].Lease(c.reading(1))
+	require.True(t, ok)
+	assert.True(t, expiry.Before(expiry2))
+
+	s3, err := c.cores[1].Issue(c.reading(1))
+	require.NoError(t, err)
+	for _, pair := range [][2]edict.Stamp{{s1, s2}, {s2, s3}, {s1, s3}} {
+		cmp, err := pair[0].Compare(pair[1])
+		require.NoError(t, err)
+		assert.Equal(t, -1, cmp)
+	}
+
+	// Past E_p no edict can be created (eq. 2).
+	c.now = expiry2.Nanos
+	_, err = c.cores[1].Issue(c.reading(1))
+	assert.ErrorIs(t, err, ErrNotLeader)
+}
+
+// A granter that grants to p1 refuses p2 with a nack naming p1 and the time
+// left (§10.2, §10.4).
+func TestNackNamesTheGrantee(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	c.elect(1)
+	c.cores[2].Campaign(c.reading(2))
+	c.collect(2)
+	var nacks []Message
+	c.deliver(func(m Message) bool {
+		if m.Type == MsgNack {
+			nacks = append(nacks, m)
+		}
+		return true
+	})
+	require.NotEmpty(t, nacks)
+	for _, n := range nacks {
+		assert.Equal(t, edict.ProcessID(1), n.Grantee)
+		assert.Positive(t, n.Remaining)
+	}
+	assert.True(t, c.cores[1].IsLeader(c.reading(1)), "the leader keeps its lease")
+	assert.False(t, c.cores[2].IsLeader(c.reading(2)))
+}
+
+// After a restart a granter has forgotten its grants; it grants nothing
+// for (1+ρ)·MaxLease (DESIGN §3).
+func TestRestartQuarantine(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	cfg := testConfig(3, []edict.ProcessID{1, 2, 3}, nil)
+	c.start(3, 2, cfg) // incarnation 2: it has run before
+	require.True(t, c.cores[3].Quarantined(c.reading(3)))
+	req := Message{Type: MsgGrantRequest, From: 2, To: 3, Start: c.reading(2), Delta: 100 * time.Millisecond}
+	require.NoError(t, c.cores[3].Step(c.reading(3), req))
+	c.collect(3)
+	require.Len(t, c.queue, 1)
+	assert.Equal(t, MsgNack, c.queue[0].Type)
+	c.queue = nil
+	q := c.cores[3].cfg.quarantine()
+	assert.Equal(t, edict.ScaleUp(c.cores[3].cfg.MaxLease, 1+c.cores[3].cfg.Rho), q)
+	c.advance(q)
+	req.Start = c.reading(2)
+	require.NoError(t, c.cores[3].Step(c.reading(3), req))
+	c.collect(3)
+	require.Len(t, c.queue, 1)
+	assert.Equal(t, MsgGrant, c.queue[0].Type, "quarantine over")
+}
+
+func TestRequestBeyondMaxLeaseRefused(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	req := Message{Type: MsgGrantRequest, From: 2, To: 3, Start: c.reading(2), Delta: c.cores[3].cfg.MaxLease + 1}
+	require.NoError(t, c.cores[3].Step(c.reading(3), req))
+	c.collect(3)
+	require.Len(t, c.queue, 1)
+	assert.Equal(t, MsgNack, c.queue[0].Type)
+	gs, _ := c.cores[3].Grant(0)
+	assert.Equal(t, edict.None, gs.Grantee)
+}
+
+// Release and revocation are ordered by the sender's readings, not by the
+// network (§10.2): a stale release does not cancel a newer grant, and a
+// grant request older than a revocation is not granted.
+func TestReleaseAndRevocationOrderedPerSender(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	core := c.cores[3]
+	stale := c.reading(2) // a release p2 sent earlier, delayed by the network
+	req := Message{Type: MsgGrantRequest, From: 2, To: 3, Start: c.reading(2), Delta: 100 * time.Millisecond}
+	require.NoError(t, core.Step(c.reading(3), req))
+	require.NoError(t, core.Step(c.reading(3), Message{Type: MsgRelease, From: 2, To: 3, Start: stale}))
+	core.Ready()
+	gs, _ := core.Grant(0)
+	assert.True(t, c.reading(3).Before(gs.Finish), "the stale release left the grant alone")
+
+	revoke := c.reading(2)
+	require.NoError(t, core.Step(c.reading(3), Message{Type: MsgRevoke, From: 2, To: 3, Start: revoke}))
+	gs, _ = core.Grant(0)
+	assert.False(t, c.reading(3).Before(gs.Finish), "the revocation expired the grant")
+
+	core.Ready()
+	old := req // the aborted attempt's request, duplicated by the network
+	require.NoError(t, core.Step(c.reading(3), old))
+	c.collect(3)
+	assert.Empty(t, c.queue, "a request older than its sender's revocation is ignored")
+	gs, _ = core.Grant(0)
+	assert.False(t, c.reading(3).Before(gs.Finish))
+}
+
+// A reply to an aborted attempt never counts toward a new one.
+func TestRepliesToAbortedAttemptIgnored(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	c.tick(1)
+	first := c.queue
+	c.queue = nil
+	// The attempt gives up; a new one starts later.
+	c.advance(time.Second)
+	c.tick(1)
+	c.queue = nil
+	// Replies to the first attempt arrive now.
+	for _, m := range first {
+		require.NoError(t, c.cores[m.To].Step(c.reading(m.To), m))
+		c.collect(m.To)
+	}
+	for _, m := range c.queue {
+		if m.Type == MsgGrant {
+			require.NoError(t, c.cores[1].Step(c.reading(1), m))
+		}
+	}
+	assert.False(t, c.cores[1].IsLeader(c.reading(1)), "old grants completed nothing")
+}
+
+// Leader verification answers with the re-derived bound of §10.5.
+func TestLeaderVerificationBound(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	c.elect(1)
+	start := c.reading(2)
+	c.cores[2].VerifyLeader(start, 1)
+	c.collect(2)
+	require.Len(t, c.queue, 1)
+	verify := c.queue[0]
+	c.queue = nil
+	at := c.reading(1)
+	require.NoError(t, c.cores[1].Step(at, verify))
+	c.collect(1)
+	rem := c.queue[0]
+	_, expiry, _, _ := c.cores[1].Lease(at)
+	left, _ := expiry.Sub(at)
+	rho := c.cores[1].cfg.Rho
+	assert.Equal(t, edict.Scale(left, 1/(1+rho)), rem.Delta, "δ = (E_p − C_p)/(1+ρ)")
+	c.queue = nil
+	require.NoError(t, c.cores[2].Step(c.reading(2), rem))
+	c.collect(2)
+	ev, ok := c.lastEvent(2, LeaderVerified)
+	require.True(t, ok)
+	assert.Equal(t, start.Add(edict.Scale(rem.Delta, 1-rho)), ev.Until, "T = Start_q + (1−ρ)·δ")
+	assert.True(t, start.Before(ev.Until), "the paper's T = Start_q + δ(ρ−1) would precede Start_q")
+
+	// A non-leader answers δ = 0 and promises nothing.
+	c.cores[1].VerifyLeader(c.reading(1), 3)
+	c.collect(1)
+	m := c.queue[0]
+	c.queue = nil
+	require.NoError(t, c.cores[3].Step(c.reading(3), m))
+	c.collect(3)
+	assert.Zero(t, c.queue[0].Delta)
+}
+
+// The leader of epoch 0 wedges its own grantees at once (§10.6, DESIGN §7);
+// wedged state is persisted and further grants in epoch 0 are refused.
+func TestWedgeTerminatesEpoch(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	c.elect(1)
+	next := EpochConfig{Epoch: 1, Quorum: edict.MustMajority(1, 2, 4)}
+	for _, id := range []edict.ProcessID{1, 2, 3} {
+		require.NoError(t, c.cores[id].AddEpoch(next))
+	}
+	require.NoError(t, c.cores[1].Wedge(c.reading(1), 0))
+	c.collect(1)
+	assert.False(t, c.cores[1].IsLeader(c.reading(1)), "the leader gave up its lease first")
+	c.deliver(nil)
+	_, ok := c.lastEvent(1, EpochTerminated)
+	require.True(t, ok)
+	assert.True(t, c.cores[1].Terminated(0))
+	assert.Equal(t, uint64(1), c.cores[1].ActiveEpoch())
+	wedged := 0
+	for _, id := range []edict.ProcessID{1, 2, 3} {
+		for _, r := range c.stored[id] {
+			if r.Epoch == 0 && r.Wedged {
+				wedged++
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, wedged, 2, "a quorum persisted its wedge")
+	// A wedged granter refuses epoch 0 for good, across a restart too.
+	c.start(2, 2, Config{ID: 2, Epochs: []EpochConfig{{Epoch: 0, Quorum: edict.MustMajority(1, 2, 3)}, next}, Rand: rand.New(rand.NewPCG(2, 2))})
+	gs, _ := c.cores[2].Grant(0)
+	assert.True(t, gs.Wedged)
+}
+
+func TestMessageValidate(t *testing.T) {
+	ok := Message{Type: MsgGrantRequest, From: 1, To: 2, Delta: time.Second}
+	require.NoError(t, ok.Validate())
+	for want, m := range map[string]Message{
+		"unknown message type": {Type: 99, From: 1, To: 2},
+		"without a sender":     {Type: MsgGrant, To: 2},
+		"without a receiver":   {Type: MsgGrant, From: 1},
+		"negative δ":           {Type: MsgGrant, From: 1, To: 2, Delta: -1},
+		"δ = 0":                {Type: MsgGrantRequest, From: 1, To: 2},
+	} {
+		assert.ErrorContains(t, m.Validate(), want)
+	}
+	c := newCluster(t, 1, 2, 3)
+	assert.ErrorContains(t, c.cores[2].Step(c.reading(2), Message{Type: MsgGrant, From: 1, To: 3, Start: c.reading(1)}), "addressed to p3")
+}
+
+// OQwBS (§4): the granter holds its grant until Start_p + δ + Δ, read on
+// its own (synchronized) clock.
+func TestBoundedSkewFinish(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	cfg := testConfig(3, []edict.ProcessID{1, 2, 3}, nil)
+	cfg.Mode, cfg.Skew = BoundedSkew, 5*time.Millisecond
+	c.start(3, 1, cfg)
+	start := c.reading(2)
+	require.NoError(t, c.cores[3].Step(c.reading(3), Message{Type: MsgGrantRequest, From: 2, To: 3, Start: start, Delta: 100 * time.Millisecond}))
+	gs, _ := c.cores[3].Grant(0)
+	assert.Equal(t, start.Nanos+int64(105*time.Millisecond), gs.Finish.Nanos)
+}
+
+// The stability rule (§9 prose): a process granting to another does not
+// start an attempt even when its detector names it.
+func TestStabilityRule(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	c.dets[2].Observe(Observation{Kind: ProcessDown, Process: 1, At: c.reading(2)})
+	c.elect(1) // p2 granted to p1 while suspecting it
+	c.tick(2)
+	assert.Empty(t, c.queue, "p2 grants to p1, so it does not try")
+}
