@@ -1,0 +1,284 @@
+package storage_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/edictlog/edictlog/storage"
+	"github.com/edictlog/edictlog/storage/storagetest"
+)
+
+// The crash test runs this test binary again as a child (TestCrashChild)
+// that appends batches to a bbolt file and reports on stdout what it is
+// about to write ("send") and what StoreBatch acknowledged ("ack"). The
+// parent kills it with SIGKILL at a random moment, reopens the file and
+// checks that it holds exactly the acknowledged batches, plus possibly the
+// one batch that was in flight, complete: never part of a batch, never a
+// lost acknowledgement. Then it starts the child again on the same file.
+
+const crashEnv = "EDICTLOG_CRASH_CHILD_DB"
+
+// crashKills is how many times the parent kills the child.
+const crashKills = 25
+
+// crashData is the payload of entry idx when written by batch b, so the
+// parent can tell which batch wrote each entry.
+func crashData(b, idx uint64) []byte {
+	d := storagetest.Data(idx^b<<32, 256)
+	copy(d, fmt.Sprintf("b%d/i%d;", b, idx))
+	return d
+}
+
+func TestCrashChild(t *testing.T) {
+	path := os.Getenv(crashEnv)
+	if path == "" {
+		t.Skip("runs only as the child of TestCrashKill")
+	}
+	// Never outlive a parent that died without killing us.
+	time.AfterFunc(30*time.Second, func() { os.Exit(3) })
+	s, err := storage.OpenBolt(path, &storage.BoltOptions{CompactChunk: 16})
+	if err != nil {
+		fmt.Printf("error %v\n", err)
+		os.Exit(2)
+	}
+	inc, err := s.BumpIncarnation()
+	must(err)
+	fmt.Printf("inc %d\n", inc)
+	prev, err := storage.GetUint64(s, "crash/batch")
+	if errors.Is(err, storage.ErrNotFound) {
+		prev, err = 0, nil
+	}
+	must(err)
+	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), inc))
+	fmt.Println("ready")
+	for b := prev + 1; ; b++ {
+		first, err := s.FirstIndex()
+		must(err)
+		last, err := s.LastIndex()
+		must(err)
+		var trunc uint64
+		if rng.IntN(6) == 0 && last >= first+3 {
+			trunc = last - uint64(rng.IntN(3))
+		}
+		start := last + 1
+		if trunc != 0 {
+			start = trunc
+		}
+		n := 1 + rng.IntN(48)
+		es := make([]storage.Entry, n)
+		for i := range es {
+			idx := start + uint64(i)
+			es[i] = storage.Entry{Index: idx, Reign: storagetest.Stamp(1, 1), Stamp: storagetest.Stamp(1, idx), Kind: storage.EntryCommand, Data: crashData(b, idx)}
+		}
+		fmt.Printf("send %d %d %d %d\n", b, trunc, start, n)
+		must(s.StoreBatch(storage.Batch{
+			TruncateFrom: trunc,
+			Entries:      es,
+			Stable: map[string][]byte{
+				"crash/batch": storage.EncodeUint64(b),
+				"crash/last":  storage.EncodeUint64(start + uint64(n) - 1),
+			},
+		}))
+		fmt.Printf("ack %d\n", b)
+		if rng.IntN(16) == 0 && last > first+200 {
+			upTo := first + 100 + uint64(rng.IntN(100))
+			fmt.Printf("compact %d\n", upTo)
+			must(s.CompactPrefix(upTo))
+			fmt.Println("compacted")
+		}
+	}
+}
+
+func must(err error) {
+	if err != nil {
+		fmt.Printf("error %v\n", err)
+		os.Exit(2)
+	}
+}
+
+// crashModel is what the parent knows the file must hold: which batch
+// wrote each entry from first on.
+type crashModel struct {
+	first   uint64
+	batchOf []uint64 // batchOf[i] wrote entry first+i
+	batch   uint64   // the last batch applied
+}
+
+func (m crashModel) last() uint64 { return m.first + uint64(len(m.batchOf)) - 1 }
+
+type crashBatch struct{ b, trunc, start, n uint64 }
+
+func (m crashModel) apply(c crashBatch) crashModel {
+	out := crashModel{first: m.first, batch: c.b}
+	keep := c.start - m.first // entries below start survive
+	out.batchOf = append([]uint64(nil), m.batchOf[:keep]...)
+	for range c.n {
+		out.batchOf = append(out.batchOf, c.b)
+	}
+	return out
+}
+
+func TestCrashKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	path := filepath.Join(t.TempDir(), "crash.db")
+	model := crashModel{first: 1}
+	var lastInc, maxCompact uint64
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	kills, midBatch, midCompaction, inFlightSeen := 0, 0, 0, 0
+	for kills < crashKills {
+		lines := runChildUntilKilled(t, path, time.Duration(rng.IntN(40))*time.Millisecond)
+		kills++
+		var pending *crashBatch
+		acked := model
+		for _, l := range lines {
+			f := strings.Fields(l)
+			switch f[0] {
+			case "inc":
+				n := atou(t, f[1])
+				require.Greater(t, n, lastInc, "incarnation must grow across restarts")
+				lastInc = n
+			case "ready":
+			case "send":
+				pending = &crashBatch{atou(t, f[1]), atou(t, f[2]), atou(t, f[3]), atou(t, f[4])}
+			case "ack":
+				require.NotNil(t, pending)
+				require.Equal(t, pending.b, atou(t, f[1]))
+				acked = acked.apply(*pending)
+				pending = nil
+			case "compact":
+				maxCompact = max(maxCompact, atou(t, f[1]))
+			case "compacted":
+			default:
+				t.Fatalf("child: %s", l)
+			}
+		}
+		switch last := lines[len(lines)-1]; {
+		case pending != nil:
+			midBatch++
+		case strings.HasPrefix(last, "compact "):
+			midCompaction++
+		}
+		got := checkCrashFile(t, path, acked, pending, model.first, maxCompact, &lastInc)
+		if got.batch != acked.batch {
+			inFlightSeen++
+		}
+		model = got
+	}
+	t.Logf("%d kills: %d between sending a batch and its acknowledgement (%d of those batches had committed), %d during a compaction; last batch %d, log %d..%d",
+		kills, midBatch, inFlightSeen, midCompaction, model.batch, model.first, model.last())
+	require.Greater(t, model.batch, uint64(crashKills), "the child made progress between kills")
+}
+
+// runChildUntilKilled starts the child, kills it with SIGKILL delay after it
+// is ready, and returns every line it printed. The child's stdout is a
+// file, not a pipe: a pipe would wake the parent on every line, and on a
+// busy machine the child would then often be descheduled right after a
+// print, so kills would cluster there instead of inside writes.
+func runChildUntilKilled(t *testing.T, path string, delay time.Duration) []string {
+	t.Helper()
+	out, err := os.CreateTemp(filepath.Dir(path), "child-*.out")
+	require.NoError(t, err)
+	defer os.Remove(out.Name())
+	defer out.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), crashEnv+"="+path)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = out, &stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	read := func() []string {
+		b, err := os.ReadFile(out.Name())
+		require.NoError(t, err)
+		return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
+		select {
+		case err := <-exited:
+			t.Fatalf("child exited before it was ready (%v): %q; stderr: %s", err, read(), stderr.String())
+		default:
+		}
+		if b, _ := os.ReadFile(out.Name()); bytes.Contains(b, []byte("ready\n")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("child not ready after 20s: %q", read())
+		}
+	}
+	time.Sleep(delay)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	err = <-exited
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	require.Equal(t, "signal: killed", exit.Error(), "stderr: %s", stderr.String())
+	// Everything the child wrote before it died is in the file.
+	return read()
+}
+
+// checkCrashFile opens the file after a kill and checks it holds acked, or
+// acked plus the pending batch; it returns the model of what it holds.
+func checkCrashFile(t *testing.T, path string, acked crashModel, pending *crashBatch, prevFirst, maxCompact uint64, lastInc *uint64) crashModel {
+	t.Helper()
+	s, err := storage.OpenBolt(path, nil)
+	require.NoError(t, err, "reopen after SIGKILL")
+	defer s.Close()
+	want := acked
+	stored, err := storage.GetUint64(s, "crash/batch")
+	if errors.Is(err, storage.ErrNotFound) {
+		stored, err = 0, nil
+	}
+	require.NoError(t, err)
+	switch {
+	case stored == acked.batch:
+	case pending != nil && stored == pending.b:
+		want = acked.apply(*pending)
+	default:
+		t.Fatalf("file holds batch %d; acknowledged %d, in flight %+v", stored, acked.batch, pending)
+	}
+	first, err := s.FirstIndex()
+	require.NoError(t, err)
+	last, err := s.LastIndex()
+	require.NoError(t, err)
+	require.Equal(t, want.last(), last, "last index after batch %d", stored)
+	if stored > 0 {
+		sl, err := storage.GetUint64(s, "crash/last")
+		require.NoError(t, err)
+		require.Equal(t, last, sl, "stable state and log moved together")
+	}
+	// Compaction steps may or may not have happened, but only forwards and
+	// only as far as asked.
+	require.GreaterOrEqual(t, first, prevFirst)
+	require.LessOrEqual(t, first, max(prevFirst, maxCompact+1))
+	es, err := s.Entries(first, last+1, 0)
+	require.NoError(t, err)
+	for _, e := range es {
+		b := want.batchOf[e.Index-want.first]
+		require.True(t, bytes.Equal(crashData(b, e.Index), e.Data), "entry %d should be batch %d's, holds %q", e.Index, b, e.Data[:16])
+	}
+	inc, err := storage.GetUint64(s, storage.KeyIncarnation)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, inc, *lastInc)
+	*lastInc = inc
+	return crashModel{first: first, batchOf: want.batchOf[first-want.first:], batch: stored}
+}
+
+func atou(t *testing.T, s string) uint64 {
+	n, err := strconv.ParseUint(s, 10, 64)
+	require.NoError(t, err)
+	return n
+}

@@ -1,0 +1,28 @@
+//go:build linux
+
+package storage
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// startWriteback asks the kernel to start writing the range to disk without
+// waiting for it (sync_file_range with SYNC_FILE_RANGE_WRITE). It makes
+// nothing durable; the commits' fdatasync does that.
+func startWriteback(f *os.File, off, n int64) error {
+	return unix.SyncFileRange(int(f.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
+}
+
+// allocatedUpTo returns the end of the allocated run of f that starts at
+// off: the first hole at or after off, or the end of the file. After a
+// restart it tells how much of the space past the used pages is already
+// zero-filled, so that it is not written again.
+func allocatedUpTo(f *os.File, off int64) int64 {
+	end, err := unix.Seek(int(f.Fd()), off, unix.SEEK_HOLE)
+	if err != nil {
+		return off // unknown: fill again, which is only slower
+	}
+	return end
+}

@@ -1,0 +1,235 @@
+package storage
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+
+	"github.com/edictlog/edictlog/edict"
+)
+
+// Well-known stable keys. The log layer keeps its durable protocol state
+// under these; the helpers below encode each record with a version byte.
+// Per-epoch keys start with EpochKeyPrefix and embed the epoch as 16 hex
+// digits, so that Keys(EpochKeyPrefix) lists them in epoch order.
+const (
+	// KeyIncarnation holds the incarnation (a uint64 record). Only
+	// BumpIncarnation writes it.
+	KeyIncarnation = "incarnation"
+	// KeyAcceptedReign holds the highest reign the process has accepted
+	// appends for (a stamp record): the analogue of Raft's currentTerm
+	// (DESIGN §6).
+	KeyAcceptedReign = "reign/accepted"
+	// KeyCurrentEpoch holds the newest epoch the process knows (a uint64
+	// record).
+	KeyCurrentEpoch = "current-epoch"
+	// EpochKeyPrefix starts every per-epoch key.
+	EpochKeyPrefix = "epochs/"
+)
+
+// EpochConfigKey is where the configuration of epoch e is kept (an
+// EpochConfig record).
+func EpochConfigKey(e uint64) string { return EpochKeyPrefix + fmt.Sprintf("%016x/config", e) }
+
+// EpochGrantKey is where the log layer keeps its grant state for epoch e
+// (opaque to storage).
+func EpochGrantKey(e uint64) string { return EpochKeyPrefix + fmt.Sprintf("%016x/grant", e) }
+
+// EpochWedgeKey is where the log layer records that epoch e is wedged:
+// that it accepted grantRequest(⊥, ∞) (DESIGN §7), which must survive a
+// restart (opaque to storage).
+func EpochWedgeKey(e uint64) string { return EpochKeyPrefix + fmt.Sprintf("%016x/wedge", e) }
+
+// RecordVersion is the first byte of every typed stable record.
+const RecordVersion byte = 1
+
+// EncodeUint64 encodes v as a record: the version byte and 8 bytes big-endian.
+func EncodeUint64(v uint64) []byte {
+	b := make([]byte, 9)
+	b[0] = RecordVersion
+	binary.BigEndian.PutUint64(b[1:], v)
+	return b
+}
+
+// DecodeUint64 decodes a record written by EncodeUint64; key names it in
+// errors.
+func DecodeUint64(key string, b []byte) (uint64, error) {
+	if len(b) != 9 {
+		return 0, fmt.Errorf("storage: stable key %q: %d bytes, want 9 for a uint64 record: %w", key, len(b), ErrCorrupt)
+	}
+	if b[0] != RecordVersion {
+		return 0, fmt.Errorf("storage: stable key %q: unknown version byte %d: %w", key, b[0], ErrCorrupt)
+	}
+	return binary.BigEndian.Uint64(b[1:]), nil
+}
+
+// GetUint64 reads a uint64 record.
+func GetUint64(s StableStore, key string) (uint64, error) {
+	b, err := s.Get(key)
+	if err != nil {
+		return 0, err
+	}
+	return DecodeUint64(key, b)
+}
+
+// SetUint64 writes a uint64 record.
+func SetUint64(s StableStore, key string, v uint64) error { return s.Set(key, EncodeUint64(v)) }
+
+// EncodeStamp encodes a stamp record (edict's encoding, which carries its
+// own version byte).
+func EncodeStamp(st edict.Stamp) ([]byte, error) { return edict.EncodeStamp(st) }
+
+// DecodeStamp decodes a stamp record; key names it in errors.
+func DecodeStamp(key string, b []byte) (edict.Stamp, error) {
+	st, err := edict.DecodeStamp(b)
+	if err != nil {
+		return edict.Stamp{}, fmt.Errorf("storage: stable key %q: %v: %w", key, err, ErrCorrupt)
+	}
+	return st, nil
+}
+
+// GetStamp reads a stamp record, such as KeyAcceptedReign.
+func GetStamp(s StableStore, key string) (edict.Stamp, error) {
+	b, err := s.Get(key)
+	if err != nil {
+		return edict.Stamp{}, err
+	}
+	return DecodeStamp(key, b)
+}
+
+// SetStamp writes a stamp record.
+func SetStamp(s StableStore, key string, st edict.Stamp) error {
+	b, err := EncodeStamp(st)
+	if err != nil {
+		return err
+	}
+	return s.Set(key, b)
+}
+
+// MaxConfigMembers bounds the members plus learners of a decoded
+// configuration.
+const MaxConfigMembers = 1024
+
+// EpochConfig is the process set of one epoch (DESIGN §7).
+type EpochConfig struct {
+	Epoch uint64 `codec:"e"`
+	// Members vote in the epoch's quorums.
+	Members []edict.ProcessID `codec:"m"`
+	// Learners receive the log but are not counted in quorums.
+	Learners []edict.ProcessID `codec:"l"`
+}
+
+// Check refuses a configuration no epoch can have: no members, process 0,
+// duplicates, a process both member and learner, unsorted lists.
+func (c EpochConfig) Check() error {
+	if len(c.Members) == 0 {
+		return fmt.Errorf("epoch %d: no members", c.Epoch)
+	}
+	if n := len(c.Members) + len(c.Learners); n > MaxConfigMembers {
+		return fmt.Errorf("epoch %d: %d processes exceeds the limit of %d", c.Epoch, n, MaxConfigMembers)
+	}
+	for _, list := range [][]edict.ProcessID{c.Members, c.Learners} {
+		for i, p := range list {
+			if p == edict.None {
+				return fmt.Errorf("epoch %d: process 0 (⊥) listed", c.Epoch)
+			}
+			if i > 0 && list[i-1] >= p {
+				return fmt.Errorf("epoch %d: processes not sorted or duplicated at %v", c.Epoch, p)
+			}
+		}
+	}
+	for _, p := range c.Learners {
+		if _, found := slices.BinarySearch(c.Members, p); found {
+			return fmt.Errorf("epoch %d: %v is both member and learner", c.Epoch, p)
+		}
+	}
+	return nil
+}
+
+var recordHandle = func() *codec.MsgpackHandle {
+	h := &codec.MsgpackHandle{WriteExt: true}
+	h.ErrorIfNoField = true
+	h.MaxInitLen = 64
+	return h
+}()
+
+// maxRecordSize bounds the input of the msgpack record decoders.
+const maxRecordSize = 64 << 10
+
+// encodeRecord writes the version byte and the msgpack form of v.
+func encodeRecord(v any) ([]byte, error) {
+	// NewEncoderBytes writes from the start of the slice it is given (it
+	// does not append), so the version byte goes in front afterwards.
+	var body []byte
+	if err := codec.NewEncoderBytes(&body, recordHandle).Encode(v); err != nil {
+		return nil, fmt.Errorf("storage: encode %T: %w", v, err)
+	}
+	return append([]byte{RecordVersion}, body...), nil
+}
+
+// decodeRecord checks the version byte and size, decodes one msgpack value
+// and refuses trailing bytes. name says what is decoded, for errors.
+func decodeRecord(name string, b []byte, v any) (err error) {
+	switch {
+	case len(b) == 0:
+		return fmt.Errorf("%s: empty record", name)
+	case len(b) > maxRecordSize:
+		return fmt.Errorf("%s: %d bytes exceeds the limit of %d", name, len(b), maxRecordSize)
+	case b[0] != RecordVersion:
+		return fmt.Errorf("%s: unknown version byte %d (want %d)", name, b[0], RecordVersion)
+	}
+	d := codec.NewDecoderBytes(b[1:], recordHandle)
+	if err := d.Decode(v); err != nil {
+		return fmt.Errorf("%s: %v", name, err)
+	}
+	if n := d.NumBytesRead(); n != len(b)-1 {
+		return fmt.Errorf("%s: %d trailing bytes", name, len(b)-1-n)
+	}
+	return nil
+}
+
+// EncodeEpochConfig encodes an EpochConfig record after checking it.
+func EncodeEpochConfig(c EpochConfig) ([]byte, error) {
+	if err := c.Check(); err != nil {
+		return nil, fmt.Errorf("storage: encode epoch config: %w: %v", ErrInvalid, err)
+	}
+	return encodeRecord(c)
+}
+
+// DecodeEpochConfig decodes and checks an EpochConfig record; key names it
+// in errors.
+func DecodeEpochConfig(key string, b []byte) (EpochConfig, error) {
+	var c EpochConfig
+	if err := decodeRecord("epoch config", b, &c); err != nil {
+		return EpochConfig{}, fmt.Errorf("storage: stable key %q: %v: %w", key, err, ErrCorrupt)
+	}
+	if err := c.Check(); err != nil {
+		return EpochConfig{}, fmt.Errorf("storage: stable key %q: %v: %w", key, err, ErrCorrupt)
+	}
+	return c, nil
+}
+
+// GetEpochConfig reads the configuration of epoch e.
+func GetEpochConfig(s StableStore, e uint64) (EpochConfig, error) {
+	key := EpochConfigKey(e)
+	b, err := s.Get(key)
+	if err != nil {
+		return EpochConfig{}, err
+	}
+	c, err := DecodeEpochConfig(key, b)
+	if err == nil && c.Epoch != e {
+		err = fmt.Errorf("storage: stable key %q holds the configuration of epoch %d: %w", key, c.Epoch, ErrCorrupt)
+	}
+	return c, err
+}
+
+// SetEpochConfig writes the configuration of epoch c.Epoch.
+func SetEpochConfig(s StableStore, c EpochConfig) error {
+	b, err := EncodeEpochConfig(c)
+	if err != nil {
+		return err
+	}
+	return s.Set(EpochConfigKey(c.Epoch), b)
+}

@@ -1,0 +1,227 @@
+package storage
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"hash"
+	"io"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/edictlog/edictlog/edict"
+)
+
+// SnapshotMeta describes a snapshot of the FSM taken after applying the log
+// up to Index.
+type SnapshotMeta struct {
+	// ID names the snapshot in its store; Create assigns it.
+	ID string
+	// Index is the last log index the snapshot includes; Reign and Stamp
+	// are that entry's, so the log can be matched against the snapshot
+	// after the entries are compacted.
+	Index uint64
+	Reign edict.Stamp
+	Stamp edict.Stamp
+	// Config is the epoch configuration in force at Index.
+	Config EpochConfig
+	// Size and SHA256 describe the data; Close fills them.
+	Size   int64
+	SHA256 []byte
+	// Created is when Create was called.
+	Created time.Time
+}
+
+// SnapshotSink receives the data of a snapshot being created. Close makes
+// the snapshot durable and visible, Cancel discards it; either may be called
+// once, and nothing is visible in List before Close returns nil.
+type SnapshotSink interface {
+	io.Writer
+	ID() string
+	Close() error
+	Cancel() error
+}
+
+// SnapshotStore keeps the newest snapshots, up to its retention count.
+type SnapshotStore interface {
+	// Create starts a snapshot; meta's Index, Reign, Stamp and Config are
+	// used, the other fields are filled in by the store.
+	Create(meta SnapshotMeta) (SnapshotSink, error)
+	// List returns the complete snapshots, newest (highest Index) first.
+	// A snapshot whose metadata is damaged is an error, not left out.
+	List() ([]SnapshotMeta, error)
+	// Open returns a snapshot's metadata and a reader of its data. The
+	// reader checks the size and SHA-256 when it reaches the end and
+	// returns an error naming the file instead of io.EOF if they are wrong:
+	// a consumer must not act on the data before it has read io.EOF.
+	Open(id string) (SnapshotMeta, io.ReadCloser, error)
+	// Verify reads a snapshot through and reports whether it is intact.
+	Verify(id string) error
+	// Delete removes a snapshot.
+	Delete(id string) error
+}
+
+// idPattern is the form of snapshot IDs: index, creation time and a random
+// tag in hex, so that byte order is (index, time) order and IDs cannot name
+// a path outside the store.
+var idPattern = regexp.MustCompile(`^[0-9a-f]{16}-[0-9a-f]{16}-[0-9a-f]{8}$`)
+
+func newSnapshotID(index uint64, created time.Time) string {
+	return fmt.Sprintf("%016x-%016x-%08x", index, uint64(created.UnixNano()), rand.Uint32())
+}
+
+func checkSnapshotMeta(m *SnapshotMeta) error {
+	if err := checkStamp(m.Reign); err != nil {
+		return fmt.Errorf("%w: snapshot reign: %v", ErrInvalid, err)
+	}
+	if err := checkStamp(m.Stamp); err != nil {
+		return fmt.Errorf("%w: snapshot stamp: %v", ErrInvalid, err)
+	}
+	if err := m.Config.Check(); err != nil {
+		return fmt.Errorf("%w: snapshot configuration: %v", ErrInvalid, err)
+	}
+	return nil
+}
+
+// sortSnapshots orders newest first: by index, then creation, then ID.
+func sortSnapshots(ms []SnapshotMeta) {
+	slices.SortFunc(ms, func(a, b SnapshotMeta) int {
+		switch {
+		case a.Index != b.Index:
+			if a.Index > b.Index {
+				return -1
+			}
+			return 1
+		case !a.Created.Equal(b.Created):
+			return b.Created.Compare(a.Created)
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+}
+
+// cloneMeta copies m's slices, so that stores neither keep nor hand out
+// memory a caller may change.
+func cloneMeta(m SnapshotMeta) SnapshotMeta {
+	m.SHA256 = bytes.Clone(m.SHA256)
+	m.Config.Members = slices.Clone(m.Config.Members)
+	m.Config.Learners = slices.Clone(m.Config.Learners)
+	m.Reign.QT = slices.Clone(m.Reign.QT)
+	m.Stamp.QT = slices.Clone(m.Stamp.QT)
+	return m
+}
+
+// snapMetaRecord is the stored form of SnapshotMeta.
+type snapMetaRecord struct {
+	ID      string      `codec:"id"`
+	Index   uint64      `codec:"i"`
+	Reign   edict.Stamp `codec:"r"`
+	Stamp   edict.Stamp `codec:"s"`
+	Config  EpochConfig `codec:"c"`
+	Size    int64       `codec:"n"`
+	SHA256  []byte      `codec:"h"`
+	Created int64       `codec:"t"`
+}
+
+var snapMetaKey = []byte("snapshot-meta")
+
+// encodeSnapMeta returns the record, version byte first, with a CRC-32C.
+func encodeSnapMeta(m SnapshotMeta) ([]byte, error) {
+	rec, err := encodeRecord(snapMetaRecord{
+		ID: m.ID, Index: m.Index, Reign: m.Reign, Stamp: m.Stamp, Config: m.Config,
+		Size: m.Size, SHA256: m.SHA256, Created: m.Created.UnixNano(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return frame(nil, snapMetaKey, rec), nil
+}
+
+// decodeSnapMeta decodes and checks a metadata record; the error says what
+// is wrong, the caller adds the file.
+func decodeSnapMeta(b []byte) (SnapshotMeta, error) {
+	p, _, err := unframe(snapMetaKey, b)
+	if err != nil {
+		return SnapshotMeta{}, err
+	}
+	var r snapMetaRecord
+	if err := decodeRecord("snapshot metadata", p, &r); err != nil {
+		return SnapshotMeta{}, err
+	}
+	m := SnapshotMeta{
+		ID: r.ID, Index: r.Index, Reign: r.Reign, Stamp: r.Stamp, Config: r.Config,
+		Size: r.Size, SHA256: r.SHA256, Created: time.Unix(0, r.Created),
+	}
+	if err := checkSnapshotMeta(&m); err != nil {
+		return SnapshotMeta{}, err
+	}
+	if !idPattern.MatchString(m.ID) || m.Size < 0 || len(m.SHA256) != sha256.Size {
+		return SnapshotMeta{}, fmt.Errorf("impossible id %q, size %d or digest length %d", m.ID, m.Size, len(m.SHA256))
+	}
+	return m, nil
+}
+
+// verifyingReader passes through exactly size bytes of r and checks their
+// SHA-256 before it reports io.EOF.
+type verifyingReader struct {
+	r      io.Reader
+	closer io.Closer
+	name   string // the file, for errors
+	left   int64
+	h      hash.Hash
+	want   []byte
+	err    error
+}
+
+func newVerifyingReader(r io.Reader, c io.Closer, name string, m SnapshotMeta) *verifyingReader {
+	return &verifyingReader{r: r, closer: c, name: name, left: m.Size, h: sha256.New(), want: m.SHA256}
+}
+
+func (v *verifyingReader) Read(p []byte) (int, error) {
+	if v.err != nil {
+		return 0, v.err
+	}
+	if v.left == 0 {
+		v.err = v.finish()
+		return 0, v.err
+	}
+	if int64(len(p)) > v.left {
+		p = p[:v.left]
+	}
+	n, err := v.r.Read(p)
+	v.h.Write(p[:n])
+	v.left -= int64(n)
+	switch {
+	case err == io.EOF && v.left > 0:
+		v.err = corruptf(v.name, "snapshot data ends %d bytes early", v.left)
+		return n, v.err
+	case err != nil && err != io.EOF:
+		v.err = fmt.Errorf("storage: %s: read snapshot: %w", v.name, err)
+		return n, v.err
+	}
+	return n, nil
+}
+
+// finish checks the digest once all bytes are read, and that the data does
+// not go on past its recorded size.
+func (v *verifyingReader) finish() error {
+	var one [1]byte
+	if n, _ := io.ReadFull(v.r, one[:]); n > 0 {
+		return corruptf(v.name, "snapshot data is longer than its recorded size")
+	}
+	if got := v.h.Sum(nil); !bytes.Equal(got, v.want) {
+		return corruptf(v.name, "snapshot SHA-256 is %x, want %x", got, v.want)
+	}
+	return io.EOF
+}
+
+func (v *verifyingReader) Close() error {
+	if v.closer == nil {
+		return nil
+	}
+	err := v.closer.Close()
+	v.closer = nil
+	return err
+}
