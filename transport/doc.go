@@ -1,0 +1,48 @@
+// Package transport carries edictlog's messages between processes: the
+// wire message types (one [Message] envelope holding either a lease
+// message of package elect or a log message), the [Transport] interface the
+// log.Node runtime uses, the production [TCP] transport, and [Mem], an
+// in-memory transport on a fault-injecting [Network] for tests.
+//
+// # Guarantees
+//
+// Delivery is best effort — the lease protocol and the log tolerate loss
+// and do not rely on order — but what is delivered can be trusted as far as
+// structure goes:
+//
+//   - A message is delivered whole or not at all, to the process it is
+//     addressed to, and only from the process that sent it: a connection's
+//     messages must name the sender its handshake named.
+//   - Every decoder validates what it decodes (unknown kinds, missing
+//     sender or receiver, malformed stamps, bad sizes) and returns an
+//     error, never a panic and never a half-valid value. Whether a stamp
+//     covers a quorum of its epoch needs the epoch table and is left to
+//     the log layer (edict.Stamp.Validate).
+//   - Lease and other control messages never queue behind appends, on the
+//     wire (their own connection) or in the receiver's inbox.
+//   - A slow or hostile peer costs bounded memory and cannot hang a node:
+//     frames are bounded, reads time out, a bad frame closes only its
+//     connection, with a log line saying why.
+//
+// # Wire format (FrameVersion 1)
+//
+// Every frame is a 4-byte big-endian length n, then n bytes: the version
+// byte FrameVersion and a body. The body is msgpack
+// (github.com/hashicorp/go-msgpack/v2), with structs as arrays, except for
+// snapshot chunks (raw bytes) and keepalives (empty). n is at most
+// TCPConfig.MaxFrameSize, and at most 1 KiB until the handshake is done.
+//
+// A dialer opens a connection per lane and sends a hello (cluster id,
+// sender, intended receiver, lane); the acceptor answers with acceptance or
+// a refusal and its reason. Then:
+//
+//   - control lane: message frames, one way;
+//   - bulk lane: Append and FetchReply frames one way, cumulative acks (the
+//     count of frames delivered so far) the other, bounding the frames in
+//     flight to TCPConfig.AppendWindow;
+//   - snapshot lane: a SnapshotMeta frame, chunk frames, an empty end
+//     frame; then the receiver's result frame.
+//
+// Any change to a wire struct (wire.go) or to this layout bumps
+// FrameVersion; peers of different versions refuse each other's frames.
+package transport

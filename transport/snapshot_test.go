@@ -1,0 +1,159 @@
+package transport
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edictlog/edictlog/edict"
+)
+
+// patternReader yields n pseudo-random bytes without holding them.
+type patternReader struct {
+	rng  *rand.ChaCha8
+	left int64
+}
+
+func newPattern(seed byte, n int64) *patternReader {
+	var s [32]byte
+	s[0] = seed
+	return &patternReader{rng: rand.NewChaCha8(s), left: n}
+}
+
+func (p *patternReader) Read(b []byte) (int, error) {
+	if p.left == 0 {
+		return 0, io.EOF
+	}
+	if int64(len(b)) > p.left {
+		b = b[:p.left]
+	}
+	p.rng.Read(b)
+	p.left -= int64(len(b))
+	return len(b), nil
+}
+
+func patternSum(seed byte, n int64) [32]byte {
+	h := sha256.New()
+	io.Copy(h, newPattern(seed, n))
+	var s [32]byte
+	copy(s[:], h.Sum(nil))
+	return s
+}
+
+func testMeta(size int64) SnapshotMeta {
+	return SnapshotMeta{Epoch: 1, Reign: testStamp(1, 10, 0), LastIndex: 100, LastStamp: testStamp(1, 20, 100), Members: []edict.ProcessID{1, 2, 3}, Size: size}
+}
+
+// snapshotTransports runs the snapshot tests on both transports.
+func snapshotTransports(t *testing.T) map[string][2]Transport {
+	t.Helper()
+	n := newTCPNodes(t, 2, func(c *TCPConfig) { c.SnapshotChunkSize = 64 << 10 })
+	net := NewNetwork(1)
+	a, _ := net.Node(1)
+	b, _ := net.Node(2)
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return map[string][2]Transport{"tcp": {n[0], n[1]}, "mem": {a, b}}
+}
+
+func TestSnapshotStream(t *testing.T) {
+	t.Parallel()
+	for name, tr := range snapshotTransports(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			const size = 5<<20 + 12345
+			done := make(chan error, 1)
+			go func() { done <- tr[0].SendSnapshot(ctxT(t, 10*time.Second), 2, testMeta(size), newPattern(7, size)) }()
+			var s *IncomingSnapshot
+			select {
+			case s = <-tr[1].Snapshots():
+			case <-time.After(5 * time.Second):
+				t.Fatal("no snapshot offered")
+			}
+			if s.From != 1 || s.Meta.LastIndex != 100 || s.Meta.Size != size {
+				t.Fatalf("snapshot from %v meta %+v", s.From, s.Meta)
+			}
+			h := sha256.New()
+			n, err := io.Copy(h, s)
+			if err != nil || n != size {
+				t.Fatalf("read %d bytes, err %v", n, err)
+			}
+			if got, want := [32]byte(h.Sum(nil)), patternSum(7, size); got != want {
+				t.Fatal("snapshot content differs")
+			}
+			if err := s.Finish(nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("SendSnapshot: %v", err)
+			}
+		})
+	}
+}
+
+func TestSnapshotRejected(t *testing.T) {
+	t.Parallel()
+	for name, tr := range snapshotTransports(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			// 1 GiB: the sender must notice the refusal and stop, not
+			// stream it all.
+			const size = 1 << 30
+			done := make(chan error, 1)
+			go func() { done <- tr[0].SendSnapshot(ctxT(t, 10*time.Second), 2, testMeta(size), newPattern(1, size)) }()
+			s := <-tr[1].Snapshots()
+			start := time.Now()
+			io.CopyN(io.Discard, s, 1000)
+			s.Finish(errors.New("disk full"))
+			err := <-done
+			if !errors.Is(err, ErrSnapshotRejected) || !strings.Contains(err.Error(), "disk full") {
+				t.Fatalf("SendSnapshot after a refusal: %v", err)
+			}
+			if el := time.Since(start); el > 3*time.Second {
+				t.Fatalf("sender took %v to notice the refusal", el)
+			}
+			t.Log(err)
+		})
+	}
+}
+
+// TestSnapshotSizeMismatch: a source shorter or longer than its meta says
+// fails the sender, and the receiver never sees a clean end of stream.
+func TestSnapshotSizeMismatch(t *testing.T) {
+	t.Parallel()
+	for name, tr := range snapshotTransports(t) {
+		for _, tc := range []struct {
+			name   string
+			actual int64
+		}{{"short", 100_000}, {"long", 300_000}} {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				done := make(chan error, 1)
+				go func() {
+					done <- tr[0].SendSnapshot(ctxT(t, 10*time.Second), 2, testMeta(200_000), newPattern(2, tc.actual))
+				}()
+				s := <-tr[1].Snapshots()
+				_, rerr := io.Copy(io.Discard, s)
+				if rerr == nil {
+					t.Fatal("receiver read a wrong-sized snapshot to a clean end")
+				}
+				s.Finish(rerr)
+				if err := <-done; err == nil || !strings.Contains(err.Error(), "snapshot source") {
+					t.Fatalf("sender: %v", err)
+				}
+			})
+		}
+	}
+}
+
+func TestSnapshotNotTaken(t *testing.T) {
+	t.Parallel()
+	n := newTCPNodes(t, 2, func(c *TCPConfig) { c.HandshakeTimeout = 200 * time.Millisecond })
+	err := n[0].SendSnapshot(ctxT(t, 5*time.Second), 2, testMeta(10), bytes.NewReader(make([]byte, 10)))
+	if !errors.Is(err, ErrSnapshotRejected) || !strings.Contains(err.Error(), "busy") {
+		t.Fatalf("snapshot nobody took: %v", err)
+	}
+}

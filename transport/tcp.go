@@ -1,0 +1,357 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/edictlog/edictlog/edict"
+)
+
+// TCPConfig configures a TCP transport. Zero durations and sizes take the
+// defaults named on each field.
+type TCPConfig struct {
+	// ID is this process. Required.
+	ID edict.ProcessID
+	// ClusterID names the cluster; a peer that presents another one in its
+	// handshake is refused. Required, at most MaxClusterIDLen bytes.
+	ClusterID string
+	// BindAddr is the listen address; port 0 picks a free port (see
+	// LocalAddr). Required.
+	BindAddr string
+	// AdvertiseAddr is what LocalAddr reports, if the listen address is
+	// not how peers reach this node.
+	AdvertiseAddr string
+	// Peers are the initial peer addresses.
+	Peers map[edict.ProcessID]string
+	// TLS, if set, requires mutual TLS on every connection.
+	TLS *TLSFiles
+	// Logger receives connection events; slog.Default() if nil.
+	Logger *slog.Logger
+
+	// MaxFrameSize bounds a frame in either direction (default
+	// DefaultMaxFrameSize, 16 MiB). A message whose frame would exceed it
+	// is refused by Send; a peer that sends a larger frame is disconnected.
+	MaxFrameSize int
+	// AppendWindow is how many bulk frames (Append, FetchReply) may be in
+	// flight to one peer: sent but not yet queued for the receiver's
+	// runtime (default 64). It is what makes appends pipelined — a leader
+	// need not wait for one append's reply to send the next — and what
+	// bounds the memory a slow follower costs: when the window is full,
+	// Send of an Append waits.
+	AppendWindow int
+	// ControlQueue bounds the queue of other messages to one peer (default
+	// 1024).
+	ControlQueue int
+	// InboxSize bounds received messages not yet taken from Receive
+	// (default 1024 control messages; appends are bounded by the windows).
+	InboxSize int
+	// MaxInboundConns bounds accepted connections (default 512).
+	MaxInboundConns int
+	// DialTimeout bounds a TCP connect (default 2s).
+	DialTimeout time.Duration
+	// HandshakeTimeout bounds TLS and the hello exchange (default 5s).
+	HandshakeTimeout time.Duration
+	// IdleTimeout closes an inbound connection with no frame for this long
+	// (default 60s). Senders send a keepalive after a third of it.
+	IdleTimeout time.Duration
+	// FrameTimeout closes a connection that stalls mid-frame for this long
+	// (default 10s), so a slow or hostile peer cannot hold a reader.
+	FrameTimeout time.Duration
+	// WriteTimeout closes a connection whose peer has not accepted our
+	// writes for this long (default 10s).
+	WriteTimeout time.Duration
+	// SnapshotChunkSize is the frame size of a snapshot stream (default
+	// 256 KiB, or less if MaxFrameSize is smaller) and the only buffer a
+	// snapshot send holds.
+	SnapshotChunkSize int
+}
+
+func (c *TCPConfig) withDefaults() (TCPConfig, error) {
+	d := *c
+	switch {
+	case d.ID == edict.None:
+		return d, errors.New("transport: TCPConfig.ID is required")
+	case d.ClusterID == "" || len(d.ClusterID) > MaxClusterIDLen || !utf8.ValidString(d.ClusterID):
+		return d, fmt.Errorf("transport: TCPConfig.ClusterID must be 1 to %d bytes of UTF-8", MaxClusterIDLen)
+	case d.BindAddr == "":
+		return d, errors.New("transport: TCPConfig.BindAddr is required")
+	}
+	setDefault(&d.MaxFrameSize, DefaultMaxFrameSize)
+	setDefault(&d.AppendWindow, 64)
+	setDefault(&d.ControlQueue, 1024)
+	setDefault(&d.InboxSize, 1024)
+	setDefault(&d.MaxInboundConns, 512)
+	setDefault(&d.DialTimeout, 2*time.Second)
+	setDefault(&d.HandshakeTimeout, 5*time.Second)
+	setDefault(&d.IdleTimeout, 60*time.Second)
+	setDefault(&d.FrameTimeout, 10*time.Second)
+	setDefault(&d.WriteTimeout, 10*time.Second)
+	if d.MaxFrameSize < maxHandshakeFrame {
+		return d, fmt.Errorf("transport: MaxFrameSize %d below the minimum of %d", d.MaxFrameSize, maxHandshakeFrame)
+	}
+	setDefault(&d.SnapshotChunkSize, min(256<<10, d.MaxFrameSize-1))
+	if d.SnapshotChunkSize+1 > d.MaxFrameSize {
+		return d, fmt.Errorf("transport: SnapshotChunkSize %d does not fit MaxFrameSize %d", d.SnapshotChunkSize, d.MaxFrameSize)
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	return d, nil
+}
+
+func setDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
+// TCP is the production Transport: length-prefixed msgpack frames over
+// TCP, optionally inside mutual TLS.
+//
+// Per peer it keeps two outbound connections, reused for as long as they
+// work: a control lane for lease and other small messages, and a bulk lane
+// for messages that carry entries (Append, FetchReply), whose acks bound
+// the frames in flight (TCPConfig.AppendWindow).
+// Each snapshot stream gets a connection of its own. Every connection
+// starts with a handshake naming the cluster, the sender, the intended
+// receiver and the lane; a mismatch is refused and logged with the reason.
+// A connection is one-way for messages: replies travel on the replier's own
+// outbound connection.
+//
+// Input is never trusted: frames are bounded (MaxFrameSize, and 1 KiB
+// before the handshake), versioned and fully validated; a message must come
+// from the process the connection's handshake named; reads time out when a
+// peer is idle too long or stalls mid-frame. Any violation closes that one
+// connection with a log line saying why.
+type TCP struct {
+	cfg   TCPConfig
+	log   *slog.Logger
+	ln    net.Listener
+	tls   *tlsConfigs
+	inbox *inbox
+	snaps chan *IncomingSnapshot
+	addr  string
+
+	closing   chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+	inbound   chan struct{} // semaphore of MaxInboundConns
+
+	mu    sync.Mutex
+	peers map[edict.ProcessID]*peer
+	conns map[net.Conn]struct{} // accepted and snapshot connections, for Close
+}
+
+var _ Transport = (*TCP)(nil)
+
+// NewTCP listens on cfg.BindAddr and returns a running transport.
+func NewTCP(cfg TCPConfig) (*TCP, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	t := &TCP{
+		cfg:     c,
+		log:     c.Logger.With("component", "transport", "node", c.ID),
+		inbox:   newInbox(c.InboxSize, c.AppendWindow),
+		snaps:   make(chan *IncomingSnapshot),
+		closing: make(chan struct{}),
+		inbound: make(chan struct{}, c.MaxInboundConns),
+		peers:   map[edict.ProcessID]*peer{},
+		conns:   map[net.Conn]struct{}{},
+	}
+	if c.TLS != nil {
+		if t.tls, err = loadTLS(c.TLS); err != nil {
+			t.inbox.close()
+			return nil, err
+		}
+	}
+	if t.ln, err = net.Listen("tcp", c.BindAddr); err != nil {
+		t.inbox.close()
+		return nil, fmt.Errorf("transport: listen on %s: %w", c.BindAddr, err)
+	}
+	t.addr = c.AdvertiseAddr
+	if t.addr == "" {
+		t.addr = t.ln.Addr().String()
+	}
+	for id, addr := range c.Peers {
+		t.AddPeer(id, addr)
+	}
+	t.wg.Add(1)
+	go t.acceptLoop()
+	t.log.Info("transport listening", "addr", t.addr, "tls", t.tls != nil)
+	return t, nil
+}
+
+// ID implements Transport.
+func (t *TCP) ID() edict.ProcessID { return t.cfg.ID }
+
+// LocalAddr implements Transport.
+func (t *TCP) LocalAddr() string { return t.addr }
+
+// Receive implements Transport.
+func (t *TCP) Receive() <-chan Message { return t.inbox.out }
+
+// Snapshots implements Transport.
+func (t *TCP) Snapshots() <-chan *IncomingSnapshot { return t.snaps }
+
+// AddPeer implements Transport. Changing a peer's address closes its
+// connections; the next message dials the new address.
+func (t *TCP) AddPeer(id edict.ProcessID, addr string) {
+	if id == t.cfg.ID || id == edict.None {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.isClosing() {
+		return
+	}
+	if p, ok := t.peers[id]; ok {
+		p.setAddr(addr)
+		return
+	}
+	t.peers[id] = newPeer(t, id, addr)
+}
+
+// RemovePeer implements Transport.
+func (t *TCP) RemovePeer(id edict.ProcessID) {
+	t.mu.Lock()
+	p, ok := t.peers[id]
+	delete(t.peers, id)
+	t.mu.Unlock()
+	if ok {
+		p.close()
+	}
+}
+
+// SetPeers implements Transport.
+func (t *TCP) SetPeers(peers map[edict.ProcessID]string) {
+	t.mu.Lock()
+	var gone []edict.ProcessID
+	for id := range t.peers {
+		if _, ok := peers[id]; !ok {
+			gone = append(gone, id)
+		}
+	}
+	t.mu.Unlock()
+	for _, id := range gone {
+		t.RemovePeer(id)
+	}
+	for id, addr := range peers {
+		t.AddPeer(id, addr)
+	}
+}
+
+func (t *TCP) peer(id edict.ProcessID) *peer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.peers[id]
+}
+
+// addressMessage fills in and checks m's envelope for a send to to.
+func addressMessage(self, to edict.ProcessID, m *Message) error {
+	if m.From == edict.None {
+		m.From = self
+	}
+	if m.To == edict.None {
+		m.To = to
+	}
+	if m.From != self {
+		return fmt.Errorf("transport: send: message from %v, but this is %v", m.From, self)
+	}
+	if m.To != to {
+		return fmt.Errorf("transport: send: message addressed to %v sent to %v", m.To, to)
+	}
+	return nil
+}
+
+// Send implements Transport.
+func (t *TCP) Send(ctx context.Context, to edict.ProcessID, m Message) error {
+	if t.isClosing() {
+		return ErrClosed
+	}
+	if err := addressMessage(t.cfg.ID, to, &m); err != nil {
+		return err
+	}
+	f, err := encodeMessageFrame(m, t.cfg.MaxFrameSize)
+	if err != nil {
+		return err
+	}
+	if to == t.cfg.ID {
+		// Loopback still goes through the codec, so a process's messages to
+		// itself are copies and meet the same checks as any other.
+		body := f[frameHeaderSize:]
+		cp, err := decodeMessage(body)
+		if err != nil {
+			return err
+		}
+		if !t.inbox.deliver(cp, ctx.Done()) {
+			return fmt.Errorf("transport: send %v to self: %w", m.Kind(), context.Cause(ctx))
+		}
+		return nil
+	}
+	p := t.peer(to)
+	if p == nil {
+		return fmt.Errorf("%w %v", ErrUnknownPeer, to)
+	}
+	if m.Kind().bulk() {
+		return p.appends.enqueue(ctx, f)
+	}
+	return p.control.enqueue(ctx, f)
+}
+
+func (t *TCP) isClosing() bool {
+	select {
+	case <-t.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close implements Transport.
+func (t *TCP) Close() error {
+	t.closeOnce.Do(func() {
+		close(t.closing)
+		t.ln.Close()
+		t.mu.Lock()
+		peers := t.peers
+		t.peers = map[edict.ProcessID]*peer{}
+		for c := range t.conns {
+			c.Close()
+		}
+		t.mu.Unlock()
+		for _, p := range peers {
+			p.close()
+		}
+		t.inbox.close()
+		t.wg.Wait()
+		close(t.snaps) // every sender to snaps was in wg
+		t.log.Info("transport closed")
+	})
+	return nil
+}
+
+// track registers a connection for Close; it reports false if the
+// transport is already closing (the caller then closes it).
+func (t *TCP) track(c net.Conn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.isClosing() {
+		return false
+	}
+	t.conns[c] = struct{}{}
+	return true
+}
+
+func (t *TCP) untrack(c net.Conn) {
+	t.mu.Lock()
+	delete(t.conns, c)
+	t.mu.Unlock()
+}

@@ -1,0 +1,479 @@
+package transport
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/edictlog/edictlog/edict"
+)
+
+// peer is the outbound side of one remote process: two lanes, each with
+// its own connection and writer goroutine.
+type peer struct {
+	id      edict.ProcessID
+	mu      sync.Mutex
+	addr    string
+	control *outLane
+	appends *outLane
+	// ctx ends when the peer is removed or the transport closes; it
+	// aborts dials, and stop is its Done channel.
+	ctx    context.Context
+	cancel context.CancelFunc
+	stop   <-chan struct{}
+}
+
+func newPeer(t *TCP, id edict.ProcessID, addr string) *peer {
+	p := &peer{id: id, addr: addr}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.stop = p.ctx.Done()
+	p.control = newOutLane(t, p, laneControl, t.cfg.ControlQueue, 0)
+	p.appends = newOutLane(t, p, laneBulk, t.cfg.AppendWindow, t.cfg.AppendWindow)
+	return p
+}
+
+func (p *peer) getAddr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.addr
+}
+
+func (p *peer) setAddr(addr string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.addr = addr
+}
+
+func (p *peer) close() { p.cancel() }
+
+// outLane sends one lane's frames to one peer over a connection it dials
+// on demand and keeps while it works.
+type outLane struct {
+	t     *TCP
+	p     *peer
+	kind  lane
+	queue chan []byte
+	// window holds a token per bulk frame between Send and the
+	// receiver's ack (or the frame's loss); nil on the control lane.
+	window chan struct{}
+
+	// Owned by the writer goroutine.
+	conn      *outConn
+	failures  int
+	retryAt   time.Time
+	lastWrite time.Time
+}
+
+func newOutLane(t *TCP, p *peer, kind lane, queue, window int) *outLane {
+	l := &outLane{t: t, p: p, kind: kind, queue: make(chan []byte, queue)}
+	if window > 0 {
+		l.window = make(chan struct{}, window)
+	}
+	t.wg.Add(1)
+	go l.run()
+	return l
+}
+
+// enqueue queues frame f, waiting for room (and a window token) until ctx
+// is done.
+func (l *outLane) enqueue(ctx context.Context, f []byte) error {
+	if l.window != nil {
+		select {
+		case l.window <- struct{}{}:
+		case <-ctx.Done():
+			return fmt.Errorf("transport: send append to %v: window of %d appends in flight is full: %w", l.p.id, cap(l.window), context.Cause(ctx))
+		case <-l.p.stop:
+			return l.gone()
+		}
+	}
+	select {
+	case l.queue <- f:
+		return nil
+	case <-ctx.Done():
+		l.release(1)
+		return fmt.Errorf("transport: send to %v: %s queue full: %w", l.p.id, l.kind, context.Cause(ctx))
+	case <-l.p.stop:
+		l.release(1)
+		return l.gone()
+	}
+}
+
+// gone is the error for a send to a peer removed (or a transport closed)
+// while the send waited.
+func (l *outLane) gone() error {
+	if l.t.isClosing() {
+		return ErrClosed
+	}
+	return fmt.Errorf("%w %v (removed)", ErrUnknownPeer, l.p.id)
+}
+
+// release returns n window tokens.
+func (l *outLane) release(n uint64) {
+	if l.window == nil {
+		return
+	}
+	for ; n > 0; n-- {
+		select {
+		case <-l.window:
+		default:
+			// Returning more tokens than were taken would be a bug in the
+			// accounting above; say so rather than block the writer.
+			l.t.log.Error("bulk window released below zero", "peer", l.p.id)
+			return
+		}
+	}
+}
+
+func (l *outLane) run() {
+	defer l.t.wg.Done()
+	defer func() {
+		if l.conn != nil {
+			l.conn.kill(nil)
+		}
+	}()
+	keepalive := time.NewTicker(l.t.cfg.IdleTimeout / 3)
+	defer keepalive.Stop()
+	for {
+		select {
+		case <-l.p.stop:
+			return
+		case f := <-l.queue:
+			l.sendBatch(f)
+		case <-keepalive.C:
+			l.keepalive()
+		}
+	}
+}
+
+// maxBatch bounds the bytes one flush gathers from the queue.
+const maxBatch = 1 << 20
+
+// sendBatch writes f and whatever else is queued, then flushes: under load
+// many frames share one write system call, and when idle a frame goes out
+// at once.
+func (l *outLane) sendBatch(f []byte) {
+	oc, err := l.connect()
+	if err != nil {
+		l.drop(1)
+		return
+	}
+	// A frame larger than the buffer goes straight to the socket inside
+	// Write, so the deadline must be in force before the first Write, not
+	// only at Flush.
+	if err := oc.c.SetWriteDeadline(time.Now().Add(l.t.cfg.WriteTimeout)); err != nil {
+		l.drop(1)
+		l.lost(oc, oc.cause(err))
+		return
+	}
+	size := 0
+	for {
+		if counted, err := oc.write(f); err != nil {
+			if !counted {
+				l.drop(1) // f still holds its own token
+			}
+			l.lost(oc, err)
+			return
+		}
+		size += len(f)
+		if size >= maxBatch {
+			break
+		}
+		select {
+		case f = <-l.queue:
+			continue
+		default:
+		}
+		break
+	}
+	if err := oc.flush(l.t.cfg.WriteTimeout); err != nil {
+		l.lost(oc, oc.cause(err))
+		return
+	}
+	l.lastWrite = time.Now()
+}
+
+func (l *outLane) keepalive() {
+	oc := l.conn
+	if oc == nil || oc.isDead() || time.Since(l.lastWrite) < l.t.cfg.IdleTimeout/3 {
+		return
+	}
+	if err := oc.writeKeepalive(l.t.cfg.WriteTimeout); err != nil {
+		l.lost(oc, oc.cause(err))
+		return
+	}
+	l.lastWrite = time.Now()
+}
+
+// drop discards n frames already taken from the queue and every frame
+// still in it: the peer cannot be reached now, and delivering stale
+// messages later helps no one (the protocols above resend what matters).
+func (l *outLane) drop(n int) {
+	for {
+		select {
+		case <-l.queue:
+			n++
+			continue
+		default:
+		}
+		break
+	}
+	l.release(uint64(n))
+}
+
+func (l *outLane) lost(oc *outConn, err error) {
+	oc.kill(err)
+	if l.conn == oc {
+		l.conn = nil
+	}
+	select {
+	case <-l.t.closing:
+	default:
+		l.t.log.Warn("connection lost", "peer", l.p.id, "lane", l.kind, "err", err)
+	}
+	l.drop(0)
+}
+
+// connect returns a working connection, dialing if needed. Dial failures
+// back off exponentially (50ms to 1s); while backing off, frames are
+// dropped rather than queued behind a dead peer.
+func (l *outLane) connect() (*outConn, error) {
+	addr := l.p.getAddr()
+	if oc := l.conn; oc != nil {
+		if !oc.isDead() && oc.addr == addr {
+			return oc, nil
+		}
+		oc.kill(nil)
+		l.conn = nil
+	}
+	if time.Now().Before(l.retryAt) {
+		return nil, ErrUnreachable
+	}
+	c, br, err := l.t.dial(l.p.ctx, l.p.id, addr, l.kind)
+	if err != nil {
+		l.failures++
+		l.retryAt = time.Now().Add(min(50*time.Millisecond<<min(l.failures-1, 5), time.Second))
+		level := l.t.log.Debug
+		if l.failures == 1 {
+			level = l.t.log.Warn // say it once per outage, not once per retry
+		}
+		select {
+		case <-l.t.closing:
+		default:
+			level("cannot connect to peer", "peer", l.p.id, "addr", addr, "lane", l.kind, "err", err)
+		}
+		return nil, err
+	}
+	if l.failures > 0 {
+		l.t.log.Info("connected to peer", "peer", l.p.id, "addr", addr, "lane", l.kind, "after_failures", l.failures)
+	}
+	l.failures = 0
+	oc := newOutConn(c, addr, l)
+	l.conn = oc
+	l.t.wg.Add(1)
+	go oc.readBack(l, br)
+	return oc, nil
+}
+
+// dial connects to addr and performs the handshake for the given lane.
+// It returns the connection and a reader positioned after the reply.
+func (t *TCP) dial(ctx context.Context, to edict.ProcessID, addr string, ln lane) (net.Conn, *bufio.Reader, error) {
+	d := net.Dialer{Timeout: t.cfg.DialTimeout, KeepAlive: 15 * time.Second}
+	raw, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
+	}
+	c := raw
+	if err := c.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout)); err != nil {
+		raw.Close()
+		return nil, nil, err
+	}
+	if t.tls != nil {
+		tc := tls.Client(raw, t.tls.clientFor(addr))
+		if err := tc.HandshakeContext(ctx); err != nil {
+			raw.Close()
+			return nil, nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+		}
+		c = tc
+	}
+	h := hello{Cluster: t.cfg.ClusterID, From: uint64(t.cfg.ID), To: uint64(to), Lane: uint8(ln)}
+	f, err := encodeFrame("hello", &h, maxHandshakeFrame)
+	if err == nil {
+		_, err = c.Write(f)
+	}
+	if err != nil {
+		c.Close()
+		return nil, nil, fmt.Errorf("sending hello to %s: %w", addr, err)
+	}
+	br := bufio.NewReaderSize(c, 64<<10)
+	body, err := newFrameReader(br, maxHandshakeFrame).next()
+	var reply helloReply
+	if err == nil {
+		reply, err = decodeHelloReply(body)
+	}
+	if err != nil {
+		c.Close()
+		return nil, nil, fmt.Errorf("reading hello reply from %s: %w", addr, err)
+	}
+	if !reply.OK {
+		c.Close()
+		return nil, nil, fmt.Errorf("%v at %s refused the connection: %s", to, addr, reply.Reason)
+	}
+	if err := c.SetDeadline(time.Time{}); err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return c, br, nil
+}
+
+// outConn is one outbound connection and its window accounting: every
+// bulk frame written holds a window token until the receiver acks it or
+// the connection dies.
+type outConn struct {
+	c    net.Conn
+	bw   *bufio.Writer
+	addr string
+	lane *outLane
+
+	mu      sync.Mutex
+	dead    bool
+	err     error  // why it died, if known
+	written uint64 // bulk frames written on this connection
+	acked   uint64
+}
+
+func newOutConn(c net.Conn, addr string, l *outLane) *outConn {
+	return &outConn{c: c, bw: bufio.NewWriterSize(c, 64<<10), addr: addr, lane: l}
+}
+
+func (oc *outConn) isDead() bool {
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	return oc.dead
+}
+
+// kill closes the connection, remembering why (the first cause given),
+// and returns the tokens of frames it will never have acked. It is
+// idempotent.
+func (oc *outConn) kill(cause error) {
+	oc.mu.Lock()
+	if !oc.dead {
+		oc.dead = true
+		oc.err = cause
+		oc.lane.release(oc.written - oc.acked)
+		oc.acked = oc.written
+	}
+	oc.mu.Unlock()
+	oc.c.Close()
+}
+
+// cause returns why the connection died if that is known, else err: a
+// write on a connection that the ack reader closed fails with "use of
+// closed network connection", which explains nothing.
+func (oc *outConn) cause(err error) error {
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	if oc.err != nil {
+		return oc.err
+	}
+	return err
+}
+
+var errConnDead = errors.New("connection closed")
+
+// write buffers frame f. On error, counted says whether f's token was
+// taken over by the connection's accounting (and already released) or is
+// still the caller's.
+func (oc *outConn) write(f []byte) (counted bool, err error) {
+	oc.mu.Lock()
+	if oc.dead {
+		err := oc.err
+		oc.mu.Unlock()
+		if err == nil {
+			err = errConnDead
+		}
+		return false, err
+	}
+	if oc.lane.window != nil {
+		oc.written++ // counted before the bytes leave, so an ack never exceeds it
+	}
+	oc.mu.Unlock()
+	if _, err := oc.bw.Write(f); err != nil {
+		oc.kill(err)
+		return true, err
+	}
+	return true, nil
+}
+
+func (oc *outConn) flush(timeout time.Duration) error {
+	if err := oc.c.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
+		return err
+	}
+	return oc.bw.Flush()
+}
+
+func (oc *outConn) writeKeepalive(timeout time.Duration) error {
+	var f [frameHeaderSize]byte
+	putFrameHeader(f[:], 0)
+	if _, err := oc.bw.Write(f[:]); err != nil {
+		return err
+	}
+	return oc.flush(timeout)
+}
+
+// readBack reads what the receiver sends back: acks on the bulk lane,
+// nothing on the control lane. Either way it notices at once when the peer
+// closes, so the next message redials instead of vanishing into a dead
+// socket.
+func (oc *outConn) readBack(l *outLane, br *bufio.Reader) {
+	defer l.t.wg.Done()
+	fr := newFrameReader(br, maxHandshakeFrame)
+	var err error
+	for {
+		var body []byte
+		if body, err = fr.next(); err != nil {
+			break
+		}
+		if l.window == nil {
+			err = errors.New("unexpected frame on the control lane")
+			break
+		}
+		var n uint64
+		if n, err = decodeAck(body); err != nil {
+			break
+		}
+		if err = oc.ack(n); err != nil {
+			break
+		}
+	}
+	if !oc.isDead() {
+		select {
+		case <-l.t.closing:
+		default:
+			l.t.log.Debug("outbound connection closed", "peer", l.p.id, "lane", l.kind, "err", err)
+		}
+	}
+	if errors.Is(err, io.EOF) {
+		err = errors.New("connection closed by peer")
+	}
+	oc.kill(err)
+}
+
+func (oc *outConn) ack(n uint64) error {
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	if oc.dead {
+		return nil
+	}
+	if n < oc.acked || n > oc.written {
+		return fmt.Errorf("ack of %d frames, but %d written and %d acked before", n, oc.written, oc.acked)
+	}
+	oc.lane.release(n - oc.acked)
+	oc.acked = n
+	return nil
+}
