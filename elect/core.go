@@ -123,6 +123,9 @@ func (c *Core) Step(now edict.Time, m Message) error {
 	if m.To != c.id {
 		return fmt.Errorf("elect: %v addressed to %v delivered to %v", m.Type, m.To, c.id)
 	}
+	if err := c.checkSender(m); err != nil {
+		return err
+	}
 	c.advance(now)
 	c.cfg.Detector.Observe(Observation{Kind: Heard, Process: m.From, At: now})
 	switch m.Type {
@@ -135,6 +138,28 @@ func (c *Core) Step(now edict.Time, m Message) error {
 	}
 	c.tick(now)
 	return nil
+}
+
+// checkSender refuses lease messages from processes outside the epoch:
+// misconfiguration or an attack, never a message of a correct run. A
+// message of an epoch this process does not know yet is left to the
+// handlers, which ignore it until the log brings the epoch.
+func (c *Core) checkSender(m Message) error {
+	es := c.epochs[m.Epoch]
+	if es == nil || m.Type == MsgVerify || m.Type == MsgRemainder {
+		return nil
+	}
+	if es.qs.IsMember(m.From) {
+		return nil
+	}
+	if m.Type == MsgGrantRequest && m.Wedge {
+		// A member of the next epoch may wedge this one (§10.6); until
+		// this process learns that epoch it cannot tell, and ignores it.
+		if next := c.epochs[m.Epoch+1]; next == nil || next.qs.IsMember(m.From) {
+			return nil
+		}
+	}
+	return fmt.Errorf("elect: %v from %v, which is not a member of epoch %d", m.Type, m.From, m.Epoch)
 }
 
 // Tick lets timers fire at reading now: attempt deadlines, renewals, lease

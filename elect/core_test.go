@@ -265,6 +265,7 @@ func TestMessageValidate(t *testing.T) {
 	}
 	c := newCluster(t, 1, 2, 3)
 	assert.ErrorContains(t, c.cores[2].Step(c.reading(2), Message{Type: MsgGrant, From: 1, To: 3, Start: c.reading(1)}), "addressed to p3")
+	assert.ErrorContains(t, c.cores[2].Step(c.reading(2), Message{Type: MsgGrantRequest, From: 9, To: 2, Start: c.reading(1), Delta: time.Second}), "p9, which is not a member of epoch 0")
 }
 
 // OQwBS (§4): the granter holds its grant until Start_p + δ + Δ, read on

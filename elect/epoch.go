@@ -190,3 +190,18 @@ func (c *Core) learnTerminated(now edict.Time, upTo uint64) {
 	}
 	c.active = c.lowestUnterminated()
 }
+
+// ForceTerminated is the operator's forced recovery after quorum loss (the
+// paper's "manual intervention", §10.6): it declares every epoch below
+// upTo TERMINATED without a wedged quorum. It is unsafe by design — if the
+// "lost" processes are alive, two epochs may run at once — and exists only
+// for when a quorum is gone for good. It must be called on every survivor
+// with the same epoch configuration, which must already be known.
+func (c *Core) ForceTerminated(now edict.Time, upTo uint64) error {
+	c.advance(now)
+	if _, ok := c.epochs[upTo]; !ok {
+		return fmt.Errorf("elect: forced recovery into unknown epoch %d", upTo)
+	}
+	c.learnTerminated(now, upTo)
+	return nil
+}

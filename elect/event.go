@@ -47,6 +47,9 @@ type Event struct {
 	Reign    edict.QT   // LeaseAcquired: the QT of the reign's first instance
 	NewReign bool       // LeaseAcquired
 	Expiry   edict.Time // LeaseAcquired: E_p
-	Leader   edict.ProcessID
-	Until    edict.Time // LeaderVerified
+	// Start is Start_p of the completed instance (LeaseAcquired), naming
+	// the grants whose readings form QT.
+	Start  edict.Time
+	Leader edict.ProcessID
+	Until  edict.Time // LeaderVerified
 }

@@ -211,7 +211,7 @@ func (c *Core) complete(now edict.Time, a *attempt, qt edict.QT) {
 	} else {
 		c.lease = leaseState{epoch: a.epoch, expiry: a.deadline, qt: qt, reign: qt, counter: c.lease.counter}
 	}
-	c.event(Event{Kind: LeaseAcquired, Epoch: a.epoch, QT: qt, Reign: c.lease.reign, NewReign: !wasLeader, Expiry: c.lease.expiry, Leader: c.id})
+	c.event(Event{Kind: LeaseAcquired, Epoch: a.epoch, QT: qt, Reign: c.lease.reign, NewReign: !wasLeader, Expiry: c.lease.expiry, Start: a.start, Leader: c.id})
 }
 
 // checkAttempt gives up an attempt that has not completed in time.
@@ -268,3 +268,9 @@ func (c *Core) Release(now edict.Time, holdOff time.Duration) {
 	}
 	c.backoff = now.Add(holdOff)
 }
+
+// MaxLease is the configured bound on δ.
+func (c *Core) MaxLease() time.Duration { return c.cfg.MaxLease }
+
+// RoundTrip is the configured round-trip estimate d of §10.1.
+func (c *Core) RoundTrip() time.Duration { return c.cfg.RoundTrip }

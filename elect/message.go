@@ -81,6 +81,13 @@ type Message struct {
 	Remaining time.Duration `codec:"r"`
 	// Wedged reports, in a grant or nack, that q is wedged in Epoch.
 	Wedged bool `codec:"x"`
+
+	// LastIndex and LastStamp are the granter's log position when it
+	// granted, filled in by the log layer on grants and wedge replies so
+	// that a new reign (or epoch) starts from the most up-to-date log of
+	// its quorum (DESIGN §4, §6, §7). The lease protocol ignores them.
+	LastIndex uint64      `codec:"li"`
+	LastStamp edict.Stamp `codec:"ls"`
 }
 
 func (m Message) String() string {

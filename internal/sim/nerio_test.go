@@ -51,7 +51,7 @@ func TestNerio(t *testing.T) {
 			t.Parallel()
 			var ev, ch, pr, el, prom, rs, term int64
 			byType := map[elect.MessageType]int{}
-			list := seedList(t, 200)
+			list := seedList(t, 300)
 			for _, seed := range list {
 				res := Run(sc, seed)
 				if res.Violation != "" {

@@ -1,0 +1,199 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/elect"
+)
+
+func (r *lrun) schedule() {
+	sc := &r.sc
+	for i := range sc.Clients {
+		r.runClient(i)
+	}
+	r.every(300*time.Millisecond, r.end, func() {
+		p := r.procs[r.ids[r.w.rng.IntN(len(r.ids))]]
+		p.clock.setRate(r.w.now, r.pickRate())
+		if p.up {
+			p.tickPending = false
+			r.armTick(p)
+		}
+	})
+	if sc.Crashes {
+		r.every(sc.CrashEvery, r.gst, r.crashOne)
+	}
+	if sc.Partitions {
+		r.every(900*time.Millisecond, r.gst, func() {
+			if r.w.chance(0.3) {
+				r.net.heal()
+				return
+			}
+			var side []edict.ProcessID
+			for _, id := range r.ids {
+				if r.w.chance(0.4) {
+					side = append(side, id)
+				}
+			}
+			r.net.partition(side, r.ids, r.w.chance(0.3))
+		})
+	}
+	if sc.Transfers {
+		r.every(800*time.Millisecond, r.gst, func() {
+			l := r.leader()
+			if l == nil {
+				return
+			}
+			st := l.core.Status(l.now(r.w.now))
+			target := st.Members[r.w.rng.IntN(len(st.Members))]
+			if target != l.id {
+				r.call(l, func(now edict.Time) { _ = l.core.TransferLeadership(now, target) })
+			}
+		})
+	}
+	if sc.Membership {
+		r.membershipPlan()
+	}
+	r.w.at(r.gst, r.stabilize)
+}
+
+// every runs f at jittered intervals until until.
+func (r *lrun) every(interval time.Duration, until int64, f func()) {
+	var loop func()
+	loop = func() {
+		if r.w.now >= until || r.violation != "" {
+			return
+		}
+		f()
+		r.w.after(r.w.between(interval/2, interval*3/2), loop)
+	}
+	r.w.after(r.w.between(0, interval), loop)
+}
+
+func (r *lrun) crashOne() {
+	ups := r.upProcs()
+	if len(ups) == 0 {
+		return
+	}
+	p := ups[r.w.rng.IntN(len(ups))]
+	p.up = false
+	r.dropPending(p)
+	r.report(p.id, elect.ProcessDown)
+	down := r.w.between(50*time.Millisecond, r.sc.MaxDowntime)
+	r.w.at(min(r.w.now+int64(down), r.gst), func() { r.restart(p) })
+}
+
+func (r *lrun) restart(p *lproc) {
+	if p.up || !p.started {
+		return
+	}
+	r.start(p)
+	r.report(p.id, elect.ProcessUp)
+}
+
+// report has the failure detector tell the other live processes.
+func (r *lrun) report(target edict.ProcessID, kind elect.ObservationKind) {
+	for _, q := range r.upProcs() {
+		if q.id == target {
+			continue
+		}
+		det, q := q.detector, q
+		r.w.after(r.w.between(0, r.sc.detectDelay()), func() {
+			det.Observe(elect.Observation{Kind: kind, Process: target, At: q.now(r.w.now)})
+		})
+	}
+}
+
+// membershipPlan adds a learner, promotes it, then removes a member, each
+// step retried until the leader takes it.
+func (r *lrun) membershipPlan() {
+	newID := r.ids[len(r.ids)-1]
+	step := 0
+	r.every(400*time.Millisecond, r.gst-int64(time.Second), func() {
+		l := r.leader()
+		if l == nil {
+			return
+		}
+		st := l.core.Status(l.now(r.w.now))
+		switch step {
+		case 0:
+			p := r.procs[newID]
+			if !p.started {
+				r.start(p)
+			}
+			r.call(l, func(now edict.Time) {
+				if _, err := l.core.AddLearner(now, newID, "sim"); err == nil {
+					l.core.Flush(now)
+					step++
+				}
+			})
+		case 1:
+			if st.Match[newID] >= st.Commit && st.Commit > 0 {
+				r.call(l, func(now edict.Time) {
+					if _, err := l.core.Promote(now, newID); err == nil {
+						l.core.Flush(now)
+						step++
+					}
+				})
+			}
+		case 2:
+			if len(st.Members) == r.sc.N+1 {
+				victim := st.Members[0]
+				r.call(l, func(now edict.Time) {
+					if _, err := l.core.Remove(now, victim); err == nil {
+						l.core.Flush(now)
+						step++
+					}
+				})
+			}
+		}
+	})
+}
+
+// stabilize is GST: the network heals, crashed processes restart, every
+// detector learns the truth.
+func (r *lrun) stabilize() {
+	r.net.heal()
+	for _, id := range r.ids {
+		if p := r.procs[id]; p.started && !p.up {
+			r.restart(p)
+		}
+	}
+	for _, q := range r.upProcs() {
+		for _, id := range r.ids {
+			kind := elect.ProcessDown
+			if r.procs[id].up {
+				kind = elect.ProcessUp
+			}
+			q.detector.Observe(elect.Observation{Kind: kind, Process: id, At: q.now(r.w.now)})
+		}
+	}
+}
+
+// finalCheck: linearizability of the history, and progress after GST.
+func (r *lrun) finalCheck() {
+	if v := r.hist.check(); v != "" {
+		r.fail("%s", v)
+		return
+	}
+	if r.ackAfterGST == 0 {
+		r.fail("no write was acknowledged after GST: the log made no progress%s", r.describe())
+	}
+}
+
+// describe summarizes each process's state, for a failure message.
+func (r *lrun) describe() string {
+	var b []byte
+	for _, id := range r.ids {
+		p := r.procs[id]
+		if !p.started {
+			continue
+		}
+		now := p.now(r.w.now)
+		st := p.core.Status(now)
+		b = fmt.Appendf(b, "\n  %v up=%t epoch=%d leader=%v isLeader=%t commit=%d applied=%d last=%d members=%v learners=%v %s",
+			id, p.up, st.Epoch, st.Leader, st.IsLeader, st.Commit, st.Applied, st.LastIndex, st.Members, st.Learners, p.core.Debug(now))
+	}
+	return string(b)
+}

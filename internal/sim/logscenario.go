@@ -1,0 +1,60 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/edictlog/edictlog/log"
+)
+
+// LogScenario is a family of runs of the replicated log: the lease
+// scenario's network, clocks and crashes, plus clients and the log's own
+// operations.
+type LogScenario struct {
+	Scenario
+	Clients int // concurrent clients, one operation in flight each
+	Keys    int // keys the clients use
+	// Levels are the read levels clients use, chosen at random.
+	Levels []log.ReadLevel
+	// Membership adds a learner, promotes it and removes a member before
+	// GST; Snapshots compacts the log often so followers need snapshots.
+	Membership bool
+	Snapshots  bool
+	// StaleAsLinearizable is a negative control: stale reads are checked
+	// as if they were linearizable, which they are not.
+	StaleAsLinearizable bool
+}
+
+func (ls LogScenario) withDefaults() LogScenario {
+	ls.Scenario = ls.Scenario.withDefaults()
+	if ls.Clients == 0 {
+		ls.Clients = 4
+	}
+	if ls.Keys == 0 {
+		ls.Keys = 3
+	}
+	if len(ls.Levels) == 0 {
+		ls.Levels = []log.ReadLevel{log.ReadLease, log.ReadFollower, log.ReadStale}
+	}
+	return ls
+}
+
+// LogScenarios are the families TestLog runs.
+func LogScenarios() []LogScenario {
+	all := []log.ReadLevel{log.ReadLease, log.ReadFollower, log.ReadStale}
+	return []LogScenario{
+		{Scenario: Scenario{Name: "log-basic", N: 3}},
+		{Scenario: Scenario{Name: "log-loss", Loss: 0.1, Duplicate: 0.05, LongDelay: 0.01}},
+		{Scenario: Scenario{Name: "log-partitions", Partitions: true, Loss: 0.02}},
+		{Scenario: Scenario{Name: "log-crashes", Crashes: true, Loss: 0.02}},
+		{Scenario: Scenario{Name: "log-drift", DriftExtreme: true, Partitions: true}},
+		{Scenario: Scenario{Name: "log-transfers", Transfers: true, Competing: true, Loss: 0.02}},
+		{Scenario: Scenario{Name: "log-membership", N: 3}, Membership: true},
+		{Scenario: Scenario{Name: "log-snapshots", Crashes: true, Partitions: true}, Snapshots: true},
+		{Scenario: Scenario{Name: "log-chaos", Partitions: true, Crashes: true, Transfers: true, DriftExtreme: true, Loss: 0.05, Duplicate: 0.02},
+			Snapshots: true, Levels: all},
+	}
+}
+
+// logCheckBudget bounds porcupine per run; a run it cannot decide in time
+// is reported, not passed.
+const logCheckBudget = 10 * time.Second

@@ -1,0 +1,103 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/elect"
+	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/storage"
+	"github.com/edictlog/edictlog/transport"
+)
+
+// Config configures a Node. The zero values of the optional fields are
+// the defaults documented on each.
+type Config struct {
+	// ID is this process's id, non-zero and unique in the cluster.
+	ID edict.ProcessID
+	// Peers are the processes of the bootstrap epoch and their transport
+	// addresses, this one included. Used on the first start only: later
+	// starts read the membership from the store.
+	Peers map[edict.ProcessID]string
+
+	// Store holds the log and the stable records; Snapshots the FSM
+	// snapshots; Transport carries messages; FSM is the state machine.
+	// The Node uses them and closes none of them.
+	Store     storage.Store
+	Snapshots storage.SnapshotStore
+	Transport transport.Transport
+	FSM       fsm.FSM
+
+	// Clock is C_p. Default: edict.SystemClock (CLOCK_MONOTONIC_RAW,
+	// suspend-aware) for the incarnation the Node bumps in Store.
+	Clock edict.Clock
+	// Detector is the weak leader election; default elect.LowestLive.
+	Detector elect.Detector
+
+	// Rho is ρ, the drift bound every clock of the cluster must meet
+	// (default 1e-3; see elect.Config.Rho for what it assumes).
+	Rho float64
+	// RoundTrip is d (default 10ms), RenewInterval is i (default 200ms),
+	// MaxLease bounds δ and sets the restart quarantine (default
+	// 2·(RoundTrip+RenewInterval)); see elect.Config.
+	RoundTrip, RenewInterval, MaxLease time.Duration
+
+	// SnapshotEvery takes an FSM snapshot after this many applied entries
+	// (default 8192); TrailingEntries are kept in the log behind it
+	// (default 1024), so a follower slightly behind catches up from the
+	// log rather than a snapshot.
+	SnapshotEvery, TrailingEntries uint64
+	// MaxBatch bounds the proposals taken into one batch (default 1024).
+	MaxBatch int
+	// Logger receives the Node's logs (default slog.Default()).
+	Logger *slog.Logger
+	// Seed seeds back-off jitter (default: from the incarnation).
+	Seed uint64
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.ID == edict.None:
+		return errors.New("log: Config.ID must be non-zero")
+	case c.Store == nil:
+		return errors.New("log: Config.Store is required")
+	case c.Snapshots == nil:
+		return errors.New("log: Config.Snapshots is required")
+	case c.Transport == nil:
+		return errors.New("log: Config.Transport is required")
+	case c.FSM == nil:
+		return errors.New("log: Config.FSM is required")
+	case c.Transport.ID() != c.ID:
+		return fmt.Errorf("log: Config.Transport is for %v, not Config.ID %v", c.Transport.ID(), c.ID)
+	case c.Rho < 0 || c.Rho >= 0.5:
+		return fmt.Errorf("log: Config.Rho %g outside [0, 0.5)", c.Rho)
+	case c.RoundTrip < 0 || c.RenewInterval < 0 || c.MaxLease < 0:
+		return errors.New("log: Config.RoundTrip, RenewInterval and MaxLease must not be negative")
+	case c.MaxBatch < 0:
+		return errors.New("log: Config.MaxBatch must not be negative")
+	}
+	for id := range c.Peers {
+		if id == edict.None {
+			return errors.New("log: Config.Peers names process 0")
+		}
+	}
+	return nil
+}
+
+func (c *Config) setDefaults() {
+	if c.SnapshotEvery == 0 {
+		c.SnapshotEvery = 8192
+	}
+	if c.TrailingEntries == 0 {
+		c.TrailingEntries = 1024
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = 1024
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}

@@ -1,0 +1,450 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/elect"
+	"github.com/edictlog/edictlog/storage"
+	"github.com/edictlog/edictlog/transport"
+)
+
+// Errors a caller of the Core (or Node) sees.
+var (
+	ErrNotLeader    = errors.New("log: not the leader")
+	ErrNotReady     = errors.New("log: the reign has not started yet")
+	ErrTransferring = errors.New("log: leadership transfer in progress")
+	ErrStopped      = errors.New("log: the epoch is ending (membership change in progress)")
+)
+
+// CoreConfig configures a Core.
+type CoreConfig struct {
+	// Elect configures the lease protocol. Its ID and Epochs are set by
+	// the Core from this config and the restored state.
+	Elect elect.Config
+	// ID is this process.
+	ID edict.ProcessID
+	// MaxAppendEntries bounds the entries of one Append (default 256).
+	MaxAppendEntries int
+	// MaxInflight bounds the Appends in flight to one follower, the
+	// pipelining window (default 64).
+	MaxInflight int
+	// Heartbeat is how often the leader sends an empty Append to a
+	// follower it has sent nothing else (default 50ms), which carries the
+	// commit index.
+	Heartbeat time.Duration
+}
+
+func (c *CoreConfig) setDefaults() {
+	if c.MaxAppendEntries == 0 {
+		c.MaxAppendEntries = 256
+	}
+	if c.MaxInflight == 0 {
+		c.MaxInflight = 64
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = 50 * time.Millisecond
+	}
+}
+
+// State is what a Core restarts from: what the stores hold.
+type State struct {
+	// Epochs are the known epoch configurations, at least the bootstrap one.
+	Epochs []storage.EpochConfig
+	// Records are the lease protocol's per-epoch records.
+	Records []elect.EpochRecord
+	// AcceptedReign is the highest reign whose appends were accepted.
+	AcceptedReign edict.Stamp
+	// Snapshot is the last entry the newest snapshot covers, which the
+	// state machine has been restored to; Entries follow it.
+	Snapshot storage.Position
+	Entries  []storage.Entry
+}
+
+// Core is the replicated log as a deterministic state machine (DESIGN §2):
+// it wraps the lease core, and adds reigns, replication, commit, reads,
+// snapshots and epochs. Every call takes the current clock reading; the
+// caller does the I/O that Ready asks for. Not safe for concurrent use.
+type Core struct {
+	cfg CoreConfig
+	id  edict.ProcessID
+	el  *elect.Core
+	log memLog
+
+	epochs        map[uint64]storage.EpochConfig
+	acceptedReign edict.Stamp
+
+	commit    uint64 // highest index known committed
+	handed    uint64 // highest index handed out in Ready.Apply
+	applied   uint64 // highest index the state machine applied
+	persisted uint64 // highest index known durable in the local store
+	stored    uint64 // last index the store will hold once Batch is written
+	// configDone is the highest committed index whose membership effects
+	// were carried out.
+	configDone uint64
+
+	lead       *leader
+	leaderHint edict.ProcessID
+	// grants remembers the log position each granter reported, per
+	// attempt, for the start of a reign (DESIGN §6).
+	grants map[edict.ProcessID]grantPosition
+
+	reads []pendingRead
+	// campaignIn is an epoch this process was asked to lead (TimeoutNow)
+	// before it knew its predecessor terminated.
+	campaignIn uint64
+	// wedgeOnStepDown: this leader committed a stop edict and wedges its
+	// epoch once its lease lapses.
+	wedgeOnStepDown bool
+	// stopProof is the newest committed stop edict, which this process's
+	// wedge requests carry.
+	stopProof storage.Position
+	// lastContact is when an append from a leader was last accepted.
+	lastContact edict.Time
+	lastNow     edict.Time
+	ready       Ready
+}
+
+type grantPosition struct {
+	start edict.Time
+	pos   storage.Position
+}
+
+// NewCore returns a Core restarting from st at reading now.
+func NewCore(cfg CoreConfig, st State, now edict.Time) (*Core, error) {
+	cfg.setDefaults()
+	if cfg.ID == edict.None {
+		return nil, errors.New("log: CoreConfig.ID must be non-zero")
+	}
+	if len(st.Epochs) == 0 {
+		return nil, errors.New("log: State.Epochs must hold at least the bootstrap epoch")
+	}
+	c := &Core{cfg: cfg, id: cfg.ID, epochs: map[uint64]storage.EpochConfig{}, grants: map[edict.ProcessID]grantPosition{}, lastNow: now}
+	var ecs []elect.EpochConfig
+	for _, e := range st.Epochs {
+		if err := e.Check(); err != nil {
+			return nil, fmt.Errorf("log: epoch %d: %w", e.Epoch, err)
+		}
+		c.epochs[e.Epoch] = e
+		q, err := edict.NewMajority(e.Members...)
+		if err != nil {
+			return nil, fmt.Errorf("log: epoch %d: %w", e.Epoch, err)
+		}
+		ecs = append(ecs, elect.EpochConfig{Epoch: e.Epoch, Quorum: q})
+	}
+	ec := cfg.Elect
+	ec.ID, ec.Epochs = cfg.ID, ecs
+	el, err := elect.New(ec, st.Records, now)
+	if err != nil {
+		return nil, err
+	}
+	c.el = el
+	c.acceptedReign = st.AcceptedReign
+	c.log.snap = st.Snapshot
+	for i, e := range st.Entries {
+		if e.Index != st.Snapshot.Index+1+uint64(i) {
+			return nil, fmt.Errorf("log: restored entry %d at position %d does not follow the snapshot ending at %d", e.Index, i, st.Snapshot.Index)
+		}
+	}
+	c.log.entries = slices.Clone(st.Entries)
+	c.commit, c.handed, c.applied = st.Snapshot.Index, st.Snapshot.Index, st.Snapshot.Index
+	c.configDone = st.Snapshot.Index
+	c.persisted, c.stored = c.log.lastIndex(), c.log.lastIndex()
+	c.drainElect(now)
+	return c, nil
+}
+
+// Ready returns and clears the pending work; see Ready for the order in
+// which to do it.
+func (c *Core) Ready() Ready {
+	if c.handed < c.commit {
+		es := c.log.slice(c.handed+1, c.commit+1, 0)
+		c.ready.Apply = append(c.ready.Apply, cloneEntries(es)...)
+		c.handed = c.commit
+	}
+	r := c.ready
+	c.ready = Ready{}
+	c.stored = c.log.lastIndex()
+	return r
+}
+
+// Advance tells the Core that r's Batch is durable and its messages sent.
+// The runtime calls Ready, does the work, and calls Advance before any
+// other call, so the store now holds the log exactly as it was at Ready.
+func (c *Core) Advance(now edict.Time, r Ready) {
+	c.advanceClock(now)
+	c.persisted = c.stored
+	c.afterStep(now)
+}
+
+// Applied tells the Core the state machine has applied up to index.
+func (c *Core) Applied(now edict.Time, index uint64) {
+	c.advanceClock(now)
+	if index > c.applied {
+		c.applied = index
+	}
+	c.afterStep(now)
+}
+
+func (c *Core) advanceClock(now edict.Time) {
+	if now.Before(c.lastNow) {
+		panic(fmt.Sprintf("log: clock went backwards: %v after %v", now, c.lastNow))
+	}
+	c.lastNow = now
+}
+
+// Tick lets timers fire: lease renewal and expiry, heartbeats, retries.
+func (c *Core) Tick(now edict.Time) {
+	c.advanceClock(now)
+	c.el.Tick(now)
+	c.drainElect(now)
+	c.afterStep(now)
+}
+
+// NextTick is the reading by which Tick should next be called.
+func (c *Core) NextTick() edict.Time {
+	next := c.el.NextTick()
+	if c.lead != nil {
+		hb := c.lastNow.Add(c.cfg.Heartbeat / 2)
+		if hb.Before(next) {
+			next = hb
+		}
+	}
+	return next
+}
+
+// Step delivers a message received at reading now. Malformed or
+// misdirected input is refused with an error and changes nothing.
+func (c *Core) Step(now edict.Time, m transport.Message) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	if m.To != c.id {
+		return fmt.Errorf("log: message for %v delivered to %v", m.To, c.id)
+	}
+	c.advanceClock(now)
+	var err error
+	switch m.Kind() {
+	case transport.KindLease:
+		err = c.stepLease(now, *m.Lease)
+	case transport.KindAppend:
+		c.onAppend(now, m.From, m.Append)
+	case transport.KindAppendReply:
+		c.onAppendReply(now, m.From, m.AppendReply)
+	case transport.KindReadIndex:
+		c.onReadIndex(now, m.From, m.ReadIndex)
+	case transport.KindReadIndexReply:
+		c.onReadIndexReply(now, m.From, m.ReadIndexReply)
+	case transport.KindTimeoutNow:
+		c.onTimeoutNow(now, m.From, m.TimeoutNow)
+	case transport.KindFetch:
+		c.onFetch(now, m.From, m.Fetch)
+	case transport.KindFetchReply:
+		c.onFetchReply(now, m.From, m.FetchReply)
+	}
+	c.afterStep(now)
+	return err
+}
+
+// afterStep does what any input may have made due.
+func (c *Core) afterStep(now edict.Time) {
+	if c.lead != nil {
+		c.leaderTick(now)
+	}
+	c.processCommitted(now)
+	c.checkReads(now)
+	if c.campaignIn != 0 && c.el.ActiveEpoch() == c.campaignIn {
+		c.campaignIn = 0
+		c.el.Campaign(now)
+		c.drainElect(now)
+	}
+}
+
+func (c *Core) stepLease(now edict.Time, m elect.Message) error {
+	if m.Type == elect.MsgGrantRequest && m.Wedge {
+		c.learnStopFromWedge(m)
+		c.processCommitted(now)
+	}
+	if m.Type == elect.MsgGrant && !m.Wedge {
+		// Remember where the granter's log stood; the attempt's Start
+		// names which instance the grant belongs to.
+		c.grants[m.From] = grantPosition{start: m.Start, pos: storage.Position{Index: m.LastIndex, Stamp: m.LastStamp}}
+	}
+	if err := c.el.Step(now, m); err != nil {
+		return err
+	}
+	c.drainElect(now)
+	return nil
+}
+
+// drainElect carries out the lease core's Ready: its records join the
+// batch, its messages go out (after the batch when it persisted
+// something), its events change the log's role.
+func (c *Core) drainElect(now edict.Time) {
+	rd := c.el.Ready()
+	for _, r := range rd.Persist {
+		b, err := EncodeEpochRecord(r)
+		if err != nil {
+			panic(err) // a fixed struct of integers and booleans always encodes
+		}
+		c.setStable(storage.EpochWedgeKey(r.Epoch), b)
+	}
+	pos := c.durablePosition()
+	for _, m := range rd.Messages {
+		switch {
+		case m.Type == elect.MsgGrant:
+			// Report the durable position: what is not yet on disk may be
+			// lost to a crash and then could not be fetched.
+			m.LastIndex, m.LastStamp = pos.Index, pos.Stamp
+		case m.Type == elect.MsgGrantRequest && m.Wedge:
+			m.LastIndex, m.LastStamp = c.stopProof.Index, c.stopProof.Stamp
+		}
+		tm := transport.LeaseMessage(m)
+		if len(rd.Persist) > 0 {
+			c.ready.Messages = append(c.ready.Messages, tm)
+		} else {
+			c.ready.Immediate = append(c.ready.Immediate, tm)
+		}
+	}
+	for _, ev := range rd.Events {
+		switch ev.Kind {
+		case elect.LeaseAcquired:
+			if ev.NewReign {
+				c.startReign(now, ev)
+			}
+		case elect.LeaseLost:
+			c.stepDown(now)
+		case elect.EpochTerminated:
+			c.onEpochTerminated(now, ev.Epoch)
+		}
+	}
+}
+
+func (c *Core) setStable(key string, value []byte) {
+	if c.ready.Batch.Stable == nil {
+		c.ready.Batch.Stable = map[string][]byte{}
+	}
+	c.ready.Batch.Stable[key] = value
+}
+
+// durablePosition is the last entry the local store is known to hold.
+func (c *Core) durablePosition() storage.Position {
+	i := min(c.persisted, c.log.lastIndex())
+	st, ok := c.log.stampAt(i)
+	if !ok {
+		return c.log.snap
+	}
+	return storage.Position{Index: i, Stamp: st}
+}
+
+// acceptReign records a newer reign durably.
+func (c *Core) acceptReign(r edict.Stamp) {
+	if c.acceptedReign.Equal(r) {
+		return
+	}
+	c.acceptedReign = r
+	b, err := storage.EncodeStamp(r)
+	if err != nil {
+		panic(err) // stamps are validated before they get here
+	}
+	c.setStable(storage.KeyAcceptedReign, b)
+}
+
+// appendEntries adds entries to the log and to the batch.
+func (c *Core) appendEntries(es ...storage.Entry) {
+	c.log.append(es...)
+	c.ready.Batch.Entries = append(c.ready.Batch.Entries, es...)
+}
+
+// truncateFrom removes the log's suffix from index i, in memory, in the
+// pending batch, and in the store if it already holds it.
+func (c *Core) truncateFrom(i uint64) {
+	if i <= c.commit {
+		panic(fmt.Sprintf("log: %v truncating committed index %d (commit %d): a safety invariant is broken", c.id, i, c.commit))
+	}
+	c.log.truncate(i)
+	b := &c.ready.Batch
+	for k, e := range b.Entries {
+		if e.Index >= i {
+			clear(b.Entries[k:])
+			b.Entries = b.Entries[:k]
+			break
+		}
+	}
+	if i <= c.stored && (b.TruncateFrom == 0 || i < b.TruncateFrom) {
+		b.TruncateFrom = i
+	}
+	if c.persisted >= i {
+		c.persisted = i - 1
+	}
+}
+
+func (c *Core) send(m transport.Message, immediate bool) {
+	m.From = c.id
+	if immediate {
+		c.ready.Immediate = append(c.ready.Immediate, m)
+	} else {
+		c.ready.Messages = append(c.ready.Messages, m)
+	}
+}
+
+func (c *Core) event(e Event) { c.ready.Events = append(c.ready.Events, e) }
+
+func cloneEntries(es []storage.Entry) []storage.Entry { return slices.Clone(es) }
+
+// Status is a snapshot of the Core's state for operators.
+type Status struct {
+	ID            edict.ProcessID
+	Epoch         uint64
+	Leader        edict.ProcessID
+	IsLeader      bool
+	LeaseExpiry   edict.Time
+	Reign         edict.Stamp
+	AcceptedReign edict.Stamp
+	Commit        uint64
+	Applied       uint64
+	LastIndex     uint64
+	FirstIndex    uint64
+	Members       []edict.ProcessID
+	Learners      []edict.ProcessID
+	// Match is, at the leader, each peer's highest replicated index.
+	Match map[edict.ProcessID]uint64
+}
+
+// Status reports the Core's state at reading now.
+func (c *Core) Status(now edict.Time) Status {
+	ep := c.el.ActiveEpoch()
+	cfg := c.epochs[ep]
+	s := Status{ID: c.id, Epoch: ep, Leader: c.leaderHint, AcceptedReign: c.acceptedReign, Commit: c.commit,
+		Applied: c.applied, LastIndex: c.log.lastIndex(), FirstIndex: c.log.first(),
+		Members: slices.Clone(cfg.Members), Learners: slices.Clone(cfg.Learners)}
+	if _, exp, _, ok := c.el.Lease(now); ok && c.lead != nil && c.lead.phase == phaseReady {
+		s.IsLeader, s.LeaseExpiry, s.Leader, s.Reign = true, exp, c.id, c.lead.reign
+		s.Match = map[edict.ProcessID]uint64{c.id: c.persisted}
+		for p, pr := range c.lead.progress {
+			s.Match[p] = pr.match
+		}
+	}
+	return s
+}
+
+// Debug describes the Core's internal state in one line, for failure
+// reports of the simulator and tests.
+func (c *Core) Debug(now edict.Time) string {
+	s := fmt.Sprintf("lease=%t quarantined=%t snap=%d accepted=%v", c.el.IsLeader(now), c.el.Quarantined(now), c.log.snap.Index, c.acceptedReign)
+	if gs, ok := c.el.Grant(c.el.ActiveEpoch()); ok {
+		s += fmt.Sprintf(" grant=%v/%v/wedged=%t", gs.Grantee, gs.Finish, gs.Wedged)
+	}
+	if l := c.lead; l != nil {
+		s += fmt.Sprintf(" lead{phase=%d reignIndex=%d best=%v bestPos=%d fetchFrom=%d transfer=%v stopped=%t}", l.phase, l.reignIndex, l.best, l.bestPos.Index, l.fetchFrom, l.transfer, l.stopped)
+		for _, p := range c.peers(l.epoch) {
+			if pr := l.progress[p]; pr != nil {
+				s += fmt.Sprintf(" %v{m=%d n=%d i=%d s=%t}", p, pr.match, pr.next, pr.inflight, pr.snapshot)
+			}
+		}
+	}
+	return s
+}

@@ -1,0 +1,200 @@
+package log
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/elect"
+	"github.com/edictlog/edictlog/storage"
+	"github.com/edictlog/edictlog/transport"
+	"github.com/stretchr/testify/require"
+)
+
+// tcluster drives Cores by hand: one shared clock, a message queue the
+// test delivers, and per-process records of what was persisted and
+// applied, standing in for the stores and the state machine.
+type tcluster struct {
+	t       *testing.T
+	now     int64
+	inc     map[edict.ProcessID]uint64
+	cores   map[edict.ProcessID]*Core
+	dets    map[edict.ProcessID]*elect.LowestLive
+	down    map[edict.ProcessID]bool
+	queue   []transport.Message
+	applied map[edict.ProcessID][]storage.Entry
+	reads   map[edict.ProcessID][]ReadState
+	events  map[edict.ProcessID][]Event
+	// stored is each process's durable log, as the store would hold it.
+	stored   map[edict.ProcessID][]storage.Entry
+	stable   map[edict.ProcessID]map[string][]byte
+	snapReqs map[edict.ProcessID][]edict.ProcessID
+	epoch0   storage.EpochConfig
+}
+
+func newTCluster(t *testing.T, ids ...edict.ProcessID) *tcluster {
+	c := &tcluster{t: t, now: int64(time.Hour), inc: map[edict.ProcessID]uint64{}, cores: map[edict.ProcessID]*Core{},
+		dets: map[edict.ProcessID]*elect.LowestLive{}, down: map[edict.ProcessID]bool{},
+		applied: map[edict.ProcessID][]storage.Entry{}, reads: map[edict.ProcessID][]ReadState{},
+		events: map[edict.ProcessID][]Event{}, stored: map[edict.ProcessID][]storage.Entry{},
+		stable: map[edict.ProcessID]map[string][]byte{}, snapReqs: map[edict.ProcessID][]edict.ProcessID{}, epoch0: storage.EpochConfig{Epoch: 0, Members: ids}}
+	for _, id := range ids {
+		c.stable[id] = map[string][]byte{}
+		c.boot(id, []storage.EpochConfig{c.epoch0})
+	}
+	return c
+}
+
+func (c *tcluster) boot(id edict.ProcessID, epochs []storage.EpochConfig) {
+	c.inc[id]++
+	det := elect.NewLowestLive(id, epochs[len(epochs)-1].Members, time.Second)
+	c.dets[id] = det
+	var recs []elect.EpochRecord
+	for k, v := range c.stable[id] {
+		if r, err := DecodeEpochRecord(k, v); err == nil && len(k) > 0 && k[len(k)-5:] == "wedge" {
+			recs = append(recs, r)
+		}
+	}
+	var reign edict.Stamp
+	if b, ok := c.stable[id][storage.KeyAcceptedReign]; ok {
+		r, err := storage.DecodeStamp(storage.KeyAcceptedReign, b)
+		require.NoError(c.t, err)
+		reign = r
+	}
+	core, err := NewCore(CoreConfig{ID: id, Elect: elect.Config{Detector: det, Rand: rand.New(rand.NewPCG(uint64(id), c.inc[id]))}},
+		State{Epochs: epochs, Records: recs, AcceptedReign: reign, Entries: slices.Clone(c.stored[id])}, c.reading(id))
+	require.NoError(c.t, err)
+	c.cores[id] = core
+	c.applied[id] = nil
+	c.down[id] = false
+	c.collect(id)
+}
+
+func (c *tcluster) reading(id edict.ProcessID) edict.Time {
+	c.now += int64(time.Microsecond)
+	return edict.Time{Incarnation: c.inc[id], Nanos: c.now}
+}
+
+func (c *tcluster) advance(d time.Duration) { c.now += int64(d) }
+
+// collect runs one Ready cycle: persist, send, apply, Advance.
+func (c *tcluster) collect(id edict.ProcessID) {
+	core := c.cores[id]
+	for {
+		rd := core.Ready()
+		if rd.IsEmpty() {
+			return
+		}
+		c.queue = append(c.queue, rd.Immediate...)
+		b := rd.Batch
+		log := c.stored[id]
+		if b.Reset != nil {
+			log = nil
+		}
+		if b.TruncateFrom != 0 {
+			for i, e := range log {
+				if e.Index >= b.TruncateFrom {
+					log = log[:i]
+					break
+				}
+			}
+		}
+		log = append(log, b.Entries...)
+		c.stored[id] = log
+		for k, v := range b.Stable {
+			c.stable[id][k] = v
+		}
+		c.queue = append(c.queue, rd.Messages...)
+		for _, e := range rd.Apply {
+			c.applied[id] = append(c.applied[id], e)
+		}
+		c.reads[id] = append(c.reads[id], rd.Reads...)
+		c.events[id] = append(c.events[id], rd.Events...)
+		c.snapReqs[id] = append(c.snapReqs[id], rd.Snapshots...)
+		core.Advance(c.reading(id), rd)
+		if n := len(c.applied[id]); n > 0 {
+			core.Applied(c.reading(id), c.applied[id][n-1].Index)
+		}
+	}
+}
+
+func (c *tcluster) tick(id edict.ProcessID) {
+	c.cores[id].Tick(c.reading(id))
+	c.collect(id)
+}
+
+func (c *tcluster) tickAll() {
+	for _, id := range c.ids() {
+		if !c.down[id] {
+			c.tick(id)
+		}
+	}
+}
+
+func (c *tcluster) ids() []edict.ProcessID {
+	var ids []edict.ProcessID
+	for id := range c.cores {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// deliver delivers queued messages until none is left, dropping those the
+// filter refuses and those to processes that are down.
+func (c *tcluster) deliver(keep func(transport.Message) bool) {
+	for n := 0; len(c.queue) > 0; n++ {
+		require.Less(c.t, n, 100000, "messages keep coming")
+		m := c.queue[0]
+		c.queue = c.queue[1:]
+		if c.down[m.To] || c.down[m.From] || c.cores[m.To] == nil || keep != nil && !keep(m) {
+			continue
+		}
+		require.NoError(c.t, c.cores[m.To].Step(c.reading(m.To), m))
+		c.collect(m.To)
+	}
+}
+
+// settle ticks and delivers for a while of virtual time.
+func (c *tcluster) settle(d time.Duration, keep func(transport.Message) bool) {
+	for end := c.now + int64(d); c.now < end; {
+		c.advance(5 * time.Millisecond)
+		c.tickAll()
+		c.deliver(keep)
+	}
+}
+
+func (c *tcluster) leader() edict.ProcessID {
+	var l edict.ProcessID
+	for _, id := range c.ids() {
+		if !c.down[id] && c.cores[id].CanServeLease(c.reading(id)) {
+			require.Equal(c.t, edict.None, l, "two leaders serve reads")
+			l = id
+		}
+	}
+	return l
+}
+
+func (c *tcluster) propose(id edict.ProcessID, data string) storage.Entry {
+	e, err := c.cores[id].Propose(c.reading(id), storage.EntryCommand, []byte(data))
+	require.NoError(c.t, err)
+	c.cores[id].Flush(c.reading(id))
+	c.collect(id)
+	return e
+}
+
+func appliedData(es []storage.Entry) []string {
+	var out []string
+	for _, e := range es {
+		if e.Kind == storage.EntryCommand {
+			out = append(out, string(e.Data))
+		}
+	}
+	return out
+}
+
+func obsDown(p edict.ProcessID) elect.Observation {
+	return elect.Observation{Kind: elect.ProcessDown, Process: p}
+}

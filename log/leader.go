@@ -1,0 +1,528 @@
+package log
+
+import (
+	"slices"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/elect"
+	"github.com/edictlog/edictlog/storage"
+	"github.com/edictlog/edictlog/transport"
+)
+
+type phase uint8
+
+const (
+	// phaseFetching: the reign's first lease completed and this process
+	// fetches what the most up-to-date log of its granting quorum has and
+	// it lacks.
+	phaseFetching phase = iota + 1
+	// phaseStarting: the reign-start edict is appended, not yet committed;
+	// nothing else commits and no read is served (DESIGN §6).
+	phaseStarting
+	// phaseReady: the reign-start edict is committed.
+	phaseReady
+)
+
+// leader is the state of a reign this process leads.
+type leader struct {
+	epoch uint64
+	phase phase
+
+	best      edict.ProcessID // whom to fetch from
+	bestPos   storage.Position
+	fetchFrom uint64 // the logs match up to here
+	fetchID   uint64
+	fetchSent edict.Time
+
+	reign      edict.Stamp // the reign-start edict's stamp: the reign's id
+	reignIndex uint64
+	progress   map[edict.ProcessID]*progress
+
+	transfer         edict.ProcessID
+	transferDeadline edict.Time
+	stopped          bool              // a stop edict is appended: no more proposals
+	next             []edict.ProcessID // the next epoch's members, once the stop edict committed
+}
+
+// progress is what the leader knows of one follower's log.
+type progress struct {
+	match     uint64
+	next      uint64
+	inflight  int
+	lastSend  edict.Time
+	lastReply edict.Time
+	snapshot  bool // a snapshot is being streamed to it
+	probing   bool // its log is not known to match ours yet
+}
+
+// startReign runs when a lease completes that starts a reign (DESIGN §6):
+// take the most up-to-date log among the granting quorum's durable
+// positions and this process's own, fetch what is missing, then append the
+// reign-start edict.
+func (c *Core) startReign(now edict.Time, ev elect.Event) {
+	l := &leader{epoch: ev.Epoch, best: c.id, bestPos: c.log.last()}
+	for _, r := range ev.QT {
+		if r.Process == c.id {
+			continue
+		}
+		g, ok := c.grants[r.Process]
+		if !ok || g.start != ev.Start {
+			// Every grant of the instance carried a position; without it
+			// the quorum's logs are unknown. Give the lease back.
+			c.el.Release(now, c.el.MaxLease())
+			c.drainElect(now)
+			return
+		}
+		cmp, err := g.pos.Stamp.Compare(l.bestPos.Stamp)
+		if err != nil {
+			c.el.Release(now, c.el.MaxLease())
+			c.drainElect(now)
+			return
+		}
+		if cmp > 0 || cmp == 0 && g.pos.Index > l.bestPos.Index {
+			l.best, l.bestPos = r.Process, g.pos
+		}
+	}
+	c.lead = l
+	c.leaderHint = c.id
+	if l.best == c.id {
+		c.appendReignStart(now)
+		return
+	}
+	l.phase = phaseFetching
+	l.fetchFrom = max(c.commit, c.log.snap.Index)
+	c.sendFetch(now)
+}
+
+// sendFetch asks the best log's holder for the entries after fetchFrom.
+// It starts at the commit index, which every log of the quorum shares
+// (Log Matching), and moves up as replies arrive.
+func (c *Core) sendFetch(now edict.Time) {
+	l := c.lead
+	st, _ := c.log.stampAt(l.fetchFrom)
+	l.fetchID++
+	l.fetchSent = now
+	c.send(transport.Message{To: l.best, Fetch: &transport.Fetch{Epoch: l.epoch, ID: l.fetchID, PrevIndex: l.fetchFrom, PrevStamp: st, Max: uint32(c.cfg.MaxAppendEntries)}}, true)
+}
+
+// onFetch answers a new leader's fetch with entries after (PrevIndex,
+// PrevStamp), if the logs match there.
+func (c *Core) onFetch(now edict.Time, from edict.ProcessID, f *transport.Fetch) {
+	r := &transport.FetchReply{Epoch: f.Epoch, ID: f.ID}
+	last := c.log.last()
+	r.LastIndex, r.LastStamp = last.Index, last.Stamp
+	switch {
+	case f.PrevIndex < c.log.snap.Index:
+		r.Compacted = true
+	case c.log.matches(f.PrevIndex, f.PrevStamp):
+		r.OK = true
+		hi := min(c.persisted, c.log.lastIndex()) + 1 // durable entries only
+		if f.PrevIndex+1 < hi {
+			n := int(f.Max)
+			if n <= 0 || n > transport.MaxAppendEntries {
+				n = c.cfg.MaxAppendEntries
+			}
+			r.Entries = toWire(c.log.slice(f.PrevIndex+1, hi, n))
+		}
+	}
+	c.send(transport.Message{To: from, FetchReply: r}, true)
+}
+
+func (c *Core) onFetchReply(now edict.Time, from edict.ProcessID, r *transport.FetchReply) {
+	l := c.lead
+	if l == nil || l.phase != phaseFetching || from != l.best || r.ID != l.fetchID || r.Epoch != l.epoch {
+		return
+	}
+	if r.Compacted || !r.OK {
+		// The best log's holder compacted what we lack, or the logs do
+		// not match where every log should: let it lead instead.
+		if st, err := c.el.Issue(now); err == nil {
+			c.send(transport.Message{To: l.best, TimeoutNow: &transport.TimeoutNow{Epoch: l.epoch, Reign: st}}, true)
+		}
+		c.release(now)
+		return
+	}
+	for _, we := range r.Entries {
+		e := fromWire(we)
+		if cur := c.log.entry(e.Index); cur != nil {
+			if cur.Stamp.Equal(e.Stamp) {
+				continue
+			}
+			c.truncateFrom(e.Index)
+		}
+		if e.Index != c.log.lastIndex()+1 {
+			break
+		}
+		c.appendEntries(e)
+	}
+	if c.log.lastIndex() == l.bestPos.Index && c.log.matches(l.bestPos.Index, l.bestPos.Stamp) {
+		c.appendReignStart(now)
+		return
+	}
+	if len(r.Entries) == 0 {
+		c.release(now) // the holder no longer has what it reported
+		return
+	}
+	l.fetchFrom = c.log.lastIndex()
+	c.sendFetch(now)
+}
+
+// appendReignStart appends the edict that starts the reign and begins
+// replicating.
+func (c *Core) appendReignStart(now edict.Time) {
+	l := c.lead
+	stamp, err := c.el.Issue(now)
+	if err != nil {
+		c.stepDown(now)
+		return
+	}
+	e := storage.Entry{Index: c.log.lastIndex() + 1, Reign: stamp, Stamp: stamp, Kind: storage.EntryReignStart}
+	l.reign, l.reignIndex, l.phase = stamp, e.Index, phaseStarting
+	c.acceptReign(stamp)
+	c.appendEntries(e)
+	l.progress = map[edict.ProcessID]*progress{}
+	for _, p := range c.peers(l.epoch) {
+		l.progress[p] = &progress{next: l.reignIndex, probing: true}
+	}
+	c.sendAppends(now)
+}
+
+// peers are the processes the leader replicates to: the epoch's members
+// and learners other than itself.
+func (c *Core) peers(epoch uint64) []edict.ProcessID {
+	cfg := c.epochs[epoch]
+	var ps []edict.ProcessID
+	for _, p := range append(slices.Clone(cfg.Members), cfg.Learners...) {
+		if p != c.id && !slices.Contains(ps, p) {
+			ps = append(ps, p)
+		}
+	}
+	slices.Sort(ps)
+	return ps
+}
+
+// sendAppends sends what each follower lacks. A follower is probed (one
+// append at a time, from next, moving back only on a rejection) until an
+// append succeeds; then appends are pipelined within the window
+// (etcd-raft's probe and replicate states). Idle followers get heartbeats,
+// which carry the commit index.
+func (c *Core) sendAppends(now edict.Time) {
+	l := c.lead
+	if l == nil || l.phase == phaseFetching {
+		return
+	}
+	silence := 4 * c.el.RoundTrip()
+	for _, p := range c.peers(l.epoch) {
+		pr := l.progress[p]
+		if pr == nil {
+			// A process that joined the epoch (a learner): nothing is
+			// known of its log, so probe from the beginning; log
+			// matching or a snapshot takes it from there.
+			pr = &progress{next: 1, probing: true}
+			l.progress[p] = pr
+		}
+		if pr.snapshot {
+			continue
+		}
+		if pr.inflight > 0 && !now.Before(pr.lastSend.Add(silence)) && !now.Before(pr.lastReply.Add(silence)) {
+			// No answer: appends or replies were lost. Resend what is
+			// unacknowledged, one at a time.
+			pr.inflight = 0
+			if !pr.probing {
+				pr.probing, pr.next = true, pr.match+1
+			}
+		}
+		window := c.cfg.MaxInflight
+		if pr.probing {
+			window = 1
+		}
+		sent := false
+		for pr.inflight < window && pr.next <= c.log.lastIndex() {
+			if !c.sendAppend(now, p, pr, pr.next-1, true) {
+				break
+			}
+			sent = true
+		}
+		switch {
+		case sent || pr.snapshot:
+		case pr.probing && pr.inflight == 0:
+			c.sendAppend(now, p, pr, pr.next-1, false) // an empty probe
+		case !pr.probing && !now.Before(pr.lastSend.Add(c.cfg.Heartbeat)):
+			// A heartbeat matches from what the follower is known to
+			// hold, so the pipeline's gaps never make it fail.
+			c.sendAppend(now, p, pr, pr.match, false)
+		}
+	}
+}
+
+// sendAppend sends one Append after prev, with entries or empty. It asks
+// for a snapshot instead when prev is compacted away.
+func (c *Core) sendAppend(now edict.Time, p edict.ProcessID, pr *progress, prev uint64, entries bool) bool {
+	l := c.lead
+	prevStamp, ok := c.log.stampAt(prev)
+	if !ok {
+		pr.snapshot = true
+		c.ready.Snapshots = append(c.ready.Snapshots, p)
+		return false
+	}
+	a := &transport.Append{Epoch: l.epoch, Reign: l.reign, LeaderCommit: c.commit, PrevIndex: prev, PrevStamp: prevStamp}
+	if entries {
+		es := c.log.slice(prev+1, c.log.lastIndex()+1, c.cfg.MaxAppendEntries)
+		a.Entries = toWire(es)
+		pr.next = prev + 1 + uint64(len(es))
+		pr.inflight++
+	} else if pr.probing {
+		pr.inflight++
+	}
+	if !pr.probing {
+		// A heartbeat may only vouch for the commit index as far as the
+		// follower's log is known to match ours.
+		a.LeaderCommit = min(c.commit, max(pr.match, prev+uint64(len(a.Entries))))
+	}
+	c.send(transport.Message{To: p, Append: a}, true)
+	pr.lastSend = now
+	return true
+}
+
+func (c *Core) onAppendReply(now edict.Time, from edict.ProcessID, r *transport.AppendReply) {
+	l := c.lead
+	if l == nil || l.phase == phaseFetching || r.Epoch != l.epoch {
+		return
+	}
+	pr := l.progress[from]
+	if pr == nil {
+		return
+	}
+	pr.lastReply = now
+	if !r.Success {
+		if cmp, err := r.Reign.Compare(l.reign); err == nil && cmp > 0 {
+			// A newer reign exists: ours is over whatever our lease says.
+			c.release(now)
+			return
+		}
+		if r.Refused {
+			// It does not grant to us (yet): probe again later, from where
+			// we were; a refusal says nothing about its log.
+			pr.probing, pr.inflight = true, 0
+			return
+		}
+		var next uint64
+		switch {
+		case c.log.matches(r.HintIndex, r.HintStamp):
+			next = r.HintIndex + 1
+		case r.HintIndex < c.log.snap.Index && r.LastIndex > c.log.snap.Index:
+			// The hint is in our compacted prefix, where we cannot check
+			// it: probe at the snapshot's boundary, whose stamp we know.
+			// Only a mismatch there needs a snapshot.
+			next = c.log.snap.Index + 1
+		default:
+			next = min(r.HintIndex+1, r.LastIndex)
+		}
+		pr.next, pr.inflight, pr.probing = max(pr.match+1, next), 0, true
+		c.sendAppends(now)
+		return
+	}
+	if r.LastIndex > pr.match {
+		pr.match = r.LastIndex
+	}
+	pr.next = max(pr.next, pr.match+1)
+	pr.probing = false
+	if pr.inflight > 0 {
+		pr.inflight--
+	}
+	if pr.inflight == 0 && pr.next > pr.match+1 {
+		// Nothing in flight, yet the follower has less than was sent:
+		// appends were lost. Resend from what it has.
+		pr.next = pr.match + 1
+	}
+	c.maybeCommit(now)
+	if l.transfer == from && pr.match == c.log.lastIndex() {
+		c.finishTransfer(now)
+		return
+	}
+	c.sendAppends(now)
+}
+
+// maybeCommit advances the commit index to the highest index of the
+// current reign that a quorum of the epoch holds durably — the leader
+// counting itself only after its own fsync — and only while C_p < E_p
+// (DESIGN §6).
+func (c *Core) maybeCommit(now edict.Time) {
+	l := c.lead
+	if l == nil || l.phase == phaseFetching || !c.el.IsLeader(now) {
+		return
+	}
+	cfg := c.epochs[l.epoch]
+	q, err := edict.NewMajority(cfg.Members...)
+	if err != nil {
+		return
+	}
+	match := func(p edict.ProcessID) uint64 {
+		if p == c.id {
+			return min(c.persisted, c.log.lastIndex())
+		}
+		if pr := l.progress[p]; pr != nil {
+			return pr.match
+		}
+		return 0
+	}
+	cands := make([]uint64, 0, len(cfg.Members))
+	for _, p := range cfg.Members {
+		cands = append(cands, match(p))
+	}
+	slices.Sort(cands)
+	slices.Reverse(cands)
+	for _, n := range cands {
+		if n <= c.commit || n < l.reignIndex {
+			break
+		}
+		var have []edict.ProcessID
+		for _, p := range cfg.Members {
+			if match(p) >= n {
+				have = append(have, p)
+			}
+		}
+		if q.IsQuorum(have) {
+			c.commit = n
+			break
+		}
+	}
+	if l.phase == phaseStarting && c.commit >= l.reignIndex {
+		l.phase = phaseReady
+		c.event(Event{Kind: BecameLeader, Leader: c.id, Epoch: l.epoch, Reign: l.reign})
+	}
+}
+
+// leaderTick: heartbeats, transfer timeouts, fetch retries, commit.
+func (c *Core) leaderTick(now edict.Time) {
+	l := c.lead
+	if !c.el.IsLeader(now) {
+		c.stepDown(now)
+		return
+	}
+	switch l.phase {
+	case phaseFetching:
+		if !now.Before(l.fetchSent.Add(2 * c.el.RoundTrip())) {
+			c.sendFetch(now)
+		}
+		return
+	}
+	if l.transfer != edict.None && !now.Before(l.transferDeadline) {
+		l.transfer = edict.None // the target did not catch up: keep leading
+	}
+	c.maybeCommit(now)
+	c.sendAppends(now)
+	if l.next != nil && c.nextEpochHoldsStop() {
+		// Wedging gives the lease up; the LeaseLost that follows steps
+		// down and wedges (wedgeOnStepDown).
+		c.release(now)
+	}
+}
+
+// stepDown ends this process's reign.
+func (c *Core) stepDown(now edict.Time) {
+	if c.lead == nil {
+		return
+	}
+	c.lead = nil
+	if c.leaderHint == c.id {
+		c.leaderHint = edict.None
+	}
+	c.event(Event{Kind: SteppedDown, Epoch: c.el.ActiveEpoch()})
+	if c.wedgeOnStepDown {
+		c.wedgeOnStepDown = false
+		c.wedgePredecessors(now)
+	}
+}
+
+// release gives the lease up (§6) and steps down.
+func (c *Core) release(now edict.Time) {
+	c.el.Release(now, c.el.MaxLease())
+	c.drainElect(now)
+	c.stepDown(now)
+}
+
+// Propose appends a command edict if this process leads a ready reign.
+// The entry's index and stamp identify the write; it is committed when
+// Ready.Apply hands it out.
+func (c *Core) Propose(now edict.Time, kind storage.EntryKind, data []byte) (storage.Entry, error) {
+	c.advanceClock(now)
+	l := c.lead
+	switch {
+	case l == nil:
+		return storage.Entry{}, ErrNotLeader
+	case l.phase != phaseReady:
+		return storage.Entry{}, ErrNotReady
+	case l.transfer != edict.None:
+		return storage.Entry{}, ErrTransferring
+	case l.stopped:
+		return storage.Entry{}, ErrStopped
+	}
+	stamp, err := c.el.Issue(now)
+	if err != nil {
+		c.stepDown(now)
+		return storage.Entry{}, ErrNotLeader
+	}
+	e := storage.Entry{Index: c.log.lastIndex() + 1, Reign: l.reign, Stamp: stamp, Kind: kind, Data: data}
+	c.appendEntries(e)
+	return e, nil
+}
+
+// Flush sends what proposals appended since the last Ready; the runtime
+// calls it once per batch of proposals so they share messages.
+func (c *Core) Flush(now edict.Time) {
+	c.advanceClock(now)
+	if c.lead != nil {
+		c.sendAppends(now)
+	}
+}
+
+// Issue creates a stamped edict for use outside the log (DESIGN §5): a
+// fencing token valid while this process leads.
+func (c *Core) Issue(now edict.Time) (edict.Stamp, error) {
+	c.advanceClock(now)
+	if c.lead == nil || c.lead.phase != phaseReady {
+		return edict.Stamp{}, ErrNotLeader
+	}
+	return c.el.Issue(now)
+}
+
+// TransferLeadership hands leadership to target (DESIGN §6): stop taking
+// writes, bring target up to date, then tell it to campaign and release.
+func (c *Core) TransferLeadership(now edict.Time, target edict.ProcessID) error {
+	c.advanceClock(now)
+	l := c.lead
+	if l == nil || l.phase != phaseReady {
+		return ErrNotLeader
+	}
+	if !slices.Contains(c.epochs[l.epoch].Members, target) || target == c.id {
+		return errNotMember(target, l.epoch)
+	}
+	l.transfer = target
+	l.transferDeadline = now.Add(c.el.MaxLease())
+	if pr := l.progress[target]; pr != nil && pr.match == c.log.lastIndex() {
+		c.finishTransfer(now)
+		return nil
+	}
+	c.sendAppends(now)
+	return nil
+}
+
+func (c *Core) finishTransfer(now edict.Time) {
+	l := c.lead
+	c.send(transport.Message{To: l.transfer, TimeoutNow: &transport.TimeoutNow{Epoch: l.epoch, Reign: l.reign}}, true)
+	c.release(now)
+}
+
+// onTimeoutNow: the leader hands over; campaign at once.
+func (c *Core) onTimeoutNow(now edict.Time, from edict.ProcessID, t *transport.TimeoutNow) {
+	if t.Epoch > c.el.ActiveEpoch() {
+		c.campaignIn = t.Epoch
+		return
+	}
+	if t.Epoch != c.el.ActiveEpoch() {
+		return
+	}
+	c.el.Campaign(now)
+	c.drainElect(now)
+}

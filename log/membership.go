@@ -1,0 +1,278 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/elect"
+	"github.com/edictlog/edictlog/storage"
+	"github.com/hashicorp/go-msgpack/v2/codec"
+)
+
+// Membership is the payload of config and stop edicts: an epoch's
+// configuration and the transport addresses of its processes, so that
+// every process learns how to reach a new one from the log itself.
+type Membership struct {
+	Config storage.EpochConfig
+	Addrs  map[edict.ProcessID]string
+}
+
+const membershipVersion byte = 1
+
+// EncodeMembership encodes m with a version byte.
+func EncodeMembership(m Membership) ([]byte, error) {
+	if err := m.Config.Check(); err != nil {
+		return nil, err
+	}
+	var body []byte
+	if err := codec.NewEncoderBytes(&body, recordHandle).Encode(m); err != nil {
+		return nil, fmt.Errorf("log: encode membership: %w", err)
+	}
+	return append([]byte{membershipVersion}, body...), nil
+}
+
+// DecodeMembership decodes and checks a membership payload.
+func DecodeMembership(b []byte) (Membership, error) {
+	var m Membership
+	if len(b) == 0 || b[0] != membershipVersion {
+		return m, errors.New("log: membership payload: missing or unknown version byte")
+	}
+	d := codec.NewDecoderBytes(b[1:], recordHandle)
+	if err := d.Decode(&m); err != nil {
+		return Membership{}, fmt.Errorf("log: membership payload: %w", err)
+	}
+	if d.NumBytesRead() != len(b)-1 {
+		return Membership{}, errors.New("log: membership payload: trailing bytes")
+	}
+	if err := m.Config.Check(); err != nil {
+		return Membership{}, fmt.Errorf("log: membership payload: %w", err)
+	}
+	return m, nil
+}
+
+// membershipDone is the highest committed index whose membership effects
+// have been carried out.
+func (c *Core) processCommitted(now edict.Time) {
+	for c.configDone < c.commit {
+		i := c.configDone + 1
+		c.configDone = i
+		e := c.log.entry(i)
+		if e == nil || (e.Kind != storage.EntryConfig && e.Kind != storage.EntryStop) {
+			continue
+		}
+		m, err := DecodeMembership(e.Data)
+		if err != nil {
+			// A committed entry the leader encoded itself: if it does
+			// not decode, the log is corrupt and nothing is safe.
+			panic(fmt.Sprintf("log: committed %v entry %d: %v", e.Kind, i, err))
+		}
+		if e.Kind == storage.EntryStop {
+			c.stopProof = storage.Position{Index: e.Index, Stamp: e.Stamp}
+		}
+		c.learnMembership(now, m, e.Kind == storage.EntryStop)
+	}
+}
+
+// learnMembership records a configuration made known by a committed entry.
+// A stop edict ends its epoch: the next one's processes wedge it (§10.6).
+func (c *Core) learnMembership(now edict.Time, m Membership, stop bool) {
+	cfg := m.Config
+	c.epochs[cfg.Epoch] = cfg
+	if b, err := storage.EncodeEpochConfig(cfg); err == nil {
+		c.setStable(storage.EpochConfigKey(cfg.Epoch), b)
+	}
+	c.event(Event{Kind: ConfigChanged, Epoch: cfg.Epoch, Membership: &m})
+	if !stop {
+		return
+	}
+	q, err := edict.NewMajority(cfg.Members...)
+	if err != nil {
+		panic(fmt.Sprintf("log: committed stop edict names a bad epoch: %v", err))
+	}
+	if err := c.el.AddEpoch(elect.EpochConfig{Epoch: cfg.Epoch, Quorum: q}); err != nil {
+		panic(fmt.Sprintf("log: committed stop edict conflicts with a known epoch: %v", err))
+	}
+	if c.lead != nil && c.lead.epoch < cfg.Epoch {
+		// Keep leading — no new proposals, and the lease core no longer
+		// renews — until every member of the next epoch holds the stop
+		// edict (leaderTick then wedges), or the lease lapses (stepDown
+		// wedges). A member that holds it learns from the wedge request's
+		// proof that it committed; one that lacks it would never learn the
+		// next epoch exists.
+		c.lead.stopped = true
+		c.lead.next = cfg.Members
+		c.wedgeOnStepDown = true
+		return
+	}
+	c.wedgePredecessors(now)
+}
+
+// nextEpochHoldsStop reports whether every other member of the next epoch
+// has replicated the stop edict.
+func (c *Core) nextEpochHoldsStop() bool {
+	l := c.lead
+	for _, p := range l.next {
+		if p == c.id {
+			continue
+		}
+		if pr := l.progress[p]; pr == nil || pr.match < c.stopProof.Index {
+			return false
+		}
+	}
+	return true
+}
+
+// learnStopFromWedge: a wedge request carries the position of the stop
+// edict its sender knows committed. If our log holds that very entry, Log
+// Matching makes everything up to it committed here too.
+func (c *Core) learnStopFromWedge(m elect.Message) {
+	if m.LastIndex > c.commit && m.LastIndex <= c.log.lastIndex() && c.log.matches(m.LastIndex, m.LastStamp) {
+		c.commit = m.LastIndex
+	}
+}
+
+// wedgePredecessors starts terminating every epoch before the newest known
+// (§10.6); the lease core retries until a quorum of each is wedged.
+func (c *Core) wedgePredecessors(now edict.Time) {
+	top := slices.Max(slices.Collect(maps.Keys(c.epochs)))
+	for e := range c.epochs {
+		if e < top && !c.el.Terminated(e) {
+			if err := c.el.Wedge(now, e); err != nil {
+				panic(err)
+			}
+		}
+	}
+	c.drainElect(now)
+}
+
+// onEpochTerminated: this process knows an epoch TERMINATED; it now runs
+// in the next one it knows.
+func (c *Core) onEpochTerminated(now edict.Time, epoch uint64) {
+	if c.lead != nil && c.lead.epoch <= epoch {
+		c.stepDown(now)
+	}
+	active := c.el.ActiveEpoch()
+	c.event(Event{Kind: EpochChanged, Epoch: active})
+	if s, ok := c.cfg.Elect.Detector.(interface{ SetMembers([]edict.ProcessID) }); ok {
+		s.SetMembers(c.epochs[active].Members)
+	}
+}
+
+// proposeMembership appends a config or stop edict.
+func (c *Core) proposeMembership(now edict.Time, kind storage.EntryKind, next storage.EpochConfig, addrs map[edict.ProcessID]string) (storage.Entry, error) {
+	data, err := EncodeMembership(Membership{Config: next, Addrs: addrs})
+	if err != nil {
+		return storage.Entry{}, err
+	}
+	e, err := c.Propose(now, kind, data)
+	if err == nil && kind == storage.EntryStop {
+		c.lead.stopped = true // the stop edict is the epoch's last (Stoppable Paxos)
+	}
+	return e, err
+}
+
+func (c *Core) currentConfig() (storage.EpochConfig, error) {
+	if c.lead == nil {
+		return storage.EpochConfig{}, ErrNotLeader
+	}
+	cfg := c.epochs[c.lead.epoch]
+	cfg.Members, cfg.Learners = slices.Clone(cfg.Members), slices.Clone(cfg.Learners)
+	return cfg, nil
+}
+
+// AddLearner adds a process that receives the log but does not count in
+// quorums, until it is promoted (DESIGN §7). addr is how to reach it.
+func (c *Core) AddLearner(now edict.Time, id edict.ProcessID, addr string) (storage.Entry, error) {
+	cfg, err := c.currentConfig()
+	if err != nil {
+		return storage.Entry{}, err
+	}
+	if slices.Contains(cfg.Members, id) || slices.Contains(cfg.Learners, id) {
+		return storage.Entry{}, fmt.Errorf("log: %v is already in epoch %d", id, cfg.Epoch)
+	}
+	cfg.Learners = append(cfg.Learners, id)
+	slices.Sort(cfg.Learners)
+	return c.proposeMembership(now, storage.EntryConfig, cfg, map[edict.ProcessID]string{id: addr})
+}
+
+// Promote makes a learner a member: a new epoch, through a stop edict.
+// The learner should have caught up first (the caller checks Status).
+func (c *Core) Promote(now edict.Time, id edict.ProcessID) (storage.Entry, error) {
+	cfg, err := c.currentConfig()
+	if err != nil {
+		return storage.Entry{}, err
+	}
+	if !slices.Contains(cfg.Learners, id) {
+		return storage.Entry{}, fmt.Errorf("log: %v is not a learner of epoch %d", id, cfg.Epoch)
+	}
+	next := storage.EpochConfig{Epoch: cfg.Epoch + 1, Members: append(cfg.Members, id),
+		Learners: slices.DeleteFunc(cfg.Learners, func(p edict.ProcessID) bool { return p == id })}
+	slices.Sort(next.Members)
+	return c.proposeMembership(now, storage.EntryStop, next, nil)
+}
+
+// Remove takes a member or learner out: a new epoch for a member, a config
+// edict for a learner.
+func (c *Core) Remove(now edict.Time, id edict.ProcessID) (storage.Entry, error) {
+	cfg, err := c.currentConfig()
+	if err != nil {
+		return storage.Entry{}, err
+	}
+	if slices.Contains(cfg.Learners, id) {
+		cfg.Learners = slices.DeleteFunc(cfg.Learners, func(p edict.ProcessID) bool { return p == id })
+		return c.proposeMembership(now, storage.EntryConfig, cfg, nil)
+	}
+	if !slices.Contains(cfg.Members, id) {
+		return storage.Entry{}, errNotMember(id, cfg.Epoch)
+	}
+	if len(cfg.Members) == 1 {
+		return storage.Entry{}, errors.New("log: cannot remove the last member")
+	}
+	next := storage.EpochConfig{Epoch: cfg.Epoch + 1, Learners: cfg.Learners,
+		Members: slices.DeleteFunc(cfg.Members, func(p edict.ProcessID) bool { return p == id })}
+	return c.proposeMembership(now, storage.EntryStop, next, nil)
+}
+
+// ForceRecovery is the operator's way out after the loss of a quorum (the
+// paper's "manual intervention", §10.6). It starts a new epoch whose members
+// are the given survivors, declaring every earlier epoch TERMINATED
+// without wedging it.
+//
+// It is UNSAFE if any process left out is in fact alive and can still
+// reach a quorum of the old epoch: two epochs could then run at once and
+// committed writes could be lost or diverge. Run it only when the missing
+// processes are gone for good, on every survivor, with the same members.
+// The survivor with the most up-to-date log should campaign first; the
+// reign-start rule picks the best log among those that grant.
+func (c *Core) ForceRecovery(now edict.Time, members []edict.ProcessID) (uint64, error) {
+	c.advanceClock(now)
+	if !slices.Contains(members, c.id) {
+		return 0, fmt.Errorf("log: forced recovery must include this process %v", c.id)
+	}
+	top := slices.Max(slices.Collect(maps.Keys(c.epochs)))
+	cfg := storage.EpochConfig{Epoch: top + 1, Members: slices.Sorted(slices.Values(members))}
+	if err := cfg.Check(); err != nil {
+		return 0, err
+	}
+	c.stepDown(now)
+	c.learnMembershipForced(now, cfg)
+	return cfg.Epoch, nil
+}
+
+func (c *Core) learnMembershipForced(now edict.Time, cfg storage.EpochConfig) {
+	c.epochs[cfg.Epoch] = cfg
+	if b, err := storage.EncodeEpochConfig(cfg); err == nil {
+		c.setStable(storage.EpochConfigKey(cfg.Epoch), b)
+	}
+	q, _ := edict.NewMajority(cfg.Members...)
+	if err := c.el.AddEpoch(elect.EpochConfig{Epoch: cfg.Epoch, Quorum: q}); err != nil {
+		panic(err)
+	}
+	if err := c.el.ForceTerminated(now, cfg.Epoch); err != nil {
+		panic(err)
+	}
+	c.drainElect(now)
+}

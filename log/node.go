@@ -1,0 +1,382 @@
+package log
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/elect"
+	"github.com/edictlog/edictlog/storage"
+	"github.com/edictlog/edictlog/transport"
+)
+
+var (
+	// ErrOutcomeUnknown: the write may or may not commit — the leader lost
+	// its lease, or the context ended, after the write was appended. Never
+	// reported as a failure (DESIGN §6).
+	ErrOutcomeUnknown = errors.New("log: outcome unknown")
+	// ErrShutdown: the Node has stopped.
+	ErrShutdown = errors.New("log: node shut down")
+)
+
+// NotLeaderError is returned by writes and lease reads on a process that
+// does not lead; Leader is the leader it knows of, if any (§10.4).
+type NotLeaderError struct {
+	Leader edict.ProcessID
+	Err    error
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.Leader == edict.None {
+		return e.Err.Error() + " (no leader known)"
+	}
+	return fmt.Sprintf("%v (leader is %v)", e.Err, e.Leader)
+}
+
+func (e *NotLeaderError) Unwrap() error { return e.Err }
+
+// Node is the replicated log's runtime: it drives a Core with a real
+// clock, storage, transport and state machine. One goroutine owns the
+// Core; another applies committed entries to the FSM. All methods are safe
+// for concurrent use.
+type Node struct {
+	cfg   Config
+	clock edict.Clock
+	log   *slog.Logger
+
+	core *Core // owned by the loop goroutine
+
+	proposals chan *proposal
+	reads     chan *readRequest
+	ops       chan func()
+	applyDone chan applied
+
+	pending     map[uint64]*proposal // by index, awaiting apply
+	readWaits   []*readRequest       // awaiting apply of their index
+	readsByID   map[uint64]*readRequest
+	nextReadID  uint64
+	appliedIdx  uint64
+	leaderSince edict.Time
+	leading     bool
+
+	applier *applier
+
+	leaderCh chan LeaderChange
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
+	failErr  error
+
+	statusMu sync.Mutex
+	status   Status
+}
+
+// LeaderChange is sent on LeaderChanges when the known leader changes.
+type LeaderChange struct {
+	Leader   edict.ProcessID
+	IsLeader bool
+	Epoch    uint64
+}
+
+// Start opens a Node: it bumps the incarnation, restores the newest
+// snapshot into the FSM, loads the log, and starts the runtime.
+func Start(cfg Config) (*Node, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	inc, err := cfg.Store.BumpIncarnation()
+	if err != nil {
+		return nil, fmt.Errorf("log: bump incarnation: %w", err)
+	}
+	clock := cfg.Clock
+	if clock == nil {
+		sc, err := edict.NewSystemClock(inc, max(cfg.Rho, 1e-3))
+		if err != nil {
+			return nil, err
+		}
+		clock = sc
+	}
+	st, peers, err := loadState(cfg)
+	if err != nil {
+		return nil, err
+	}
+	snapIdx, err := restoreSnapshot(cfg, &st)
+	if err != nil {
+		return nil, err
+	}
+	det := cfg.Detector
+	if det == nil {
+		members := st.Epochs[len(st.Epochs)-1].Members
+		det = elect.NewLowestLive(cfg.ID, members, cfg.MaxLease+2*(cfg.RoundTrip+cfg.RenewInterval))
+	}
+	seed := cfg.Seed
+	if seed == 0 {
+		seed = uint64(cfg.ID)<<32 ^ inc
+	}
+	core, err := NewCore(CoreConfig{ID: cfg.ID, Elect: elect.Config{
+		Rho: cfg.Rho, RoundTrip: cfg.RoundTrip, RenewInterval: cfg.RenewInterval, MaxLease: cfg.MaxLease,
+		Detector: det, Rand: rand.New(rand.NewPCG(seed, inc)),
+	}}, st, clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	for id, addr := range peers {
+		if id != cfg.ID {
+			cfg.Transport.AddPeer(id, addr)
+		}
+	}
+	n := &Node{
+		cfg: cfg, clock: clock, log: cfg.Logger.With("node", uint64(cfg.ID)), core: core,
+		proposals: make(chan *proposal, cfg.MaxBatch), reads: make(chan *readRequest, 1024),
+		ops: make(chan func(), 64), applyDone: make(chan applied, 64),
+		pending: map[uint64]*proposal{}, readsByID: map[uint64]*readRequest{}, appliedIdx: snapIdx,
+		leaderCh: make(chan LeaderChange, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	n.applier = newApplier(n, snapIdx)
+	go n.applier.run()
+	go n.run()
+	n.log.Info("node started", "incarnation", inc, "snapshot", snapIdx, "last", core.log.lastIndex(), "epoch", core.el.ActiveEpoch())
+	return n, nil
+}
+
+// LeaderChanges returns a channel that receives the newest leadership
+// change. It never blocks the Node: an unread change is replaced.
+func (n *Node) LeaderChanges() <-chan LeaderChange { return n.leaderCh }
+
+func (n *Node) notifyLeader(lc LeaderChange) {
+	for {
+		select {
+		case n.leaderCh <- lc:
+			return
+		default:
+		}
+		select {
+		case <-n.leaderCh:
+		default:
+		}
+	}
+}
+
+// run is the loop goroutine: the only one that touches the Core.
+func (n *Node) run() {
+	defer close(n.done)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	recv := n.cfg.Transport.Receive()
+	snaps := n.cfg.Transport.Snapshots()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case m, ok := <-recv:
+			if !ok {
+				n.fail(ErrShutdown)
+				return
+			}
+			if err := n.core.Step(n.clock.Now(), m); err != nil {
+				n.log.Warn("refused message", "from", uint64(m.From), "kind", m.Kind().String(), "err", err)
+			}
+		case p := <-n.proposals:
+			n.propose(p)
+		case r := <-n.reads:
+			n.startRead(r)
+		case f := <-n.ops:
+			f()
+		case a := <-n.applyDone:
+			n.onApplied(a)
+		case in, ok := <-snaps:
+			if ok {
+				n.receiveSnapshot(in)
+			}
+		case <-timer.C:
+			n.core.Tick(n.clock.Now())
+		}
+		n.checkSuspend()
+		if err := n.handleReady(); err != nil {
+			n.fail(err)
+			return
+		}
+		n.resetTimer(timer)
+	}
+}
+
+func (n *Node) resetTimer(t *time.Timer) {
+	now := n.clock.Now()
+	d, ok := n.core.NextTick().Sub(now)
+	if !ok || d < 0 {
+		d = 0
+	}
+	t.Reset(max(d, 100*time.Microsecond))
+}
+
+// checkSuspend gives up a lease the host's suspend may have outlived
+// (DESIGN §3): a leader must never see time pass slower than it does.
+func (n *Node) checkSuspend() {
+	if n.leading && n.clock.Suspended(n.leaderSince) {
+		n.log.Warn("clock suspended while leading: giving up the lease")
+		n.core.release(n.clock.Now())
+	}
+}
+
+// handleReady does what the Core asks, in Ready's order.
+func (n *Node) handleReady() error {
+	for {
+		rd := n.core.Ready()
+		if rd.IsEmpty() {
+			return nil
+		}
+		n.sendAll(rd.Immediate)
+		if !batchEmpty(&rd.Batch) {
+			if err := n.cfg.Store.StoreBatch(rd.Batch); err != nil {
+				return fmt.Errorf("log: store batch: %w", err)
+			}
+		}
+		n.sendAll(rd.Messages)
+		if len(rd.Apply) > 0 {
+			n.applier.enqueue(applyJob{entries: rd.Apply})
+		}
+		for _, rs := range rd.Reads {
+			n.onReadState(rs)
+		}
+		for _, p := range rd.Snapshots {
+			n.sendSnapshot(p)
+		}
+		for _, ev := range rd.Events {
+			n.onEvent(ev)
+		}
+		n.core.Advance(n.clock.Now(), rd)
+		n.publishStatus()
+	}
+}
+
+func (n *Node) sendAll(ms []transport.Message) {
+	for _, m := range ms {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		if err := n.cfg.Transport.Send(ctx, m.To, m); err != nil {
+			n.log.Debug("send failed", "to", uint64(m.To), "kind", m.Kind().String(), "err", err)
+		}
+		cancel()
+	}
+}
+
+func (n *Node) onEvent(ev Event) {
+	switch ev.Kind {
+	case BecameLeader:
+	case SteppedDown:
+		n.leading = false
+		// Writes appended but not applied may still commit under the next
+		// leader, or not: their outcome is unknown.
+		for idx, p := range n.pending {
+			p.finish(nil, ErrOutcomeUnknown)
+			delete(n.pending, idx)
+		}
+		n.notifyLeader(LeaderChange{Leader: edict.None, Epoch: ev.Epoch})
+	case LeaderChanged:
+		n.notifyLeader(LeaderChange{Leader: ev.Leader, Epoch: ev.Epoch})
+	case ConfigChanged:
+		if ev.Membership != nil {
+			for id, addr := range ev.Membership.Addrs {
+				if id != n.cfg.ID && addr != "" {
+					n.cfg.Transport.AddPeer(id, addr)
+					if err := n.cfg.Store.Set(peerKey(id), []byte(addr)); err != nil {
+						n.log.Error("persist peer address", "peer", uint64(id), "err", err)
+					}
+				}
+			}
+		}
+	case EpochChanged:
+		n.log.Info("epoch changed", "epoch", ev.Epoch)
+	}
+	if !n.leading && n.core.CanServeLease(n.clock.Now()) {
+		n.leading = true
+		n.leaderSince = n.clock.Now()
+		n.notifyLeader(LeaderChange{Leader: n.cfg.ID, IsLeader: true, Epoch: n.core.el.ActiveEpoch()})
+	}
+}
+
+func (n *Node) publishStatus() {
+	s := n.core.Status(n.clock.Now())
+	n.statusMu.Lock()
+	n.status = s
+	n.statusMu.Unlock()
+	if !n.leading && s.IsLeader {
+		n.leading = true
+		n.leaderSince = n.clock.Now()
+		n.notifyLeader(LeaderChange{Leader: n.cfg.ID, IsLeader: true, Epoch: s.Epoch})
+	}
+}
+
+func (n *Node) fail(err error) {
+	if !errors.Is(err, ErrShutdown) {
+		n.log.Error("node stopped", "err", err)
+	}
+	n.failErr = err
+	for _, p := range n.pending {
+		p.finish(nil, ErrOutcomeUnknown)
+	}
+	for _, r := range n.readsByID {
+		r.finish(ReadResult{}, err)
+	}
+	n.applier.close()
+}
+
+// do runs f on the loop goroutine and waits for it.
+func (n *Node) do(ctx context.Context, f func()) error {
+	done := make(chan struct{})
+	select {
+	case n.ops <- func() { f(); close(done) }:
+	case <-n.done:
+		return ErrShutdown
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-n.done:
+		return ErrShutdown
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Status reports the Node's view of the cluster.
+func (n *Node) Status() Status {
+	n.statusMu.Lock()
+	defer n.statusMu.Unlock()
+	return n.status
+}
+
+// Shutdown releases the lease (so that another process need not wait it
+// out), stops the runtime and waits for it, or until ctx is done. It closes
+// neither the store nor the transport.
+func (n *Node) Shutdown(ctx context.Context) error {
+	_ = n.do(ctx, func() {
+		if n.core.lead != nil || n.core.el.IsLeader(n.clock.Now()) {
+			n.core.release(n.clock.Now())
+			if err := n.handleReady(); err != nil {
+				n.log.Error("release on shutdown", "err", err)
+			}
+		}
+	})
+	n.stopOnce.Do(func() { close(n.stop) })
+	select {
+	case <-n.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	n.applier.close()
+	n.applier.wait()
+	return nil
+}
+
+func peerKey(id edict.ProcessID) string { return fmt.Sprintf("peers/%016x", uint64(id)) }
+
+var _ = storage.Position{}

@@ -1,0 +1,225 @@
+package log
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/storage"
+)
+
+// proposal is a write on its way into the log.
+type proposal struct {
+	kind  storage.EntryKind
+	data  []byte
+	admin func(now edict.Time) (storage.Entry, error) // membership edicts
+	entry storage.Entry
+	done  chan struct{}
+	res   ApplyResult
+	err   error
+}
+
+func (p *proposal) finish(res any, err error) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.res.Response, p.err = res, err
+	close(p.done)
+}
+
+// ApplyResult is a committed write: where it is in the log, its edict
+// stamp, and what the state machine answered.
+type ApplyResult struct {
+	Index    uint64
+	Stamp    edict.Stamp
+	Response any
+}
+
+// Apply replicates cmd and returns once the state machine has applied it.
+// The context's deadline covers the whole operation, commit included. If
+// the leader loses its lease or ctx ends after the write was appended, the
+// error wraps ErrOutcomeUnknown: the write may still commit. A process
+// that does not lead returns a *NotLeaderError naming the leader.
+func (n *Node) Apply(ctx context.Context, cmd []byte) (ApplyResult, error) {
+	return n.submit(ctx, &proposal{kind: storage.EntryCommand, data: cmd, done: make(chan struct{})})
+}
+
+// Barrier returns once every write committed before it has been applied
+// here: it replicates a no-op edict.
+func (n *Node) Barrier(ctx context.Context) error {
+	_, err := n.Apply(ctx, nil)
+	return err
+}
+
+func (n *Node) submit(ctx context.Context, p *proposal) (ApplyResult, error) {
+	select {
+	case n.proposals <- p:
+	case <-n.done:
+		return ApplyResult{}, ErrShutdown
+	case <-ctx.Done():
+		return ApplyResult{}, ctx.Err() // never appended: a plain failure
+	}
+	select {
+	case <-p.done:
+		return p.res, p.err
+	case <-n.done:
+		return ApplyResult{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ErrShutdown)
+	case <-ctx.Done():
+		return ApplyResult{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
+	}
+}
+
+// propose takes p and whatever else is queued into the log as one batch:
+// one Ready, one fsync, one message per follower (group commit).
+func (n *Node) propose(first *proposal) {
+	batch := []*proposal{first}
+	for len(batch) < n.cfg.MaxBatch {
+		select {
+		case p := <-n.proposals:
+			batch = append(batch, p)
+			continue
+		default:
+		}
+		break
+	}
+	now := n.clock.Now()
+	for _, p := range batch {
+		var e storage.Entry
+		var err error
+		if p.admin != nil {
+			e, err = p.admin(now)
+		} else {
+			e, err = n.core.Propose(now, p.kind, p.data)
+		}
+		if err != nil {
+			if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNotReady) {
+				err = &NotLeaderError{Leader: n.core.leaderHint, Err: err}
+			}
+			p.finish(nil, err)
+			continue
+		}
+		p.entry = e
+		p.res.Index, p.res.Stamp = e.Index, e.Stamp
+		n.pending[e.Index] = p
+	}
+	n.core.Flush(now)
+}
+
+// Issue creates a stamped edict to send outside the log (DESIGN §5): the
+// receiver fences stale leaders with edict.Fence. It succeeds only while
+// this process leads.
+func (n *Node) Issue(ctx context.Context, payload []byte) (Edict, error) {
+	var st edict.Stamp
+	var err error
+	if derr := n.do(ctx, func() { st, err = n.core.Issue(n.clock.Now()) }); derr != nil {
+		return Edict{}, derr
+	}
+	if err != nil {
+		return Edict{}, &NotLeaderError{Leader: n.Status().Leader, Err: err}
+	}
+	return Edict{Stamp: st, Payload: payload}, nil
+}
+
+// Edict is a payload stamped by the leader that created it.
+type Edict struct {
+	Stamp   edict.Stamp
+	Payload []byte
+}
+
+// TransferLeadership hands leadership to target and returns once target
+// leads, or ctx ends.
+func (n *Node) TransferLeadership(ctx context.Context, target edict.ProcessID) error {
+	var err error
+	if derr := n.do(ctx, func() { err = n.core.TransferLeadership(n.clock.Now(), target) }); derr != nil {
+		return derr
+	}
+	if err != nil {
+		return err
+	}
+	for {
+		select {
+		case lc := <-n.leaderCh:
+			if lc.Leader == target {
+				return nil
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.done:
+			return ErrShutdown
+		}
+	}
+}
+
+// AddLearner adds a process that receives the log without counting in
+// quorums; addr is its transport address.
+func (n *Node) AddLearner(ctx context.Context, id edict.ProcessID, addr string) error {
+	return n.admin(ctx, func(now edict.Time) (storage.Entry, error) { return n.core.AddLearner(now, id, addr) })
+}
+
+// Promote makes a caught-up learner a member, through a new epoch.
+func (n *Node) Promote(ctx context.Context, id edict.ProcessID) error {
+	return n.admin(ctx, func(now edict.Time) (storage.Entry, error) { return n.core.Promote(now, id) })
+}
+
+// Remove takes a member or learner out of the cluster.
+func (n *Node) Remove(ctx context.Context, id edict.ProcessID) error {
+	return n.admin(ctx, func(now edict.Time) (storage.Entry, error) { return n.core.Remove(now, id) })
+}
+
+func (n *Node) admin(ctx context.Context, f func(now edict.Time) (storage.Entry, error)) error {
+	_, err := n.submit(ctx, &proposal{admin: f, done: make(chan struct{})})
+	return err
+}
+
+// ForceRecovery starts a new epoch from the given survivors after a quorum
+// is lost for good. UNSAFE if a process left out is alive: see
+// Core.ForceRecovery. Run it on every survivor with the same members.
+func (n *Node) ForceRecovery(ctx context.Context, survivors []edict.ProcessID) (uint64, error) {
+	var epoch uint64
+	var err error
+	if derr := n.do(ctx, func() { epoch, err = n.core.ForceRecovery(n.clock.Now(), survivors) }); derr != nil {
+		return 0, derr
+	}
+	return epoch, err
+}
+
+// Snapshot takes a snapshot of the state machine now and compacts the log
+// behind it.
+func (n *Node) Snapshot(ctx context.Context) error {
+	done := make(chan error, 1)
+	n.applier.enqueue(applyJob{snapshot: done})
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// onApplied resolves the writes and reads waiting for what was applied.
+func (n *Node) onApplied(a applied) {
+	now := n.clock.Now()
+	for _, r := range a.results {
+		if p, ok := n.pending[r.index]; ok {
+			delete(n.pending, r.index)
+			if p.entry.Stamp.Equal(r.stamp) {
+				p.finish(r.response, nil)
+			} else {
+				// Another edict took the index: this write's entry was
+				// replaced before it committed, so it never will.
+				p.finish(nil, errors.New("log: write lost to a new reign before it committed"))
+			}
+		}
+	}
+	if a.index > n.appliedIdx {
+		n.appliedIdx = a.index
+		n.core.Applied(now, a.index)
+	}
+	n.serveReads()
+}
+
+var _ = fsm.Entry{}

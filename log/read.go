@@ -1,0 +1,104 @@
+package log
+
+import (
+	"errors"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/transport"
+)
+
+// ErrNoLeader is a read or write's answer when no leader is known.
+var ErrNoLeader = errors.New("log: no leader known")
+
+type pendingRead struct {
+	id     uint64
+	leader edict.ProcessID
+	sent   edict.Time
+}
+
+// Read starts a read with the caller's id at the given level. The answer
+// comes as a ReadState in a later Ready (for lease and stale reads, the
+// next one): serve the read once the state machine has applied its Index.
+// A lease read must then also pass CanServeLease at the moment of the
+// answer (C_p < E_p when it answers, DESIGN §6).
+func (c *Core) Read(now edict.Time, id uint64, level ReadLevel) {
+	c.advanceClock(now)
+	switch level {
+	case ReadStale:
+		c.ready.Reads = append(c.ready.Reads, ReadState{ID: id, Index: c.applied, Leader: c.leaderHint})
+	case ReadLease:
+		c.ready.Reads = append(c.ready.Reads, c.leaseRead(now, id))
+	case ReadFollower:
+		if c.lead != nil {
+			c.ready.Reads = append(c.ready.Reads, c.leaseRead(now, id))
+			return
+		}
+		if c.leaderHint == edict.None {
+			c.ready.Reads = append(c.ready.Reads, ReadState{ID: id, Err: ErrNoLeader})
+			return
+		}
+		c.reads = append(c.reads, pendingRead{id: id, leader: c.leaderHint, sent: now})
+		c.send(transport.Message{To: c.leaderHint, ReadIndex: &transport.ReadIndexRequest{Epoch: c.el.ActiveEpoch(), ID: id}}, true)
+	}
+}
+
+// leaseRead is the zero-round-trip read: the commit index now, if this
+// process leads a ready reign.
+func (c *Core) leaseRead(now edict.Time, id uint64) ReadState {
+	l := c.lead
+	switch {
+	case l == nil:
+		return ReadState{ID: id, Leader: c.leaderHint, Err: ErrNotLeader}
+	case l.phase != phaseReady || !c.el.IsLeader(now):
+		return ReadState{ID: id, Leader: c.id, Err: ErrNotReady}
+	}
+	return ReadState{ID: id, Index: c.commit, Leader: c.id}
+}
+
+// CanServeLease reports, at the moment a lease read is answered, that this
+// process still leads a ready reign with C_p < E_p. The runtime checks its
+// clock's Suspended too.
+func (c *Core) CanServeLease(now edict.Time) bool {
+	return c.lead != nil && c.lead.phase == phaseReady && c.el.IsLeader(now)
+}
+
+// onReadIndex answers a follower read under the lease, with no quorum
+// round: the commit index now is at least every write acknowledged before
+// the request arrived, because the reign-start edict, committed before
+// any read is answered, follows every earlier reign's entries.
+func (c *Core) onReadIndex(now edict.Time, from edict.ProcessID, r *transport.ReadIndexRequest) {
+	rep := &transport.ReadIndexReply{Epoch: r.Epoch, ID: r.ID, Leader: c.leaderHint}
+	if c.lead != nil && c.lead.phase == phaseReady && c.el.IsLeader(now) && r.Epoch == c.lead.epoch {
+		rep.OK, rep.Index, rep.Reign, rep.Leader = true, c.commit, c.lead.reign, c.id
+	}
+	c.send(transport.Message{To: from, ReadIndexReply: rep}, true)
+}
+
+func (c *Core) onReadIndexReply(now edict.Time, from edict.ProcessID, r *transport.ReadIndexReply) {
+	for i, p := range c.reads {
+		if p.id != r.ID || p.leader != from {
+			continue
+		}
+		c.reads = append(c.reads[:i], c.reads[i+1:]...)
+		rs := ReadState{ID: r.ID, Index: r.Index, Leader: from}
+		if !r.OK {
+			rs.Err, rs.Leader = ErrNotLeader, r.Leader
+		}
+		c.ready.Reads = append(c.ready.Reads, rs)
+		return
+	}
+}
+
+// checkReads fails follower reads whose leader did not answer in time.
+func (c *Core) checkReads(now edict.Time) {
+	timeout := c.el.MaxLease()
+	keep := c.reads[:0]
+	for _, p := range c.reads {
+		if now.Before(p.sent.Add(timeout)) {
+			keep = append(keep, p)
+			continue
+		}
+		c.ready.Reads = append(c.ready.Reads, ReadState{ID: p.id, Leader: p.leader, Err: ErrNoLeader})
+	}
+	c.reads = keep
+}

@@ -1,0 +1,124 @@
+package log
+
+import (
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/storage"
+	"github.com/edictlog/edictlog/transport"
+)
+
+// Ready is what the caller must do after driving the Core, in this order
+// (etcd-raft's Ready, with the leader's own write in parallel, DESIGN §6):
+//
+//  1. send Immediate — the leader's appends need not wait for its disk;
+//  2. store Batch durably, in one transaction;
+//  3. send Messages — replies that promise durability, grants that depend
+//     on persisted wedge state;
+//  4. hand Apply to the state machine in order, serve Reads once applied,
+//     stream Snapshots, act on Events;
+//  5. call Core.Advance(ready).
+type Ready struct {
+	Immediate []transport.Message
+	Batch     storage.Batch
+	Messages  []transport.Message
+	// Apply are committed entries, in index order, not yet handed out.
+	Apply []storage.Entry
+	// Reads are read requests whose index is now known.
+	Reads []ReadState
+	// Snapshots are peers that need a snapshot: the log they lack is
+	// compacted away.
+	Snapshots []edict.ProcessID
+	Events    []Event
+}
+
+// IsEmpty reports whether there is nothing to do.
+func (r *Ready) IsEmpty() bool {
+	return len(r.Immediate) == 0 && batchEmpty(&r.Batch) && len(r.Messages) == 0 && len(r.Apply) == 0 &&
+		len(r.Reads) == 0 && len(r.Snapshots) == 0 && len(r.Events) == 0
+}
+
+// ReadLevel is the consistency of a read (DESIGN §6).
+type ReadLevel uint8
+
+const (
+	// ReadLease is linearizable: the leader answers from applied state
+	// under its lease, with no network round trip. The default.
+	ReadLease ReadLevel = iota
+	// ReadFollower is linearizable: a follower asks the leader for its
+	// commit index (answered under the lease, no quorum round), waits to
+	// apply it, and answers.
+	ReadFollower
+	// ReadStale answers from local applied state at once; the result says
+	// how stale it may be.
+	ReadStale
+)
+
+func (l ReadLevel) String() string {
+	switch l {
+	case ReadLease:
+		return "lease"
+	case ReadFollower:
+		return "follower"
+	case ReadStale:
+		return "stale"
+	}
+	return "unknown"
+}
+
+// ReadState tells the runtime at which index a read may be served: once
+// the state machine has applied Index. Err is set when the read cannot be
+// served (no leader, the leader refused).
+type ReadState struct {
+	ID     uint64
+	Index  uint64
+	Leader edict.ProcessID
+	Err    error
+}
+
+// EventKind names what changed.
+type EventKind uint8
+
+const (
+	// BecameLeader: this process's reign is ready: its reign-start edict
+	// is committed.
+	BecameLeader EventKind = iota + 1
+	// SteppedDown: this process no longer leads. Proposals it accepted and
+	// did not see committed have an unknown outcome.
+	SteppedDown
+	// LeaderChanged: this process learned of a different leader.
+	LeaderChanged
+	// EpochChanged: the process moved to a new epoch (membership changed).
+	EpochChanged
+	// ConfigChanged: learners changed within the epoch.
+	ConfigChanged
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case BecameLeader:
+		return "became-leader"
+	case SteppedDown:
+		return "stepped-down"
+	case LeaderChanged:
+		return "leader-changed"
+	case EpochChanged:
+		return "epoch-changed"
+	case ConfigChanged:
+		return "config-changed"
+	}
+	return "unknown"
+}
+
+// Event reports a change of role or membership.
+type Event struct {
+	Kind   EventKind
+	Leader edict.ProcessID
+	Epoch  uint64
+	Reign  edict.Stamp
+	// Membership is the configuration a ConfigChanged event makes known,
+	// with the addresses of the processes it adds.
+	Membership *Membership
+}
+
+func batchEmpty(b *storage.Batch) bool {
+	return b.Reset == nil && b.TruncateFrom == 0 && len(b.Entries) == 0 && len(b.Stable) == 0 && len(b.Delete) == 0
+}

@@ -1,0 +1,108 @@
+package log
+
+import (
+	"fmt"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/storage"
+	"github.com/edictlog/edictlog/transport"
+)
+
+// Compact tells the Core that a snapshot of the state machine covers the
+// log up to index (which it has applied). The Core drops from memory all
+// but trailing entries before it, so that followers slightly behind are
+// caught up from the log rather than with a snapshot, and returns the
+// index up to which the runtime should compact the LogStore.
+func (c *Core) Compact(now edict.Time, index uint64, trailing uint64) (uint64, error) {
+	c.advanceClock(now)
+	if index > c.applied {
+		return 0, fmt.Errorf("log: snapshot at %d beyond the applied index %d", index, c.applied)
+	}
+	if index <= trailing {
+		return 0, nil
+	}
+	upTo := index - trailing
+	if upTo <= c.log.snap.Index {
+		return c.log.snap.Index, nil
+	}
+	c.log.compact(upTo)
+	return upTo, nil
+}
+
+// SnapshotPosition returns the index and stamp the runtime must put in the
+// metadata of a snapshot taken at index, which must still be in the log.
+func (c *Core) SnapshotPosition(index uint64) (storage.Position, bool) {
+	st, ok := c.log.stampAt(index)
+	return storage.Position{Index: index, Stamp: st}, ok
+}
+
+// SnapshotMeta is what the leader puts on a snapshot it streams to a
+// follower, for the snapshot stored at pos.
+func (c *Core) SnapshotMeta(pos storage.Position, size int64) (transport.SnapshotMeta, bool) {
+	l := c.lead
+	if l == nil || l.phase == phaseFetching {
+		return transport.SnapshotMeta{}, false
+	}
+	cfg := c.epochs[l.epoch]
+	return transport.SnapshotMeta{Epoch: l.epoch, Reign: l.reign, LastIndex: pos.Index, LastStamp: pos.Stamp,
+		Members: cfg.Members, Size: size}, true
+}
+
+// SnapshotSent reports the end of a snapshot stream to peer.
+func (c *Core) SnapshotSent(now edict.Time, peer edict.ProcessID, lastIndex uint64, err error) {
+	c.advanceClock(now)
+	if c.lead == nil {
+		return
+	}
+	pr := c.lead.progress[peer]
+	if pr == nil {
+		return
+	}
+	pr.snapshot = false
+	if err == nil && lastIndex > pr.match {
+		pr.match, pr.next, pr.inflight = lastIndex, lastIndex+1, 0
+	}
+	c.afterStep(now)
+}
+
+// AcceptSnapshot decides whether a snapshot from a peer may be installed:
+// by the acceptance rule of appends, and only if it is ahead of the log.
+func (c *Core) AcceptSnapshot(now edict.Time, from edict.ProcessID, meta transport.SnapshotMeta) error {
+	c.advanceClock(now)
+	if !c.mayAccept(now, from, meta.Epoch, meta.Reign) {
+		return fmt.Errorf("log: snapshot from %v refused: not from the process this one grants to, or of an older reign", from)
+	}
+	if meta.LastIndex <= c.commit {
+		return fmt.Errorf("log: snapshot up to %d is not ahead of the commit index %d", meta.LastIndex, c.commit)
+	}
+	return nil
+}
+
+// SnapshotInstalled tells the Core the state machine was restored from a
+// snapshot ending at meta's position and the store reset to it. The log is
+// replaced: what follows comes by Append.
+func (c *Core) SnapshotInstalled(now edict.Time, from edict.ProcessID, meta transport.SnapshotMeta) {
+	c.advanceClock(now)
+	pos := storage.Position{Index: meta.LastIndex, Stamp: meta.LastStamp}
+	if c.log.matches(pos.Index, pos.Stamp) && pos.Index <= c.log.lastIndex() {
+		c.log.compact(pos.Index) // keep the entries after it
+	} else {
+		c.log.reset(pos)
+		c.ready.Batch.Entries = nil
+		c.ready.Batch.TruncateFrom = 0
+		c.ready.Batch.Reset = &pos
+	}
+	c.acceptReign(meta.Reign)
+	if _, known := c.epochs[meta.Epoch]; !known {
+		// The snapshot spans a stop edict this process never saw.
+		c.learnMembership(now, Membership{Config: storage.EpochConfig{Epoch: meta.Epoch, Members: meta.Members}}, true)
+	}
+	c.commit = max(c.commit, pos.Index)
+	c.handed, c.applied, c.configDone = max(c.handed, pos.Index), max(c.applied, pos.Index), max(c.configDone, pos.Index)
+	c.persisted, c.stored = max(c.persisted, pos.Index), max(c.stored, pos.Index)
+	if c.leaderHint != from {
+		c.leaderHint = from
+		c.event(Event{Kind: LeaderChanged, Leader: from, Epoch: meta.Epoch, Reign: meta.Reign})
+	}
+	c.afterStep(now)
+}
