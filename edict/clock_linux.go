@@ -40,14 +40,13 @@ func NewSystemClock(incarnation uint64, rho float64) (*SystemClock, error) {
 	if rho < 0 || rho >= 1 {
 		return nil, fmt.Errorf("edict: system clock: rho %g outside [0, 1)", rho)
 	}
-	raw, err := readClock(unix.CLOCK_MONOTONIC_RAW)
-	if err != nil {
+	if _, err := readClock(unix.CLOCK_MONOTONIC_RAW); err != nil {
 		return nil, err
 	}
-	boot, err := readClock(unix.CLOCK_BOOTTIME)
-	if err != nil {
+	if _, err := readClock(unix.CLOCK_BOOTTIME); err != nil {
 		return nil, err
 	}
+	raw, boot := readPair()
 	return &SystemClock{incarnation: incarnation, rho: rho, slack: time.Millisecond, last: raw - 1, baseRaw: raw, baseBoot: boot}, nil
 }
 
@@ -59,18 +58,39 @@ func readClock(id int32) (int64, error) {
 	return ts.Nano(), nil
 }
 
-// Now implements Clock.
-func (c *SystemClock) Now() Time {
-	raw, err := readClock(unix.CLOCK_MONOTONIC_RAW)
+// pairGap bounds how far apart the RAW readings bracketing a BOOTTIME
+// reading may be: a pair read further apart (the thread was preempted
+// between the reads) is read again, so that a preemption is never taken
+// for a suspend.
+const pairGap = 50 * time.Microsecond
+
+// readPair reads RAW and BOOTTIME as of the same instant, to within
+// pairGap/2: BOOTTIME is read between two RAW readings and paired with
+// their midpoint.
+func readPair() (raw, boot int64) {
+	for try := 0; ; try++ {
+		r1 := mustRead(unix.CLOCK_MONOTONIC_RAW)
+		b := mustRead(unix.CLOCK_BOOTTIME)
+		r2 := mustRead(unix.CLOCK_MONOTONIC_RAW)
+		if time.Duration(r2-r1) <= pairGap || try == 100 {
+			return r2, b + (r2-r1)/2
+		}
+	}
+}
+
+func mustRead(id int32) int64 {
+	v, err := readClock(id)
 	if err != nil {
 		// clock_gettime on these clocks cannot fail on Linux ≥ 2.6.28;
 		// if it does, no reading is trustworthy.
 		panic(err)
 	}
-	boot, err := readClock(unix.CLOCK_BOOTTIME)
-	if err != nil {
-		panic(err)
-	}
+	return v
+}
+
+// Now implements Clock.
+func (c *SystemClock) Now() Time {
+	raw, boot := readPair()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if raw <= c.last {

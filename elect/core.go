@@ -127,6 +127,10 @@ func (c *Core) Step(now edict.Time, m Message) error {
 		return err
 	}
 	c.advance(now)
+	// A grant that expired since the last reading must be reported before
+	// this message can replace its grantee, or the lapse goes unseen and
+	// the detector keeps naming a dead process.
+	c.checkLapses(now)
 	c.cfg.Detector.Observe(Observation{Kind: Heard, Process: m.From, At: now})
 	switch m.Type {
 	case MsgGrantRequest, MsgGrant, MsgNack, MsgRelease, MsgRevoke:
@@ -187,6 +191,7 @@ func (c *Core) NextTick() edict.Time {
 		}
 	}
 	if c.attempt != nil {
+		consider(c.attempt.giveUp)
 		consider(c.attempt.deadline)
 	}
 	if c.lease.held() {
@@ -245,4 +250,13 @@ func (c *Core) lowestUnterminated() uint64 {
 		}
 	}
 	return eps[len(eps)-1].epoch
+}
+
+// Debug describes the lease core's state in one line, for failure reports.
+func (c *Core) Debug(now edict.Time) string {
+	s := fmt.Sprintf("active=%d leader=%t backoff=%v weak=%v", c.active, c.lease.valid(now), c.backoff, c.cfg.Detector.WeakLeader(now))
+	if a := c.attempt; a != nil {
+		s += fmt.Sprintf(" attempt{start=%v grants=%d refusals=%d renewal=%t}", a.start, len(a.grants), a.refusals, a.renewal)
+	}
+	return s
 }

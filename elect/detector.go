@@ -51,11 +51,16 @@ type Detector interface {
 
 // LowestLive is the weak leader election of §9: the lowest-id member that
 // is not suspected. A member is suspected while the failure detector says
-// it is down, and after a lease we granted it lapsed unrenewed until it is
+// it is down; after a lease we granted it lapsed unrenewed, until it is
 // heard from again — memberlist alone needs seconds to declare a death,
-// the lapse is known at once. To keep the election stable, a live process
-// known to hold the lease stays weak leader even if a lower-id process
-// comes back (DESIGN §4).
+// the lapse is known at once; and, with SuspectAfter set, when nothing was
+// heard from it for that long. The last rule matters without an external
+// failure detector: a dead process that never led never lapses. It also
+// suspects live followers, who rarely talk to each other; that is
+// harmless, because a live lower id that campaigns is heard, and is then
+// no longer suspected. To keep the election stable, a live process known
+// to hold the lease stays weak leader even if a lower-id process comes
+// back (DESIGN §4).
 type LowestLive struct {
 	self    edict.ProcessID
 	members []edict.ProcessID
@@ -65,6 +70,12 @@ type LowestLive struct {
 	// leaderUntil: the leader hint goes stale if nothing confirms it.
 	leaderUntil edict.Time
 	hintTTL     time.Duration
+
+	// SuspectAfter, if positive, suspects a member not heard from for
+	// that long (counted from the first observation for one never heard).
+	SuspectAfter time.Duration
+	heard        map[edict.ProcessID]edict.Time
+	since        edict.Time
 }
 
 // NewLowestLive returns the detector for self among members. hintTTL is how
@@ -73,11 +84,15 @@ type LowestLive struct {
 func NewLowestLive(self edict.ProcessID, members []edict.ProcessID, hintTTL time.Duration) *LowestLive {
 	ms := slices.Clone(members)
 	slices.Sort(ms)
-	return &LowestLive{self: self, members: ms, down: map[edict.ProcessID]bool{}, lapsed: map[edict.ProcessID]bool{}, hintTTL: hintTTL}
+	return &LowestLive{self: self, members: ms, down: map[edict.ProcessID]bool{}, lapsed: map[edict.ProcessID]bool{},
+		hintTTL: hintTTL, heard: map[edict.ProcessID]edict.Time{}}
 }
 
 // Observe implements Detector.
 func (d *LowestLive) Observe(o Observation) {
+	if d.since.IsZero() {
+		d.since = o.At
+	}
 	switch o.Kind {
 	case ProcessUp:
 		delete(d.down, o.Process)
@@ -88,29 +103,49 @@ func (d *LowestLive) Observe(o Observation) {
 		}
 	case Heard:
 		delete(d.lapsed, o.Process)
+		d.heard[o.Process] = o.At
 	case LeaseLapsed:
 		d.lapsed[o.Process] = true
 		if d.leader == o.Process {
 			d.leader = edict.None
 		}
 	case LeaderSeen:
-		delete(d.lapsed, o.Process)
+		// Only a hint: it may come second-hand (a nack naming the
+		// grantee), so it does not clear a suspicion.
 		d.leader = o.Process
 		d.leaderUntil = o.At.Add(d.hintTTL)
 	}
 }
 
-func (d *LowestLive) suspected(p edict.ProcessID) bool {
-	return p != d.self && (d.down[p] || d.lapsed[p])
+func (d *LowestLive) suspected(p edict.ProcessID, now edict.Time) bool {
+	if p == d.self {
+		return false
+	}
+	if d.down[p] || d.lapsed[p] {
+		return true
+	}
+	if d.SuspectAfter > 0 && !d.since.IsZero() {
+		last, ok := d.heard[p]
+		if !ok || last.Before(d.since) {
+			last = d.since
+		}
+		if !now.Before(last.Add(d.SuspectAfter)) {
+			return true
+		}
+	}
+	return false
 }
 
 // WeakLeader implements Detector.
 func (d *LowestLive) WeakLeader(now edict.Time) edict.ProcessID {
-	if d.leader != edict.None && now.Before(d.leaderUntil) && !d.suspected(d.leader) {
+	if d.since.IsZero() {
+		d.since = now
+	}
+	if d.leader != edict.None && now.Before(d.leaderUntil) && !d.suspected(d.leader, now) {
 		return d.leader
 	}
 	for _, m := range d.members {
-		if !d.suspected(m) {
+		if !d.suspected(m, now) {
 			return m
 		}
 	}

@@ -62,11 +62,13 @@ func (c *Core) Issue(now edict.Time) (edict.Stamp, error) {
 	return s, nil
 }
 
-// renewAt is when a leader starts renewing: §10.1 says before
-// E_p − (1+ρ)·d; we start three round trips early so that a lost message
-// costs a retry, not the lease.
+// renewAt is when a leader starts renewing. §10.1 says before
+// E_p − (1+ρ)·d; we start at least three round trips early, and half a
+// renewal interval early, so that a lost message or a granter busy with
+// an fsync costs a retry, not the lease.
 func (c *Core) renewAt() edict.Time {
-	return c.lease.expiry.Add(-edict.ScaleUp(3*c.cfg.RoundTrip, 1+c.cfg.Rho))
+	lead := max(edict.ScaleUp(3*c.cfg.RoundTrip, 1+c.cfg.Rho), c.cfg.RenewInterval/2)
+	return c.lease.expiry.Add(-lead)
 }
 
 // chooseDelta is §10.1: δ = d + max(i, (1+ρ)·(E_p − C_p)), capped at MaxLease.
@@ -134,7 +136,9 @@ func (c *Core) start(now edict.Time, renewal bool) {
 	case BoundedSkew:
 		a.deadline = now.Add(delta)
 	}
-	a.giveUp = now.Add(edict.ScaleUp(2*c.cfg.RoundTrip, 1+c.cfg.Rho))
+	// Give up early only when replies are clearly lost: a slow round trip
+	// (a granter in an fsync) must not abort attempt after attempt.
+	a.giveUp = now.Add(edict.ScaleUp(max(4*c.cfg.RoundTrip, delta/4), 1+c.cfg.Rho))
 	if a.giveUp.After(a.deadline) {
 		a.giveUp = a.deadline
 	}

@@ -316,7 +316,7 @@ func (c *Core) drainElect(now edict.Time) {
 				c.startReign(now, ev)
 			}
 		case elect.LeaseLost:
-			c.stepDown(now)
+			c.stepDown(now, "lease lost")
 		case elect.EpochTerminated:
 			c.onEpochTerminated(now, ev.Epoch)
 		}
@@ -434,7 +434,7 @@ func (c *Core) Status(now edict.Time) Status {
 // Debug describes the Core's internal state in one line, for failure
 // reports of the simulator and tests.
 func (c *Core) Debug(now edict.Time) string {
-	s := fmt.Sprintf("lease=%t quarantined=%t snap=%d accepted=%v", c.el.IsLeader(now), c.el.Quarantined(now), c.log.snap.Index, c.acceptedReign)
+	s := fmt.Sprintf("%s quarantined=%t snap=%d accepted=%v", c.el.Debug(now), c.el.Quarantined(now), c.log.snap.Index, c.acceptedReign)
 	if gs, ok := c.el.Grant(c.el.ActiveEpoch()); ok {
 		s += fmt.Sprintf(" grant=%v/%v/wedged=%t", gs.Grantee, gs.Finish, gs.Wedged)
 	}

@@ -45,7 +45,7 @@ func (c *Core) onAppend(now edict.Time, from edict.ProcessID, a *transport.Appen
 		return
 	}
 	if c.lead != nil && !c.lead.reign.Equal(a.Reign) && from != c.id {
-		c.stepDown(now) // another reign is live: ours is not
+		c.stepDown(now, "another reign is live") // another reign is live: ours is not
 	}
 	c.acceptReign(a.Reign)
 	c.lastContact = now

@@ -139,7 +139,7 @@ func (c *Core) onFetchReply(now edict.Time, from edict.ProcessID, r *transport.F
 		if st, err := c.el.Issue(now); err == nil {
 			c.send(transport.Message{To: l.best, TimeoutNow: &transport.TimeoutNow{Epoch: l.epoch, Reign: st}}, true)
 		}
-		c.release(now)
+		c.release(now, "the best log holder compacted or diverged; handing over")
 		return
 	}
 	for _, we := range r.Entries {
@@ -160,7 +160,7 @@ func (c *Core) onFetchReply(now edict.Time, from edict.ProcessID, r *transport.F
 		return
 	}
 	if len(r.Entries) == 0 {
-		c.release(now) // the holder no longer has what it reported
+		c.release(now, "the best log holder no longer has what it reported") // the holder no longer has what it reported
 		return
 	}
 	l.fetchFrom = c.log.lastIndex()
@@ -173,7 +173,7 @@ func (c *Core) appendReignStart(now edict.Time) {
 	l := c.lead
 	stamp, err := c.el.Issue(now)
 	if err != nil {
-		c.stepDown(now)
+		c.stepDown(now, "lease lost before the reign-start edict")
 		return
 	}
 	e := storage.Entry{Index: c.log.lastIndex() + 1, Reign: stamp, Stamp: stamp, Kind: storage.EntryReignStart}
@@ -297,7 +297,7 @@ func (c *Core) onAppendReply(now edict.Time, from edict.ProcessID, r *transport.
 	if !r.Success {
 		if cmp, err := r.Reign.Compare(l.reign); err == nil && cmp > 0 {
 			// A newer reign exists: ours is over whatever our lease says.
-			c.release(now)
+			c.release(now, "a follower accepted a newer reign")
 			return
 		}
 		if r.Refused {
@@ -397,7 +397,7 @@ func (c *Core) maybeCommit(now edict.Time) {
 func (c *Core) leaderTick(now edict.Time) {
 	l := c.lead
 	if !c.el.IsLeader(now) {
-		c.stepDown(now)
+		c.stepDown(now, "lease lost")
 		return
 	}
 	switch l.phase {
@@ -415,12 +415,12 @@ func (c *Core) leaderTick(now edict.Time) {
 	if l.next != nil && c.nextEpochHoldsStop() {
 		// Wedging gives the lease up; the LeaseLost that follows steps
 		// down and wedges (wedgeOnStepDown).
-		c.release(now)
+		c.release(now, "the next epoch holds the stop edict; wedging")
 	}
 }
 
-// stepDown ends this process's reign.
-func (c *Core) stepDown(now edict.Time) {
+// stepDown ends this process's reign, saying why.
+func (c *Core) stepDown(now edict.Time, why string) {
 	if c.lead == nil {
 		return
 	}
@@ -428,7 +428,7 @@ func (c *Core) stepDown(now edict.Time) {
 	if c.leaderHint == c.id {
 		c.leaderHint = edict.None
 	}
-	c.event(Event{Kind: SteppedDown, Epoch: c.el.ActiveEpoch()})
+	c.event(Event{Kind: SteppedDown, Epoch: c.el.ActiveEpoch(), Reason: why})
 	if c.wedgeOnStepDown {
 		c.wedgeOnStepDown = false
 		c.wedgePredecessors(now)
@@ -436,10 +436,10 @@ func (c *Core) stepDown(now edict.Time) {
 }
 
 // release gives the lease up (§6) and steps down.
-func (c *Core) release(now edict.Time) {
+func (c *Core) release(now edict.Time, why string) {
 	c.el.Release(now, c.el.MaxLease())
+	c.stepDown(now, why) // before the lease core's LeaseLost names a vaguer reason
 	c.drainElect(now)
-	c.stepDown(now)
 }
 
 // Propose appends a command edict if this process leads a ready reign.
@@ -460,7 +460,7 @@ func (c *Core) Propose(now edict.Time, kind storage.EntryKind, data []byte) (sto
 	}
 	stamp, err := c.el.Issue(now)
 	if err != nil {
-		c.stepDown(now)
+		c.stepDown(now, "lease lost while proposing")
 		return storage.Entry{}, ErrNotLeader
 	}
 	e := storage.Entry{Index: c.log.lastIndex() + 1, Reign: l.reign, Stamp: stamp, Kind: kind, Data: data}
@@ -511,7 +511,7 @@ func (c *Core) TransferLeadership(now edict.Time, target edict.ProcessID) error 
 func (c *Core) finishTransfer(now edict.Time) {
 	l := c.lead
 	c.send(transport.Message{To: l.transfer, TimeoutNow: &transport.TimeoutNow{Epoch: l.epoch, Reign: l.reign}}, true)
-	c.release(now)
+	c.release(now, "leadership transferred")
 }
 
 // onTimeoutNow: the leader hands over; campaign at once.

@@ -152,7 +152,7 @@ func (c *Core) wedgePredecessors(now edict.Time) {
 // in the next one it knows.
 func (c *Core) onEpochTerminated(now edict.Time, epoch uint64) {
 	if c.lead != nil && c.lead.epoch <= epoch {
-		c.stepDown(now)
+		c.stepDown(now, "the epoch terminated")
 	}
 	active := c.el.ActiveEpoch()
 	c.event(Event{Kind: EpochChanged, Epoch: active})
@@ -257,7 +257,7 @@ func (c *Core) ForceRecovery(now edict.Time, members []edict.ProcessID) (uint64,
 	if err := cfg.Check(); err != nil {
 		return 0, err
 	}
-	c.stepDown(now)
+	c.stepDown(now, "forced recovery")
 	c.learnMembershipForced(now, cfg)
 	return cfg.Epoch, nil
 }

@@ -113,8 +113,12 @@ func Start(cfg Config) (*Node, error) {
 	}
 	det := cfg.Detector
 	if det == nil {
+		// Without gossip, the detector learns of deaths from lapsed leases
+		// and from silence (elect.LowestLive).
 		members := st.Epochs[len(st.Epochs)-1].Members
-		det = elect.NewLowestLive(cfg.ID, members, cfg.MaxLease+2*(cfg.RoundTrip+cfg.RenewInterval))
+		ll := elect.NewLowestLive(cfg.ID, members, cfg.MaxLease)
+		ll.SuspectAfter = 2 * cfg.MaxLease
+		det = ll
 	}
 	seed := cfg.Seed
 	if seed == 0 {
@@ -198,6 +202,11 @@ func (n *Node) run() {
 		case <-timer.C:
 			n.core.Tick(n.clock.Now())
 		}
+		// Timers are due whatever woke the loop: under a steady stream of
+		// events the tick timer, reset every iteration, might never fire.
+		if now := n.clock.Now(); !now.Before(n.core.NextTick()) {
+			n.core.Tick(now)
+		}
 		n.checkSuspend()
 		if err := n.handleReady(); err != nil {
 			n.fail(err)
@@ -220,8 +229,7 @@ func (n *Node) resetTimer(t *time.Timer) {
 // (DESIGN §3): a leader must never see time pass slower than it does.
 func (n *Node) checkSuspend() {
 	if n.leading && n.clock.Suspended(n.leaderSince) {
-		n.log.Warn("clock suspended while leading: giving up the lease")
-		n.core.release(n.clock.Now())
+		n.core.release(n.clock.Now(), "the clock was suspended while leading")
 	}
 }
 
@@ -270,6 +278,7 @@ func (n *Node) onEvent(ev Event) {
 	switch ev.Kind {
 	case BecameLeader:
 	case SteppedDown:
+		n.log.Warn("stepped down", "reason", ev.Reason, "epoch", ev.Epoch)
 		n.leading = false
 		// Writes appended but not applied may still commit under the next
 		// leader, or not: their outcome is unknown.
@@ -360,7 +369,7 @@ func (n *Node) Status() Status {
 func (n *Node) Shutdown(ctx context.Context) error {
 	_ = n.do(ctx, func() {
 		if n.core.lead != nil || n.core.el.IsLeader(n.clock.Now()) {
-			n.core.release(n.clock.Now())
+			n.core.release(n.clock.Now(), "shutdown")
 			if err := n.handleReady(); err != nil {
 				n.log.Error("release on shutdown", "err", err)
 			}

@@ -114,6 +114,8 @@ type Event struct {
 	Leader edict.ProcessID
 	Epoch  uint64
 	Reign  edict.Stamp
+	// Reason says why a SteppedDown happened.
+	Reason string
 	// Membership is the configuration a ConfigChanged event makes known,
 	// with the addresses of the processes it adds.
 	Membership *Membership

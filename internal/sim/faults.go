@@ -48,7 +48,7 @@ func (r *run) schedule() {
 				r.confuse(p)
 			}
 		})
-	} else {
+	} else if !sc.NoFailureDetector {
 		// A realistic detector still errs before GST.
 		r.every(400*time.Millisecond, r.gst, r.falseSuspicion)
 	}
@@ -97,7 +97,7 @@ func (r *run) crashOne() {
 }
 
 func (r *run) restart(p *process) {
-	if p.up {
+	if p.up || r.sc.NoFailureDetector && p.id == r.ids[0] && r.w.now >= r.gst {
 		return
 	}
 	// A restart ends a verification promise (verify.go): the new
@@ -120,6 +120,9 @@ func (r *run) knownEpochs(p *process) []elect.EpochConfig {
 // reportTo has the failure detector tell every other live process about
 // target, after a detection delay.
 func (r *run) reportTo(target edict.ProcessID, kind elect.ObservationKind) {
+	if r.sc.NoFailureDetector {
+		return
+	}
 	for _, q := range r.upProcesses() {
 		if q.id == target {
 			continue
@@ -229,12 +232,18 @@ func (r *run) reconfigure() {
 // detector learns the truth.
 func (r *run) stabilize() {
 	r.net.heal()
+	if r.sc.NoFailureDetector {
+		r.procs[r.ids[0]].up = false // the lowest id is gone for good
+	}
 	for _, id := range r.ids {
-		if p := r.procs[id]; p.started && !p.up {
+		if p := r.procs[id]; p.started && !p.up && !(r.sc.NoFailureDetector && id == r.ids[0]) {
 			r.restart(p)
 		}
 	}
 	for _, q := range r.upProcesses() {
+		if r.sc.NoFailureDetector {
+			break
+		}
 		for _, id := range r.ids {
 			kind := elect.ProcessDown
 			if r.procs[id].up {

@@ -56,7 +56,7 @@ func TestNegativeControlLog(t *testing.T) {
 		sc   LogScenario
 		want string
 	}{
-		{"lease-reads-with-drift-beyond-rho", LogScenario{Scenario: Scenario{Name: "log-drift-beyond-rho", N: 3, DriftFactor: 300, DriftExtreme: true, Partitions: true},
+		{"lease-reads-with-drift-beyond-rho", LogScenario{Scenario: Scenario{Name: "log-drift-beyond-rho", N: 3, DriftFactor: 1000, DriftExtreme: true, Partitions: true},
 			Levels: []log.ReadLevel{log.ReadLease}}, "linearizability"},
 		{"stale-reads-as-linearizable", LogScenario{Scenario: Scenario{Name: "log-stale-as-linearizable", Partitions: true},
 			Levels: []log.ReadLevel{log.ReadStale}, StaleAsLinearizable: true}, "linearizability"},

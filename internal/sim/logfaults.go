@@ -85,7 +85,7 @@ func (r *lrun) crashOne() {
 }
 
 func (r *lrun) restart(p *lproc) {
-	if p.up || !p.started {
+	if p.up || !p.started || r.sc.NoFailureDetector && p.id == r.ids[0] && r.w.now >= r.gst {
 		return
 	}
 	r.start(p)
@@ -94,6 +94,9 @@ func (r *lrun) restart(p *lproc) {
 
 // report has the failure detector tell the other live processes.
 func (r *lrun) report(target edict.ProcessID, kind elect.ObservationKind) {
+	if r.sc.NoFailureDetector {
+		return
+	}
 	for _, q := range r.upProcs() {
 		if q.id == target {
 			continue
@@ -155,12 +158,19 @@ func (r *lrun) membershipPlan() {
 // detector learns the truth.
 func (r *lrun) stabilize() {
 	r.net.heal()
+	if p := r.procs[r.ids[0]]; r.sc.NoFailureDetector && p.up {
+		p.up = false // the lowest id is gone for good
+		r.dropPending(p)
+	}
 	for _, id := range r.ids {
 		if p := r.procs[id]; p.started && !p.up {
 			r.restart(p)
 		}
 	}
 	for _, q := range r.upProcs() {
+		if r.sc.NoFailureDetector {
+			break
+		}
 		for _, id := range r.ids {
 			kind := elect.ProcessDown
 			if r.procs[id].up {

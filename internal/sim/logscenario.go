@@ -46,6 +46,7 @@ func LogScenarios() []LogScenario {
 		{Scenario: Scenario{Name: "log-loss", Loss: 0.1, Duplicate: 0.05, LongDelay: 0.01}},
 		{Scenario: Scenario{Name: "log-partitions", Partitions: true, Loss: 0.02}},
 		{Scenario: Scenario{Name: "log-crashes", Crashes: true, Loss: 0.02}},
+		{Scenario: Scenario{Name: "log-lapse-only", Crashes: true, NoFailureDetector: true}},
 		{Scenario: Scenario{Name: "log-drift", DriftExtreme: true, Partitions: true}},
 		{Scenario: Scenario{Name: "log-transfers", Transfers: true, Competing: true, Loss: 0.02}},
 		{Scenario: Scenario{Name: "log-membership", N: 3}, Membership: true},

@@ -142,6 +142,9 @@ func (r *run) start(p *process, epochs []elect.EpochConfig) {
 	p.epochs = slices.Clone(epochs)
 	members := r.activeMembers(p)
 	p.detector = elect.NewLowestLive(p.id, members, r.sc.MaxLease())
+	if r.sc.NoFailureDetector {
+		p.detector.SuspectAfter = r.sc.suspectAfter()
+	}
 	core, err := elect.New(elect.Config{
 		ID: p.id, Epochs: p.epochs, Mode: r.sc.Mode, Rho: r.sc.Rho, Skew: r.sc.Skew,
 		RoundTrip: r.sc.RoundTrip, RenewInterval: r.sc.RenewInterval, MaxLease: r.sc.MaxLease(),

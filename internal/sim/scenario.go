@@ -33,12 +33,17 @@ type Scenario struct {
 	DriftFactor  float64
 	DriftExtreme bool
 
-	Crashes     bool          // crash and restart processes before GST
-	CrashEvery  time.Duration // mean spacing of crashes (default 700ms)
-	MaxDowntime time.Duration // longest a crashed process stays down (default 3·MaxLease)
-	Competing   bool          // detectors name everyone weak leader before GST
-	Transfers   bool          // leaders release and others campaign before GST
-	Reconfigure bool          // an epoch change (stop edict, wedging) before GST
+	// NoFailureDetector: processes learn of crashes only from leases that
+	// lapse and from silence (LowestLive.SuspectAfter), as a log.Node
+	// without gossip does; and the lowest id dies for good at GST, the
+	// case such a detector finds hardest.
+	NoFailureDetector bool
+	Crashes           bool          // crash and restart processes before GST
+	CrashEvery        time.Duration // mean spacing of crashes (default 700ms)
+	MaxDowntime       time.Duration // longest a crashed process stays down (default 3·MaxLease)
+	Competing         bool          // detectors name everyone weak leader before GST
+	Transfers         bool          // leaders release and others campaign before GST
+	Reconfigure       bool          // an epoch change (stop edict, wedging) before GST
 
 	// Negative controls: break the model's assumptions.
 	ForgetOnRestart bool // a restart wipes stable storage: no quarantine
@@ -104,6 +109,10 @@ func (sc *Scenario) stabilityDelay() time.Duration {
 	return time.Duration(float64(sc.MaxLease()) * (1 + sc.Rho) / (1 - sc.Rho))
 }
 
+// suspectAfter is the detectors' silence timeout in NoFailureDetector
+// scenarios (elect.LowestLive.SuspectAfter).
+func (sc *Scenario) suspectAfter() time.Duration { return 2 * sc.MaxLease() }
+
 // ElectionBound is the time after GST by which Eventual Election (eq. 5)
 // must have produced a leader. Its parts, all in real time:
 //   - grants outstanding at GST, and a restarted process's quarantine,
@@ -119,7 +128,12 @@ func (sc *Scenario) ElectionBound() time.Duration {
 	scale := (1 + sc.Rho) / (1 - sc.Rho)
 	expire := time.Duration(float64(ml) * scale)
 	backoff := time.Duration(float64(ml)*scale) + sc.RoundTrip + sc.RenewInterval
-	return 2*expire + sc.detectDelay() + ml + 2*backoff + sc.RoundTrip
+	bound := 2*expire + sc.detectDelay() + ml + 2*backoff + sc.RoundTrip
+	if sc.NoFailureDetector {
+		// Suspicion by silence, then one collision with the next live id.
+		bound += sc.suspectAfter() + backoff
+	}
+	return bound
 }
 
 // Scenarios are the families TestNerio runs; every one is checked with the
@@ -130,6 +144,7 @@ func Scenarios() []Scenario {
 		{Name: "loss", Loss: 0.2, Duplicate: 0.05, LongDelay: 0.02},
 		{Name: "partitions", Partitions: true, Loss: 0.02, LongDelay: 0.01},
 		{Name: "crashes", Crashes: true, Loss: 0.02},
+		{Name: "lapse-only", Crashes: true, NoFailureDetector: true, Loss: 0.02},
 		// The forget-grant negative control's twin with quarantine on:
 		// most granters restart within one lease, often.
 		{Name: "crash-storm", N: 3, Crashes: true, CrashEvery: 100 * time.Millisecond, MaxDowntime: 60 * time.Millisecond, Competing: true},
