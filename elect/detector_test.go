@@ -35,3 +35,27 @@ func TestLowestLive(t *testing.T) {
 	d.SetMembers([]edict.ProcessID{5, 3})
 	assert.Equal(t, edict.ProcessID(3), d.WeakLeader(at(13)))
 }
+
+// A nack names a grantee second-hand: it must not clear a suspicion, or a
+// dead leader is named weak leader forever (found on a real cluster).
+func TestLowestLiveLeaderSeenDoesNotClearSuspicion(t *testing.T) {
+	at := func(ns int64) edict.Time { return edict.Time{Incarnation: 1, Nanos: ns} }
+	d := NewLowestLive(2, []edict.ProcessID{1, 2, 3}, time.Second)
+	d.Observe(Observation{Kind: LeaseLapsed, Process: 1, At: at(1)})
+	d.Observe(Observation{Kind: LeaderSeen, Process: 1, At: at(2)})
+	assert.Equal(t, edict.ProcessID(2), d.WeakLeader(at(3)))
+}
+
+// With SuspectAfter, a member never heard from is suspected once that
+// long has passed, and hearing from it clears the suspicion.
+func TestLowestLiveSuspectsSilence(t *testing.T) {
+	at := func(d time.Duration) edict.Time { return edict.Time{Incarnation: 1, Nanos: int64(d)} }
+	d := NewLowestLive(3, []edict.ProcessID{1, 2, 3}, time.Second)
+	d.SuspectAfter = time.Second
+	assert.Equal(t, edict.ProcessID(1), d.WeakLeader(at(0)), "nobody is suspected at the start")
+	d.Observe(Observation{Kind: Heard, Process: 2, At: at(900 * time.Millisecond)})
+	assert.Equal(t, edict.ProcessID(2), d.WeakLeader(at(1500*time.Millisecond)), "p1 silent for 1.5s, p2 heard recently")
+	assert.Equal(t, edict.ProcessID(3), d.WeakLeader(at(2*time.Second)), "everyone else silent")
+	d.Observe(Observation{Kind: Heard, Process: 1, At: at(2100 * time.Millisecond)})
+	assert.Equal(t, edict.ProcessID(1), d.WeakLeader(at(2200*time.Millisecond)), "a campaigning lower id is heard")
+}
