@@ -30,9 +30,9 @@ func (r *run) schedule() {
 	// Clock rates wander for the whole run (eq. 15 holds throughout).
 	r.every(300*time.Millisecond, r.end, func() {
 		p := r.procs[r.ids[r.w.rng.IntN(len(r.ids))]]
-		p.clock.setRate(r.w.now, r.pickRate())
+		p.clock.setRate(r.w.now, r.sc.pickRate(r.w))
 		if p.up {
-			p.tickPending = false
+			p.tick.reset()
 			r.armTick(p)
 		}
 	})
@@ -40,7 +40,7 @@ func (r *run) schedule() {
 		r.every(sc.CrashEvery, r.gst, r.crashOne)
 	}
 	if sc.Partitions {
-		r.every(900*time.Millisecond, r.gst, r.partitionRandomly)
+		r.every(900*time.Millisecond, r.gst, func() { r.net.partitionRandomly(r.ids) })
 	}
 	if sc.Competing {
 		r.every(600*time.Millisecond, r.gst, func() {
@@ -155,20 +155,6 @@ func (r *run) confuse(p *process) {
 			p.detector.Observe(elect.Observation{Kind: elect.ProcessDown, Process: id, At: p.now(r.w.now)})
 		}
 	}
-}
-
-func (r *run) partitionRandomly() {
-	if r.w.chance(0.3) {
-		r.net.heal()
-		return
-	}
-	var side []edict.ProcessID
-	for _, id := range r.ids {
-		if r.w.chance(0.4) {
-			side = append(side, id)
-		}
-	}
-	r.net.partition(side, r.ids, r.w.chance(0.3))
 }
 
 // transfer has the current leader release (§6) and another process

@@ -15,9 +15,9 @@ func (r *lrun) schedule() {
 	}
 	r.every(300*time.Millisecond, r.end, func() {
 		p := r.procs[r.ids[r.w.rng.IntN(len(r.ids))]]
-		p.clock.setRate(r.w.now, r.pickRate())
+		p.clock.setRate(r.w.now, r.sc.pickRate(r.w))
 		if p.up {
-			p.tickPending = false
+			p.tick.reset()
 			r.armTick(p)
 		}
 	})
@@ -25,19 +25,7 @@ func (r *lrun) schedule() {
 		r.every(sc.CrashEvery, r.gst, r.crashOne)
 	}
 	if sc.Partitions {
-		r.every(900*time.Millisecond, r.gst, func() {
-			if r.w.chance(0.3) {
-				r.net.heal()
-				return
-			}
-			var side []edict.ProcessID
-			for _, id := range r.ids {
-				if r.w.chance(0.4) {
-					side = append(side, id)
-				}
-			}
-			r.net.partition(side, r.ids, r.w.chance(0.3))
-		})
+		r.every(900*time.Millisecond, r.gst, func() { r.net.partitionRandomly(r.ids) })
 	}
 	if sc.Transfers {
 		r.every(800*time.Millisecond, r.gst, func() {
@@ -56,19 +44,6 @@ func (r *lrun) schedule() {
 		r.membershipPlan()
 	}
 	r.w.at(r.gst, r.stabilize)
-}
-
-// every runs f at jittered intervals until until.
-func (r *lrun) every(interval time.Duration, until int64, f func()) {
-	var loop func()
-	loop = func() {
-		if r.w.now >= until || r.violation != "" {
-			return
-		}
-		f()
-		r.w.after(r.w.between(interval/2, interval*3/2), loop)
-	}
-	r.w.after(r.w.between(0, interval), loop)
 }
 
 func (r *lrun) crashOne() {
@@ -206,4 +181,9 @@ func (r *lrun) describe() string {
 			id, p.up, st.Epoch, st.Leader, st.IsLeader, st.Commit, st.Applied, st.LastIndex, st.Members, st.Learners, p.core.Debug(now))
 	}
 	return string(b)
+}
+
+// every runs f at jittered intervals until until, or a violation.
+func (r *lrun) every(interval time.Duration, until int64, f func()) {
+	r.w.every(interval, until, func() bool { return r.violation != "" }, f)
 }

@@ -34,11 +34,9 @@ type lproc struct {
 	detector *elect.LowestLive
 	rng      *rand.Rand
 
-	applied     uint64
-	tickGen     uint64
-	tickAt      int64
-	tickPending bool
-	started     bool
+	applied uint64
+	tick    tickTimer
+	started bool
 }
 
 func (p *lproc) now(t int64) edict.Time { return p.clock.read(t, p.inc) }

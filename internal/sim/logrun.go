@@ -89,7 +89,7 @@ func RunLog(sc LogScenario, seed uint64) LogResult {
 	for _, id := range r.ids {
 		p := &lproc{id: id, clock: newClock(float64(r.w.rng.Int64N(int64(time.Hour))), 1), stable: map[string][]byte{},
 			epochs: []storage.EpochConfig{r.epoch0}, rng: rand.New(rand.NewPCG(r.w.rng.Uint64(), 1))}
-		p.clock.setRate(0, r.pickRate())
+		p.clock.setRate(0, r.sc.pickRate(r.w))
 		r.procs[id] = p
 		r.writes[id] = map[uint64]*clientOp{}
 	}
@@ -114,17 +114,6 @@ func (r *lrun) fail(format string, args ...any) {
 	}
 }
 
-func (r *lrun) pickRate() float64 {
-	span := r.sc.DriftFactor * r.sc.Rho
-	if r.sc.DriftExtreme {
-		if r.w.rng.IntN(2) == 0 {
-			return 1 - span
-		}
-		return 1 + span
-	}
-	return 1 - span + 2*span*r.w.rng.Float64()
-}
-
 // start boots or reboots p from its durable state.
 func (r *lrun) start(p *lproc) {
 	p.inc++
@@ -146,7 +135,8 @@ func (r *lrun) start(p *lproc) {
 		r.fail("%v: NewCore: %v", p.id, err)
 		return
 	}
-	p.core, p.up, p.started, p.tickPending = core, true, true, false
+	p.core, p.up, p.started = core, true, true
+	p.tick.reset()
 	if r.sc.Competing && r.w.now < r.gst {
 		for _, id := range r.ids {
 			if id != p.id {
@@ -341,27 +331,9 @@ func (r *lrun) onEvent(p *lproc, ev log.Event) {
 }
 
 func (r *lrun) armTick(p *lproc) {
-	if !p.up {
-		return
+	if p.up {
+		p.tick.arm(r.w, p.clock, p.inc, p.core.NextTick(), r.sc.RenewInterval, func() bool { return p.up }, func() { r.call(p, p.core.Tick) })
 	}
-	next := p.core.NextTick()
-	t := p.clock.realAt(next.Nanos)
-	if next.Incarnation != p.inc {
-		t = r.w.now + int64(r.sc.RenewInterval)
-	}
-	if p.tickPending && p.tickAt <= t {
-		return
-	}
-	p.tickGen++
-	gen := p.tickGen
-	p.tickAt, p.tickPending = t, true
-	r.w.at(t, func() {
-		if p.tickGen != gen || !p.up {
-			return
-		}
-		p.tickPending = false
-		r.call(p, p.core.Tick)
-	})
 }
 
 func (r *lrun) upProcs() []*lproc {

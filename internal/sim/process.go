@@ -31,9 +31,7 @@ type process struct {
 	detector *elect.LowestLive
 	rng      *rand.Rand
 
-	tickGen     uint64
-	tickAt      int64
-	tickPending bool
+	tick tickTimer
 
 	prevF map[uint64]fState // for eq. 16
 

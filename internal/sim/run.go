@@ -110,20 +110,8 @@ func (r *run) newProcess(id edict.ProcessID) *process {
 		// OQwBS needs clocks that agree within Δ: start them together.
 		p.clock = newClock(float64(time.Hour), rate)
 	}
-	p.clock.setRate(0, r.pickRate())
+	p.clock.setRate(0, r.sc.pickRate(r.w))
 	return p
-}
-
-// pickRate draws a clock rate inside the scenario's drift range.
-func (r *run) pickRate() float64 {
-	span := r.sc.DriftFactor * r.sc.Rho
-	if r.sc.DriftExtreme {
-		if r.w.rng.IntN(2) == 0 {
-			return 1 - span
-		}
-		return 1 + span
-	}
-	return 1 - span + 2*span*r.w.rng.Float64()
 }
 
 // start boots (or reboots) p knowing the given epochs.
@@ -156,7 +144,7 @@ func (r *run) start(p *process, epochs []elect.EpochConfig) {
 	}
 	p.core, p.up, p.started = core, true, true
 	p.prevF = map[uint64]fState{}
-	p.tickPending = false
+	p.tick.reset()
 	if r.sc.Competing && r.w.now < r.gst {
 		r.confuse(p)
 	}
@@ -233,40 +221,14 @@ func (r *run) onEvent(p *process, ev elect.Event) {
 
 // armTick schedules p's next timer from the core's NextTick.
 func (r *run) armTick(p *process) {
-	if !p.up {
-		return
+	if p.up {
+		p.tick.arm(r.w, p.clock, p.inc, p.core.NextTick(), r.sc.RenewInterval, func() bool { return p.up }, func() { r.call(p, p.core.Tick) })
 	}
-	next := p.core.NextTick()
-	t := p.clock.realAt(next.Nanos)
-	if next.Incarnation != p.inc {
-		t = r.w.now + int64(r.sc.RenewInterval)
-	}
-	if p.tickPending && p.tickAt <= t {
-		return
-	}
-	p.tickGen++
-	gen := p.tickGen
-	p.tickAt, p.tickPending = t, true
-	r.w.at(t, func() {
-		if p.tickGen != gen || !p.up {
-			return
-		}
-		p.tickPending = false
-		r.call(p, p.core.Tick)
-	})
 }
 
-// every runs f at jittered intervals until end.
+// every runs f at jittered intervals until until.
 func (r *run) every(interval time.Duration, until int64, f func()) {
-	var loop func()
-	loop = func() {
-		if r.w.now >= until {
-			return
-		}
-		f()
-		r.w.after(r.w.between(interval/2, interval*3/2), loop)
-	}
-	r.w.after(r.w.between(0, interval), loop)
+	r.w.every(interval, until, func() bool { return false }, f)
 }
 
 func (r *run) upProcesses() []*process {
