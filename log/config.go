@@ -22,6 +22,18 @@ type Config struct {
 	// addresses, this one included. Used on the first start only: later
 	// starts read the membership from the store.
 	Peers map[edict.ProcessID]string
+	// Join makes a first start join a running cluster instead of
+	// bootstrapping one: the process counts itself in no epoch until the
+	// log makes it a member — a learner once the leader adds it
+	// (Node.AddLearner), a member once promoted (Node.Promote). Peers then
+	// gives the addresses of the cluster's processes, and the bootstrap
+	// epoch it records is theirs without this process (which Peers may
+	// list, for its own address). The configurations that matter come
+	// from the log. Without Join, a process listed in its own Peers would
+	// take itself for a voting member of epoch 0 that no one else knows
+	// of: it would campaign, and while it granted itself a lease it would
+	// refuse the real leader's appends. Ignored on later starts.
+	Join bool
 
 	// Store holds the log and the stable records; Snapshots the FSM
 	// snapshots; Transport carries messages; FSM is the state machine.
@@ -79,10 +91,17 @@ func (c *Config) validate() error {
 	case c.MaxBatch < 0:
 		return errors.New("log: Config.MaxBatch must not be negative")
 	}
+	others := 0
 	for id := range c.Peers {
 		if id == edict.None {
 			return errors.New("log: Config.Peers names process 0")
 		}
+		if id != c.ID {
+			others++
+		}
+	}
+	if c.Join && others == 0 {
+		return errors.New("log: Config.Join needs Config.Peers to name the cluster's processes")
 	}
 	return nil
 }

@@ -136,10 +136,11 @@ func (c *Core) onFetchReply(now edict.Time, from edict.ProcessID, r *transport.F
 	if r.Compacted || !r.OK {
 		// The best log's holder compacted what we lack, or the logs do
 		// not match where every log should: let it lead instead.
-		if st, err := c.el.Issue(now); err == nil {
-			c.send(transport.Message{To: l.best, TimeoutNow: &transport.TimeoutNow{Epoch: l.epoch, Reign: st}}, true)
-		}
+		st, err := c.el.Issue(now)
 		c.release(now, "the best log holder compacted or diverged; handing over")
+		if err == nil {
+			c.handOver(l.best, l.epoch, st)
+		}
 		return
 	}
 	for _, we := range r.Entries {
@@ -510,8 +511,49 @@ func (c *Core) TransferLeadership(now edict.Time, target edict.ProcessID) error 
 
 func (c *Core) finishTransfer(now edict.Time) {
 	l := c.lead
-	c.send(transport.Message{To: l.transfer, TimeoutNow: &transport.TimeoutNow{Epoch: l.epoch, Reign: l.reign}}, true)
 	c.release(now, "leadership transferred")
+	c.handOver(l.transfer, l.epoch, l.reign)
+}
+
+// handOver tells target to campaign at once (TimeoutNow). Call it after
+// c.release: TimeoutNow goes with the messages sent after the batch, so
+// the releases leave before it, and the target — and, most likely, every
+// other granter — no longer grants to this process when the target's
+// grant requests arrive. The other way round, the target refused itself;
+// unless every other granter had seen the release, its attempt failed, it
+// backed off past the old grants, its detector (told by the refusals)
+// still named this process, and this process took the lease back after
+// its hold-off: the transfer was lost.
+func (c *Core) handOver(target edict.ProcessID, epoch uint64, reign edict.Stamp) {
+	c.send(transport.Message{To: target, TimeoutNow: &transport.TimeoutNow{Epoch: epoch, Reign: reign}}, false)
+}
+
+// Resign gives leadership up for good, as a process that shuts down does
+// (DESIGN §8): it releases its lease and hands over to the member whose
+// log is the most up to date as far as it knows. Without the handover no
+// one would campaign until its failure detector suspected this process —
+// a released grant does not lapse, so that takes longer than waiting out
+// a crashed leader's lease. A leader whose epoch is ending hands over to
+// no one: the next epoch's members take over once they wedged it.
+func (c *Core) Resign(now edict.Time) {
+	c.advanceClock(now)
+	l := c.lead
+	target := edict.None
+	if l != nil && l.phase == phaseReady && !l.stopped {
+		var best uint64
+		for _, p := range c.epochs[l.epoch].Members {
+			if pr := l.progress[p]; p != c.id && pr != nil && (target == edict.None || pr.match > best) {
+				target, best = p, pr.match
+			}
+		}
+	}
+	if l == nil && !c.el.IsLeader(now) {
+		return
+	}
+	c.release(now, "resigned")
+	if target != edict.None {
+		c.handOver(target, l.epoch, l.reign)
+	}
 }
 
 // onTimeoutNow: the leader hands over; campaign at once.

@@ -144,9 +144,12 @@ func Start(cfg Config) (*Node, error) {
 		leaderCh: make(chan LeaderChange, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	n.applier = newApplier(n, snapIdx)
+	// Status is right from the start, not only after the loop's first
+	// event. The core is read here before the loop owns it.
+	n.publishStatus()
+	n.log.Info("node started", "incarnation", inc, "snapshot", snapIdx, "last", core.log.lastIndex(), "epoch", core.el.ActiveEpoch())
 	go n.applier.run()
 	go n.run()
-	n.log.Info("node started", "incarnation", inc, "snapshot", snapIdx, "last", core.log.lastIndex(), "epoch", core.el.ActiveEpoch())
 	return n, nil
 }
 
@@ -264,15 +267,27 @@ func (n *Node) handleReady() error {
 	}
 }
 
+// sendAll hands messages to the transport without ever waiting: a
+// message that finds its peer's queue or append window full is dropped,
+// and the protocol sends it again (probes, heartbeats, retries). Waiting
+// here would stall the loop — one dead follower's full window once cost a
+// leader its lease renewals, 50ms per append (found by the edictkv
+// end-to-end test's handover).
 func (n *Node) sendAll(ms []transport.Message) {
 	for _, m := range ms {
-		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-		if err := n.cfg.Transport.Send(ctx, m.To, m); err != nil {
-			n.log.Debug("send failed", "to", uint64(m.To), "kind", m.Kind().String(), "err", err)
+		if err := n.cfg.Transport.Send(nonBlocking, m.To, m); err != nil {
+			n.log.Debug("send dropped", "to", uint64(m.To), "kind", m.Kind().String(), "err", err)
 		}
-		cancel()
 	}
 }
+
+// nonBlocking is a context that is already done: Transport.Send takes the
+// room there is and never waits for more.
+var nonBlocking = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
 
 func (n *Node) onEvent(ev Event) {
 	switch ev.Kind {
@@ -280,11 +295,17 @@ func (n *Node) onEvent(ev Event) {
 	case SteppedDown:
 		n.log.Warn("stepped down", "reason", ev.Reason, "epoch", ev.Epoch)
 		n.leading = false
-		// Writes appended but not applied may still commit under the next
-		// leader, or not: their outcome is unknown.
+		// Writes appended but not committed may still commit under the
+		// next leader, or not: their outcome is unknown. Those already
+		// committed are handed to the applier and resolve when it has
+		// applied them: a step-down right after a commit — as every
+		// membership change ends with, when the leader wedges its epoch
+		// — must not report a committed write as unknown.
 		for idx, p := range n.pending {
-			p.finish(nil, ErrOutcomeUnknown)
-			delete(n.pending, idx)
+			if idx > n.core.commit {
+				p.finish(nil, ErrOutcomeUnknown)
+				delete(n.pending, idx)
+			}
 		}
 		n.notifyLeader(LeaderChange{Leader: edict.None, Epoch: ev.Epoch})
 	case LeaderChanged:
@@ -336,8 +357,22 @@ func (n *Node) fail(err error) {
 	n.applier.close()
 }
 
+// alive fails a call on a stopped Node, or with a context already ended,
+// before it is handed to the loop.
+func (n *Node) alive(ctx context.Context) error {
+	select {
+	case <-n.done:
+		return ErrShutdown
+	default:
+	}
+	return ctx.Err()
+}
+
 // do runs f on the loop goroutine and waits for it.
 func (n *Node) do(ctx context.Context, f func()) error {
+	if err := n.alive(ctx); err != nil {
+		return err
+	}
 	done := make(chan struct{})
 	select {
 	case n.ops <- func() { f(); close(done) }:
@@ -363,16 +398,16 @@ func (n *Node) Status() Status {
 	return n.status
 }
 
-// Shutdown releases the lease (so that another process need not wait it
-// out), stops the runtime and waits for it, or until ctx is done. It closes
-// neither the store nor the transport.
+// Shutdown releases the lease and hands leadership to the most up-to-date
+// member (Core.Resign), so that no one need wait the lease out nor for a
+// failure detector to notice; then it stops the runtime and waits for it,
+// or until ctx is done. It closes neither the store nor the transport:
+// close the transport after Shutdown returns, or the hand-over is lost.
 func (n *Node) Shutdown(ctx context.Context) error {
 	_ = n.do(ctx, func() {
-		if n.core.lead != nil || n.core.el.IsLeader(n.clock.Now()) {
-			n.core.release(n.clock.Now(), "shutdown")
-			if err := n.handleReady(); err != nil {
-				n.log.Error("release on shutdown", "err", err)
-			}
+		n.core.Resign(n.clock.Now())
+		if err := n.handleReady(); err != nil {
+			n.log.Error("release on shutdown", "err", err)
 		}
 	})
 	n.stopOnce.Do(func() { close(n.stop) })

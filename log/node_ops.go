@@ -56,6 +56,14 @@ func (n *Node) Barrier(ctx context.Context) error {
 }
 
 func (n *Node) submit(ctx context.Context, p *proposal) (ApplyResult, error) {
+	// A write is taken only by a live Node for a live context: the
+	// proposal channel is buffered, and select picks at random among the
+	// cases ready, so without these checks a write on a stopped Node, or
+	// with a context already ended, could be queued and then reported as
+	// of unknown outcome — or, with the context, even appended.
+	if err := n.alive(ctx); err != nil {
+		return ApplyResult{}, err
+	}
 	select {
 	case n.proposals <- p:
 	case <-n.done:

@@ -54,6 +54,9 @@ func (n *Node) Read(ctx context.Context, level ReadLevel, query []byte) (ReadRes
 	if !ok {
 		return ReadResult{}, ErrNoQuerier
 	}
+	if err := n.alive(ctx); err != nil {
+		return ReadResult{}, err
+	}
 	r := &readRequest{level: level, query: query, done: make(chan struct{})}
 	select {
 	case n.reads <- r:

@@ -12,7 +12,8 @@ import (
 )
 
 // loadState reads what the stores remember. On a first start (no epoch
-// known) it bootstraps epoch 0 from Config.Peers and stores it.
+// known) it bootstraps epoch 0 from Config.Peers — without this process
+// if it joins a running cluster (Config.Join) — and stores it.
 func loadState(cfg Config) (State, map[edict.ProcessID]string, error) {
 	var st State
 	s := cfg.Store
@@ -50,6 +51,9 @@ func loadState(cfg Config) (State, map[edict.ProcessID]string, error) {
 		}
 		members := slices.Sorted(func(yield func(edict.ProcessID) bool) {
 			for id := range cfg.Peers {
+				if cfg.Join && id == cfg.ID {
+					continue
+				}
 				if !yield(id) {
 					return
 				}

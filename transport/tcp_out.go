@@ -81,16 +81,27 @@ func newOutLane(t *TCP, p *peer, kind lane, queue, window int) *outLane {
 }
 
 // enqueue queues frame f, waiting for room (and a window token) until ctx
-// is done.
+// is done. Room that is there is always taken, even with ctx already done,
+// so a caller that must never block (the log.Node loop) passes a done
+// context and loses a frame only when the window or queue is full.
 func (l *outLane) enqueue(ctx context.Context, f []byte) error {
 	if l.window != nil {
 		select {
 		case l.window <- struct{}{}:
-		case <-ctx.Done():
-			return fmt.Errorf("transport: send append to %v: window of %d appends in flight is full: %w", l.p.id, cap(l.window), context.Cause(ctx))
-		case <-l.p.stop:
-			return l.gone()
+		default:
+			select {
+			case l.window <- struct{}{}:
+			case <-ctx.Done():
+				return fmt.Errorf("transport: send append to %v: window of %d appends in flight is full: %w", l.p.id, cap(l.window), context.Cause(ctx))
+			case <-l.p.stop:
+				return l.gone()
+			}
 		}
+	}
+	select {
+	case l.queue <- f:
+		return nil
+	default:
 	}
 	select {
 	case l.queue <- f:

@@ -1,0 +1,532 @@
+package log_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/log"
+	"github.com/edictlog/edictlog/storage"
+	"github.com/edictlog/edictlog/transport"
+	"github.com/stretchr/testify/require"
+)
+
+// testMaxLease is MaxLease under testTimings: 2·(RoundTrip+RenewInterval).
+const testMaxLease = 650 * time.Millisecond
+
+// TransferLeadership returns once the target leads. Writes acknowledged
+// before and after are applied on every node; a write racing the transfer
+// either succeeds, or fails with an error that says it was not appended
+// (NotLeaderError, ErrTransferring) — and then it is indeed absent — or
+// says its outcome is unknown. Nothing acknowledged is lost.
+func TestNodeTransferLeadership(t *testing.T) {
+	c := newNetCluster(t, 3)
+	want := map[string]string{}
+	for i := range 10 {
+		k := fmt.Sprintf("before-%02d", i)
+		want[k] = "v" + k
+		c.put(k, want[k])
+	}
+	old := c.waitLeader(10 * time.Second)
+	target := c.others(old.id)[1]
+
+	type outcome struct {
+		key string
+		err error
+	}
+	var (
+		outcomes  []outcome
+		successes atomic.Int64
+		stop      = make(chan struct{})
+		done      = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			k := fmt.Sprintf("race-%04d", i)
+			cmd, err := fsm.EncodeCommand(fsm.Command{Put: &fsm.Put{Key: k, Value: "v" + k}})
+			if err != nil {
+				panic(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err = old.Apply(ctx, cmd)
+			cancel()
+			outcomes = append(outcomes, outcome{k, err})
+			if err == nil {
+				successes.Add(1)
+			} else {
+				time.Sleep(time.Millisecond) // the old leader refuses at once
+			}
+		}
+	}()
+	eventually(t, 10*time.Second, func() error {
+		if successes.Load() < 5 {
+			return errors.New("the racing writer has not written yet")
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	require.NoError(t, old.TransferLeadership(ctx, target.id))
+	t.Logf("transfer %v→%v returned after %v", old.id, target.id, time.Since(start))
+	time.Sleep(50 * time.Millisecond) // let the racing writer meet the new state
+	close(stop)
+	<-done
+
+	// The target leads, not the old leader nor the third node.
+	l := c.waitLeader(10 * time.Second)
+	require.Equal(t, target.id, l.id)
+	require.False(t, old.Status().IsLeader)
+	eventually(t, 10*time.Second, func() error {
+		if s := old.Status(); s.Leader != target.id {
+			return fmt.Errorf("the old leader knows %v as leader, not its successor %v", s.Leader, target.id)
+		}
+		return nil
+	})
+
+	for i := range 10 {
+		k := fmt.Sprintf("after-%02d", i)
+		want[k] = "v" + k
+		res, err := target.Apply(ctx, putCmd(t, k, want[k]))
+		require.NoError(t, err)
+		require.NotZero(t, res.Index)
+	}
+
+	var ok, refused, unknown []string
+	for _, o := range outcomes {
+		var nl *log.NotLeaderError
+		switch {
+		case o.err == nil:
+			ok = append(ok, o.key)
+			want[o.key] = "v" + o.key
+		case errors.Is(o.err, log.ErrOutcomeUnknown):
+			unknown = append(unknown, o.key)
+		case errors.As(o.err, &nl), errors.Is(o.err, log.ErrTransferring):
+			refused = append(refused, o.key)
+		default:
+			t.Fatalf("racing write %s: unexpected error %v", o.key, o.err)
+		}
+	}
+	t.Logf("racing writes: %d ok, %d refused, %d unknown", len(ok), len(refused), len(unknown))
+	require.NotEmpty(t, ok)
+	require.NotEmpty(t, refused, "the old leader refused writes after the transfer")
+
+	all := []*netNode{c.node(1), c.node(2), c.node(3)}
+	c.checkAllApplied(want, all...)
+	for _, k := range refused {
+		for _, nn := range all {
+			_, found, _ := mustRead(t, nn, log.ReadStale, k)
+			require.False(t, found, "write %s was refused, yet node %v applied it", k, nn.id)
+		}
+	}
+
+	// Transfers in a row each complete, whichever way they go: the
+	// target wins the election the old leader's release opens (it must
+	// not find itself still granting to the old leader and back off).
+	for i := range 8 {
+		from := c.waitLeader(10 * time.Second)
+		to := c.node(from.id%3 + 1) // round the ring: 1→2→3→1…
+		tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		start := time.Now()
+		err := from.TransferLeadership(tctx, to.id)
+		tcancel()
+		require.NoError(t, err, "transfer %d, %v→%v", i, from.id, to.id)
+		t.Logf("transfer %v→%v in %v", from.id, to.id, time.Since(start))
+		require.Equal(t, to.id, c.waitLeader(10*time.Second).id)
+		k := fmt.Sprintf("pingpong-%d", i)
+		want[k] = "v"
+		c.put(k, "v")
+	}
+	c.checkAllApplied(want, all...)
+
+	// Transfer needs the leader, and a member other than itself.
+	l = c.waitLeader(10 * time.Second)
+	var nl *log.NotLeaderError
+	err := c.others(l.id)[0].TransferLeadership(ctx, l.id)
+	require.True(t, errors.Is(err, log.ErrNotLeader) || errors.As(err, &nl), "transfer on a follower: %v", err)
+	require.Error(t, l.TransferLeadership(ctx, l.id), "transfer to itself")
+	require.Error(t, l.TransferLeadership(ctx, 9), "transfer to a non-member")
+	require.Equal(t, l.id, c.waitLeader(10*time.Second).id, "refused transfers changed nothing")
+}
+
+// Every read level returns a written value: a lease read on the leader,
+// a follower read on a follower (linearizable: it sees every write
+// acknowledged before it), a stale read after that on the same follower.
+// A lease read on a follower names the leader.
+func TestNodeReadLevels(t *testing.T) {
+	c := newNetCluster(t, 3)
+	l := c.waitLeader(10 * time.Second)
+	res := c.put("k", "v1")
+
+	v, found, rr := mustRead(t, l, log.ReadLease, "k")
+	require.True(t, found)
+	require.Equal(t, "v1", v)
+	require.Equal(t, log.ReadLease, rr.Level)
+	require.GreaterOrEqual(t, rr.Index, res.Index)
+
+	// A follower read at the leader is served as a lease read.
+	_, _, rr = mustRead(t, l, log.ReadFollower, "k")
+	require.Equal(t, log.ReadLease, rr.Level)
+
+	_, _, rr = mustRead(t, l, log.ReadStale, "k")
+	require.Equal(t, log.ReadStale, rr.Level)
+	eventually(t, 10*time.Second, func() error { // 0 while it holds the lease
+		if _, _, rr := mustRead(t, l, log.ReadStale, "k"); rr.Staleness != 0 {
+			return fmt.Errorf("a stale read at the leader reports staleness %v", rr.Staleness)
+		}
+		return nil
+	})
+
+	for _, f := range c.others(l.id) {
+		v, found, rr := mustRead(t, f, log.ReadFollower, "k")
+		require.True(t, found, "follower read on %v", f.id)
+		require.Equal(t, "v1", v)
+		require.Equal(t, log.ReadFollower, rr.Level)
+		require.GreaterOrEqual(t, rr.Index, res.Index)
+
+		// The follower has applied the write now: a stale read sees it.
+		v, found, rr = mustRead(t, f, log.ReadStale, "k")
+		require.True(t, found)
+		require.Equal(t, "v1", v)
+		require.Equal(t, log.ReadStale, rr.Level)
+		require.GreaterOrEqual(t, rr.Index, res.Index)
+		require.GreaterOrEqual(t, rr.Staleness, time.Duration(0), "it has heard from the leader")
+		require.Less(t, rr.Staleness, 10*time.Second)
+
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, _, _, err := readKey(ctx, f.Node, log.ReadLease, "k")
+		cancel()
+		var nl *log.NotLeaderError
+		require.ErrorAs(t, err, &nl, "lease read on follower %v", f.id)
+		require.ErrorIs(t, err, log.ErrNotLeader)
+		require.Equal(t, l.id, nl.Leader, "the error names the leader")
+	}
+
+	// Follower reads are linearizable: a write acknowledged before the
+	// read is seen, at once, on every follower.
+	for i := range 5 {
+		val := fmt.Sprintf("v%d", i+2)
+		res := c.put("k", val)
+		for _, f := range c.others(l.id) {
+			v, _, rr := mustRead(t, f, log.ReadFollower, "k")
+			require.Equal(t, val, v, "follower read on %v after write %d", f.id, res.Index)
+			require.GreaterOrEqual(t, rr.Index, res.Index)
+		}
+	}
+
+	// A key never written is absent at every level.
+	_, found, _ = mustRead(t, l, log.ReadLease, "missing")
+	require.False(t, found)
+}
+
+// Issue stamps edicts that a Fence admits in the order they were issued.
+// After a leadership change, an edict the old leader issued before it is
+// refused by a Fence that admitted one of the new leader's (ErrStale).
+func TestNodeIssueAndFence(t *testing.T) {
+	c := newNetCluster(t, 3)
+	old := c.waitLeader(10 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	epochs := edict.EpochTable{0: edict.MustMajority(1, 2, 3)}
+
+	fence := edict.NewFence(epochs)
+	var issued []log.Edict
+	for i := range 5 {
+		e, err := old.Issue(ctx, []byte(fmt.Sprintf("order %d", i)))
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprintf("order %d", i), string(e.Payload))
+		require.NoError(t, e.Stamp.Validate(epochs))
+		require.NoError(t, fence.Admit(e.Stamp), "edict %d in issue order", i)
+		issued = append(issued, e)
+	}
+	require.ErrorIs(t, fence.Admit(issued[4].Stamp), edict.ErrStale, "a replay is refused")
+	require.ErrorIs(t, fence.Admit(issued[0].Stamp), edict.ErrStale, "an older edict is refused")
+
+	// A follower cannot issue: it names the leader.
+	f := c.others(old.id)[0]
+	eventually(t, 10*time.Second, func() error {
+		if s := f.Status(); s.Leader != old.id {
+			return fmt.Errorf("follower %v does not know the leader yet", f.id)
+		}
+		return nil
+	})
+	_, err := f.Issue(ctx, nil)
+	var nl *log.NotLeaderError
+	require.ErrorAs(t, err, &nl)
+	require.Equal(t, old.id, nl.Leader)
+
+	// The old leader issues one more edict, then leadership moves.
+	late, err := old.Issue(ctx, []byte("from the old leader"))
+	require.NoError(t, err)
+	next := c.others(old.id)[1]
+	require.NoError(t, old.TransferLeadership(ctx, next.id))
+	require.Equal(t, next.id, c.waitLeader(10*time.Second).id)
+	var fresh log.Edict
+	eventually(t, 10*time.Second, func() error {
+		fresh, err = next.Issue(ctx, []byte("from the new leader"))
+		return err
+	})
+	_, err = old.Issue(ctx, nil)
+	require.ErrorAs(t, err, &nl, "the old leader no longer issues")
+
+	cmp, err := late.Stamp.Compare(fresh.Stamp)
+	require.NoError(t, err)
+	require.Equal(t, -1, cmp, "the new leader's edict is newer")
+
+	// Both a fence that saw the old leader's edicts and a fresh one admit
+	// the new leader's edict, and then refuse the old leader's.
+	require.NoError(t, fence.Admit(fresh.Stamp))
+	require.ErrorIs(t, fence.Admit(late.Stamp), edict.ErrStale)
+	fresh2 := edict.NewFence(epochs)
+	require.NoError(t, fresh2.Admit(fresh.Stamp))
+	require.ErrorIs(t, fresh2.Admit(late.Stamp), edict.ErrStale)
+	// In the order they were issued, both pass.
+	inOrder := edict.NewFence(epochs)
+	require.NoError(t, inOrder.Admit(late.Stamp))
+	require.NoError(t, inOrder.Admit(fresh.Stamp))
+}
+
+// All three nodes stop and start again from their files, on new ports:
+// every acknowledged write is still there. A restarted process grants
+// nothing during its quarantine of (1+ρ)·MaxLease, so the restarted
+// cluster elects no leader before MaxLease has passed.
+func TestNodeRestartFromDisk(t *testing.T) {
+	c := newNetCluster(t, 3, func(cfg *log.Config) { cfg.SnapshotEvery, cfg.TrailingEntries = 32, 4 })
+	want := map[string]string{}
+	var last uint64
+	for i := range 80 {
+		k := fmt.Sprintf("k%02d", i%50) // overwrite some keys
+		want[k] = fmt.Sprintf("v%d", i)
+		last = c.put(k, want[k]).Index
+	}
+	// Every node has applied everything and holds a snapshot (they are
+	// written in the background), so each restarts from a snapshot and
+	// the log after it.
+	waitApplied(t, last, c.node(1), c.node(2), c.node(3))
+	for _, id := range []edict.ProcessID{1, 2, 3} {
+		eventually(t, 10*time.Second, func() error {
+			if ms, err := c.node(id).snaps.List(); err != nil || len(ms) == 0 {
+				return fmt.Errorf("node %v has no snapshot yet (%v)", id, err)
+			}
+			return nil
+		})
+	}
+	for _, id := range []edict.ProcessID{1, 2, 3} {
+		c.stop(id)
+	}
+
+	start := time.Now()
+	nets := map[edict.ProcessID]*transport.TCP{}
+	for _, id := range []edict.ProcessID{1, 2, 3} {
+		nets[id] = c.listen(id)
+	}
+	for _, id := range []edict.ProcessID{1, 2, 3} {
+		c.startWith(id, nets[id], maps.Clone(c.addrs))
+	}
+	for _, id := range []edict.ProcessID{1, 2, 3} {
+		s := c.node(id).Status()
+		require.Greater(t, s.Applied, uint64(0), "node %v restored its snapshot", id)
+	}
+	l := c.waitLeader(20 * time.Second)
+	elected := time.Since(start)
+	t.Logf("restarted cluster elected %v after %v", l.id, elected)
+	require.GreaterOrEqual(t, elected, testMaxLease, "no leader during the restart quarantine")
+
+	for k, v := range want {
+		got, found, rr := mustRead(t, l, log.ReadLease, k)
+		require.True(t, found, "%q lost in the restart", k)
+		require.Equal(t, v, got, "%q", k)
+		require.GreaterOrEqual(t, rr.Index, last)
+	}
+	want["after-restart"] = "yes"
+	c.put("after-restart", "yes")
+	c.checkAllApplied(want, c.node(1), c.node(2), c.node(3))
+}
+
+// A leader that shuts down gracefully (its transport open while Shutdown
+// runs) releases its lease and hands over: a new leader is elected at
+// once. A killed leader's lease must be waited out. With a long lease the
+// two are far apart: a healthy leader's grants always have at least
+// RenewInterval/2 left, so a kill costs at least that, while the graceful
+// handover takes a few round trips.
+func TestNodeShutdownReleasesLease(t *testing.T) {
+	long := func(cfg *log.Config) { cfg.RoundTrip, cfg.RenewInterval = 50*time.Millisecond, 2*time.Second }
+
+	failover := func(graceful bool) (old, next edict.ProcessID, took time.Duration) {
+		c := newNetCluster(t, 3, long)
+		defer c.stopAll()
+		l := c.waitLeader(10 * time.Second)
+		c.put("k", "v")
+		start := time.Now()
+		if graceful {
+			// Shutdown only: the transport stays open until the new
+			// leader is known, so the hand-over is not lost to a
+			// connection closed under it.
+			delete(c.nodes, l.id)
+			t.Cleanup(func() { l.net.Close(); l.store.Close() })
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			require.NoError(t, l.Shutdown(ctx))
+			cancel()
+		} else {
+			c.kill(l.id)
+		}
+		n := c.waitLeader(20 * time.Second)
+		took = time.Since(start)
+		v, _, _ := mustRead(t, n, log.ReadLease, "k")
+		require.Equal(t, "v", v)
+		return l.id, n.id, took
+	}
+
+	old, next, graceful := failover(true)
+	t.Logf("graceful shutdown of %v: %v leads after %v", old, next, graceful)
+	old, next, killed := failover(false)
+	t.Logf("kill of %v: %v leads after %v", old, next, killed)
+	require.Less(t, graceful, time.Second, "a graceful shutdown hands over within RenewInterval/2")
+	require.Less(t, graceful, killed, "a graceful shutdown is faster than a kill")
+}
+
+// Start names the field of the Config that is wrong.
+func TestNodeConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	tr, err := transport.NewTCP(transport.TCPConfig{ID: 1, ClusterID: "cfg", BindAddr: "127.0.0.1:0", Logger: quietLogger()})
+	require.NoError(t, err)
+	defer tr.Close()
+	snaps, err := storage.NewFileSnapshotStore(dir, 2)
+	require.NoError(t, err)
+	good := func() log.Config {
+		return log.Config{ID: 1, Peers: map[edict.ProcessID]string{1: tr.LocalAddr()}, Store: storage.NewMemStore(),
+			Snapshots: snaps, Transport: tr, FSM: fsm.NewKV(), Logger: quietLogger()}
+	}
+	cases := []struct {
+		name   string
+		break_ func(*log.Config)
+		field  string
+	}{
+		{"no id", func(c *log.Config) { c.ID = 0 }, "Config.ID"},
+		{"no store", func(c *log.Config) { c.Store = nil }, "Config.Store"},
+		{"no snapshots", func(c *log.Config) { c.Snapshots = nil }, "Config.Snapshots"},
+		{"no transport", func(c *log.Config) { c.Transport = nil }, "Config.Transport"},
+		{"no fsm", func(c *log.Config) { c.FSM = nil }, "Config.FSM"},
+		{"transport of another process", func(c *log.Config) { c.ID = 2; c.Peers = map[edict.ProcessID]string{2: "x"} }, "Config.Transport"},
+		{"rho", func(c *log.Config) { c.Rho = 0.7 }, "Config.Rho"},
+		{"negative round trip", func(c *log.Config) { c.RoundTrip = -time.Second }, "Config.RoundTrip"},
+		{"negative batch", func(c *log.Config) { c.MaxBatch = -1 }, "Config.MaxBatch"},
+		{"peer 0", func(c *log.Config) { c.Peers = map[edict.ProcessID]string{0: "x", 1: "y"} }, "Config.Peers"},
+		{"first start without peers", func(c *log.Config) { c.Peers = nil }, "Config.Peers"},
+		{"join without peers", func(c *log.Config) { c.Join = true }, "Config.Join"},
+		{"lease shorter than a renewal", func(c *log.Config) { c.MaxLease = time.Millisecond }, "MaxLease"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := good()
+			tc.break_(&cfg)
+			n, err := log.Start(cfg)
+			require.Error(t, err)
+			require.Nil(t, n)
+			require.Contains(t, err.Error(), tc.field)
+		})
+	}
+
+	// The good config starts: the cases above fail for their own reason.
+	n, err := log.Start(good())
+	require.NoError(t, err)
+	require.NoError(t, n.Shutdown(context.Background()))
+}
+
+// A stopped Node answers every call with ErrShutdown, and never as if a
+// write might have been taken; a context already cancelled fails a call
+// at once, before anything is appended; bad commands and queries are
+// reported, not applied.
+func TestNodeBadInput(t *testing.T) {
+	c := newNetCluster(t, 3)
+	l := c.waitLeader(10 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	// A context already cancelled: the call returns at once with the
+	// context's error, and the write is not appended.
+	done, cancelNow := context.WithCancel(context.Background())
+	cancelNow()
+	for i := range 20 {
+		start := time.Now()
+		_, err := l.Apply(done, putCmd(t, fmt.Sprintf("cancelled-%d", i), "v"))
+		require.ErrorIs(t, err, context.Canceled)
+		require.NotErrorIs(t, err, log.ErrOutcomeUnknown, "a write with a cancelled context is never submitted")
+		require.Less(t, time.Since(start), time.Second)
+	}
+	start := time.Now()
+	_, err := l.Read(done, log.ReadLease, nil)
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, l.Barrier(done), context.Canceled)
+	_, err = l.Issue(done, nil)
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, l.TransferLeadership(done, c.others(l.id)[0].id), context.Canceled)
+	require.ErrorIs(t, l.AddLearner(done, 7, "127.0.0.1:1"), context.Canceled)
+	require.Less(t, time.Since(start), time.Second)
+	require.Equal(t, l.id, c.waitLeader(10*time.Second).id, "the cancelled transfer did not happen")
+	c.checkAllApplied(map[string]string{}, c.node(1), c.node(2), c.node(3))
+	for i := range 20 {
+		_, found, _ := mustRead(t, l, log.ReadLease, fmt.Sprintf("cancelled-%d", i))
+		require.False(t, found, "a write with a cancelled context was applied")
+	}
+
+	// A command the state machine cannot decode commits (it is in the
+	// log) and the state machine's answer says why it did nothing.
+	res, err := l.Apply(ctx, []byte{0xff, 0x00, 0x13})
+	require.NoError(t, err)
+	resErr, isErr := res.Response.(error)
+	require.True(t, isErr, "response %v", res.Response)
+	require.ErrorIs(t, resErr, fsm.ErrInvalid)
+	_, err = l.Read(ctx, log.ReadLease, []byte{0xff})
+	require.Error(t, err, "an undecodable query")
+
+	// Membership edicts that make no sense are refused.
+	require.Error(t, l.AddLearner(ctx, l.id, "127.0.0.1:1"), "a member is no learner")
+	require.Error(t, l.Promote(ctx, 9), "9 is not a learner")
+	require.Error(t, l.Remove(ctx, 9), "9 is not a member")
+	s := l.Status()
+	require.Equal(t, []edict.ProcessID{1, 2, 3}, s.Members)
+	require.Empty(t, s.Learners)
+
+	// A stopped node.
+	f := c.others(l.id)[0]
+	c.stop(f.id)
+	for i := range 50 {
+		_, err := f.Apply(ctx, putCmd(t, "after-stop", fmt.Sprint(i)))
+		require.ErrorIs(t, err, log.ErrShutdown)
+		require.NotErrorIs(t, err, log.ErrOutcomeUnknown, "a stopped node takes no write")
+	}
+	_, err = f.Read(ctx, log.ReadStale, nil)
+	require.ErrorIs(t, err, log.ErrShutdown)
+	require.ErrorIs(t, f.Barrier(ctx), log.ErrShutdown)
+	_, err = f.Issue(ctx, nil)
+	require.ErrorIs(t, err, log.ErrShutdown)
+	require.ErrorIs(t, f.TransferLeadership(ctx, l.id), log.ErrShutdown)
+	require.ErrorIs(t, f.Snapshot(ctx), log.ErrShutdown)
+	require.NoError(t, f.Shutdown(ctx), "a second Shutdown is harmless")
+
+	// An FSM that answers no queries.
+	tr, err := transport.NewTCP(transport.TCPConfig{ID: 1, ClusterID: "noq", BindAddr: "127.0.0.1:0", Logger: quietLogger()})
+	require.NoError(t, err)
+	defer tr.Close()
+	snaps, err := storage.NewMemSnapshotStore(2)
+	require.NoError(t, err)
+	n, err := log.Start(log.Config{ID: 1, Peers: map[edict.ProcessID]string{1: tr.LocalAddr()}, Store: storage.NewMemStore(),
+		Snapshots: snaps, Transport: tr, FSM: struct{ fsm.FSM }{fsm.NewKV()}, Logger: quietLogger()})
+	require.NoError(t, err)
+	defer n.Shutdown(context.Background())
+	_, err = n.Read(ctx, log.ReadStale, nil)
+	require.ErrorIs(t, err, log.ErrNoQuerier)
+}
