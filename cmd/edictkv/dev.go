@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/internal/kvserver"
+)
+
+// runDev starts three processes in this one, with data in a temporary
+// folder, and serves until interrupted. It prefers HTTP ports 8001-8003 so
+// that the README's commands work as written, and takes free ports when
+// those are taken.
+func runDev(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("dev", stderr)
+	n := fs.Int("nodes", 3, "how many processes")
+	basePort := fs.Int("http-port", 8001, "HTTP port of the first process; the others follow (taken ports: any free one)")
+	dir := fs.String("dir", "", "data folder, kept on exit (default: a temporary folder, removed on exit)")
+	logLevel := fs.String("log-level", "warn", "log level: debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *n < 1 || *n > 9 {
+		return errors.New("--nodes must be 1 to 9")
+	}
+	logger, err := newLogger(stderr, *logFormat, *logLevel)
+	if err != nil {
+		return err
+	}
+	root := *dir
+	if root == "" {
+		if root, err = os.MkdirTemp("", "edictkv-dev-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(root)
+	}
+	procs := map[edict.ProcessID]*kvserver.Process{}
+	closeAll := func() {
+		for _, p := range procs {
+			_ = p.Close()
+		}
+	}
+	peers := map[edict.ProcessID]kvserver.Peer{}
+	for i := 1; i <= *n; i++ {
+		id := edict.ProcessID(i)
+		cfg := kvserver.ProcessConfig{ID: id, DataDir: filepath.Join(root, fmt.Sprintf("node%d", i)),
+			RaftAddr: "127.0.0.1:0", HTTPAddr: fmt.Sprintf("127.0.0.1:%d", *basePort+i-1), ClusterID: "edictkv-dev", Logger: logger}
+		p, err := kvserver.Listen(cfg)
+		if err != nil {
+			// The preferred port is taken: any free one will do.
+			cfg.HTTPAddr = "127.0.0.1:0"
+			if p, err = kvserver.Listen(cfg); err != nil {
+				closeAll()
+				return err
+			}
+		}
+		procs[id] = p
+		peers[id] = kvserver.Peer{RaftAddr: p.RaftAddr(), HTTPAddr: p.HTTPAddr()}
+	}
+	for i := 1; i <= *n; i++ {
+		if err := procs[edict.ProcessID(i)].Start(peers); err != nil {
+			closeAll()
+			return err
+		}
+	}
+	first := procs[1].HTTPAddr()
+	fmt.Fprintf(stdout, "edictkv dev: %d processes, data in %s\n", *n, root)
+	for i := 1; i <= *n; i++ {
+		fmt.Fprintf(stdout, "  node %d  http://%s\n", i, procs[edict.ProcessID(i)].HTTPAddr())
+	}
+	fmt.Fprintf(stdout, "try:\n  curl -X PUT --data hello %s/v1/kv/a\n  curl %s/v1/kv/a\n  curl %s/v1/cluster\nCtrl-C stops the cluster.\n", first, first, first)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "edictkv dev: stopping")
+	// Every process stops together, so there is no one to hand leadership
+	// to: Close stops each at once (its Node still releases its lease).
+	var errs []error
+	for _, p := range procs {
+		errs = append(errs, p.Close())
+	}
+	return errors.Join(errs...)
+}

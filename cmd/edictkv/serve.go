@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/internal/kvserver"
+	"github.com/edictlog/edictlog/transport"
+)
+
+// parsePeers parses "1=raftaddr/httpaddr,2=...": each member's id, its
+// transport address and its HTTP address.
+func parsePeers(s string) (map[edict.ProcessID]kvserver.Peer, error) {
+	out := map[edict.ProcessID]kvserver.Peer{}
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
+	for _, item := range strings.Split(s, ",") {
+		idStr, addrs, ok := strings.Cut(strings.TrimSpace(item), "=")
+		raft, httpAddr, ok2 := strings.Cut(addrs, "/")
+		id, err := strconv.ParseUint(idStr, 10, 64)
+		if !ok || !ok2 || err != nil || id == 0 || raft == "" || httpAddr == "" {
+			return nil, fmt.Errorf("--peers item %q: want id=raftaddr/httpaddr with a positive id", item)
+		}
+		if _, dup := out[edict.ProcessID(id)]; dup {
+			return nil, fmt.Errorf("--peers names process %d twice", id)
+		}
+		out[edict.ProcessID(id)] = kvserver.Peer{RaftAddr: raft, HTTPAddr: httpAddr}
+	}
+	return out, nil
+}
+
+func runServe(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", stderr)
+	id := fs.Uint64("id", 0, "this process's id: positive, unique in the cluster (required)")
+	dataDir := fs.String("data-dir", "", "where the log, stable state and snapshots live (required)")
+	raftAddr := fs.String("raft-addr", "127.0.0.1:7001", "listen address of the log transport")
+	raftAdv := fs.String("raft-advertise", "", "transport address other processes use, if not --raft-addr")
+	httpAddr := fs.String("http-addr", "127.0.0.1:8001", "listen address of the HTTP API")
+	httpAdv := fs.String("http-advertise", "", "HTTP address other processes forward to, if not --http-addr")
+	peers := fs.String("peers", "", "the cluster's members: id=raftaddr/httpaddr,... (this process included unless --join)")
+	join := fs.Bool("join", false, "start as a new process that an existing cluster (--peers) will add with add-learner")
+	clusterID := fs.String("cluster-id", "edictkv", "cluster name checked in every transport handshake")
+	rho := fs.Float64("rho", 1e-3, "clock drift bound ρ every process's clock must meet")
+	lease := fs.Duration("lease", 0, "longest lease a leader holds (0: the library default, 420ms)")
+	tlsCert := fs.String("tls-cert", "", "PEM certificate for mutual TLS between processes")
+	tlsKey := fs.String("tls-key", "", "PEM private key for --tls-cert")
+	tlsCA := fs.String("tls-ca", "", "PEM CA bundle that signs every member's certificate")
+	tlsName := fs.String("tls-server-name", "", "name peers' certificates are checked against, if not the host dialed")
+	maxKey := fs.Int("max-key-bytes", 1024, "largest key a client may write")
+	maxValue := fs.Int("max-value-bytes", 1<<20, "largest value a client may write")
+	snapEvery := fs.Uint64("snapshot-every", 0, "snapshot the state machine after this many entries (0: 8192)")
+	leaderWait := fs.Duration("leader-wait", 3*time.Second, "how long a request waits for a leader before 503")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	logger, err := newLogger(stderr, *logFormat, *logLevel)
+	if err != nil {
+		return err
+	}
+	members, err := parsePeers(*peers)
+	if err != nil {
+		return err
+	}
+	self := edict.ProcessID(*id)
+	_, listed := members[self]
+	switch {
+	case self == 0:
+		return errors.New("--id is required and must be positive")
+	case *dataDir == "":
+		return errors.New("--data-dir is required")
+	case len(members) == 0:
+		return errors.New("--peers is required (this process alone: --peers 1=127.0.0.1:7001/127.0.0.1:8001)")
+	case !*join && !listed:
+		return fmt.Errorf("--peers does not name this process (%d); list it, or use --join to be added as a learner", self)
+	case *join && listed:
+		return fmt.Errorf("--join: --peers lists the existing members, not this process (%d)", self)
+	}
+	var tlsFiles *transport.TLSFiles
+	if *tlsCert != "" || *tlsKey != "" || *tlsCA != "" {
+		if *tlsCert == "" || *tlsKey == "" || *tlsCA == "" {
+			return errors.New("TLS needs all of --tls-cert, --tls-key and --tls-ca")
+		}
+		tlsFiles = &transport.TLSFiles{CertFile: *tlsCert, KeyFile: *tlsKey, CAFile: *tlsCA, ServerName: *tlsName}
+	}
+	p, err := kvserver.Listen(kvserver.ProcessConfig{ID: self, DataDir: *dataDir, RaftAddr: *raftAddr, RaftAdvertise: *raftAdv,
+		HTTPAddr: *httpAddr, HTTPAdvertise: *httpAdv, ClusterID: *clusterID, TLS: tlsFiles, Rho: *rho, Lease: *lease,
+		SnapshotEvery: *snapEvery, LeaderWait: *leaderWait, Logger: logger,
+		Limits: kvserver.Limits{MaxKeyBytes: *maxKey, MaxValueBytes: *maxValue}})
+	if err != nil {
+		return err
+	}
+	if err := p.Start(members); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	select {
+	case <-ctx.Done():
+	case err := <-p.Served():
+		logger.Error("HTTP server stopped", "err", err)
+	}
+	logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}

@@ -1,0 +1,21 @@
+// Package kvserver is edictkv's server: the HTTP+JSON API over a
+// replicated log.Node running the fsm.KV state machine, leader forwarding,
+// health and Prometheus metrics (Server), and the wiring that starts one
+// edictkv process from a data directory (Process).
+//
+// A request that needs the leader — a write, or a lease read — is served
+// here if this process leads; otherwise it is forwarded to the leader's HTTP
+// address (or, with ?redirect, answered 307), and while no leader is known
+// the server waits up to Config.LeaderWait for one before answering 503
+// with Retry-After. A forwarded request carries X-Edictkv-Forwarded-By; a
+// process that receives one but does not lead answers 421 so that the
+// forwarder looks again, rather than forwarding a second time: a request
+// makes at most one hop, so stale leader hints cannot make it loop.
+//
+// The leader's HTTP address is found in two places: the addresses this
+// process was started with (the --peers flag of edictkv serve), and a
+// registry kept in the replicated state machine itself under keys that the
+// API refuses (they start with a NUL byte), written when a learner is added.
+// The registry is what lets every process find a node that joined after it
+// started.
+package kvserver

@@ -1,0 +1,164 @@
+package kvserver
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/log"
+	"github.com/edictlog/edictlog/storage"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// latencyBuckets span a fast local fsync (~100µs) to a pathological
+// multi-second stall.
+var latencyBuckets = prometheus.ExponentialBuckets(50e-6, 2, 18)
+
+type metrics struct {
+	reg *prometheus.Registry
+
+	reads        *prometheus.CounterVec
+	forwarded    *prometheus.CounterVec
+	requests     *prometheus.CounterVec
+	writeSeconds prometheus.Histogram
+	reigns       prometheus.Counter
+
+	mu        sync.Mutex
+	lastReign edict.Stamp
+}
+
+// newMetrics registers the server's metrics. Values that are state (lease,
+// indexes) are read from the Node at scrape time; events are counted as
+// they happen.
+func newMetrics(s *Server) (*metrics, error) {
+	m := &metrics{reg: s.cfg.Registry}
+	m.reads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edictkv_reads_total",
+		Help: "Reads received, by the consistency level asked for."}, []string{"level"})
+	m.forwarded = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edictkv_forwarded_total",
+		Help: "Requests sent on to the leader: proxied, or answered with a 307 redirect."}, []string{"how"})
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edictkv_http_requests_total",
+		Help: "HTTP requests served, by route and status code."}, []string{"route", "code"})
+	m.writeSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edictkv_commit_seconds",
+		Help: "Time from a write's proposal at the leader to its commit and apply.", Buckets: latencyBuckets})
+	m.reigns = prometheus.NewCounter(prometheus.CounterOpts{Name: "edictkv_reigns_started_total",
+		Help: "Reigns (runs of leadership) this process started, as sampled every 50ms."})
+	node := s.cfg.Node
+	status := func(f func(log.Status) float64) func() float64 { return func() float64 { return f(node.Status()) } }
+	cs := []prometheus.Collector{m.reads, m.forwarded, m.requests, m.writeSeconds, m.reigns,
+		gauge("edictkv_is_leader", "1 while this process holds the lease and leads.", status(func(st log.Status) float64 { return b2f(st.IsLeader) })),
+		gauge("edictkv_lease_remaining_seconds", "How long this process's lease still runs (0 when not leading).", status(func(st log.Status) float64 {
+			d, _ := s.leaseRemaining(st)
+			return d.Seconds()
+		})),
+		gauge("edictkv_leader_id", "The leader this process knows of (0: none).", status(func(st log.Status) float64 { return float64(st.Leader) })),
+		gauge("edictkv_epoch", "The active epoch.", status(func(st log.Status) float64 { return float64(st.Epoch) })),
+		gauge("edictkv_commit_index", "The highest index known committed.", status(func(st log.Status) float64 { return float64(st.Commit) })),
+		gauge("edictkv_applied_index", "The highest index applied to the state machine.", status(func(st log.Status) float64 { return float64(st.Applied) })),
+		gauge("edictkv_last_index", "The last index in this process's log.", status(func(st log.Status) float64 { return float64(st.LastIndex) })),
+	}
+	if st, ok := s.cfg.Store.(*TimedStore); ok {
+		cs = append(cs, st.collectors()...)
+	}
+	for _, c := range cs {
+		if err := m.reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func gauge(name, help string, f func() float64) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// observe counts a reign when the leader's reign id changes.
+func (m *metrics) observe(st log.Status) {
+	if !st.IsLeader {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !st.Reign.Equal(m.lastReign) {
+		m.lastReign = st.Reign
+		m.reigns.Inc()
+	}
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// instrument counts requests by route and status.
+func (s *Server) instrument(route string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		h(sw, r)
+		s.metrics.requests.WithLabelValues(route, strconv.Itoa(sw.code)).Inc()
+	}
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.code, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// TimedStore wraps a storage.Store to time its durable batches: each is a
+// log append with its fsync, the latency every write waits for.
+type TimedStore struct {
+	storage.Store
+	batch prometheus.Histogram
+}
+
+// NewTimedStore wraps st.
+func NewTimedStore(st storage.Store) *TimedStore {
+	return &TimedStore{Store: st, batch: prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "edictkv_append_seconds", Buckets: latencyBuckets,
+		Help: "Time to store one batch of log entries durably (write and fsync), leader and followers alike."})}
+}
+
+// StoreBatch implements storage.LogStore.
+func (t *TimedStore) StoreBatch(b storage.Batch) error {
+	start := time.Now()
+	err := t.Store.StoreBatch(b)
+	t.batch.Observe(time.Since(start).Seconds())
+	return err
+}
+
+// collectors export the batch timing and the store's own fsync counters
+// (bbolt measures each commit's write-and-sync).
+func (t *TimedStore) collectors() []prometheus.Collector {
+	stat := func(f func(storage.Stats) float64) func() float64 {
+		return func() float64 {
+			st, err := t.Store.Stats()
+			if err != nil {
+				return 0
+			}
+			return f(st)
+		}
+	}
+	return []prometheus.Collector{t.batch,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edictkv_fsyncs_total", Help: "Durable commits of the store."},
+			stat(func(s storage.Stats) float64 { return float64(s.Fsyncs) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edictkv_fsync_seconds_total", Help: "Time spent writing and syncing commits; divide by edictkv_fsyncs_total for the mean."},
+			stat(func(s storage.Stats) float64 { return s.FsyncTime.Seconds() })),
+		gauge("edictkv_fsync_max_seconds", "The longest single commit write and sync.", stat(func(s storage.Stats) float64 { return s.FsyncMax.Seconds() })),
+	}
+}

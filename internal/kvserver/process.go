@@ -1,0 +1,283 @@
+package kvserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/log"
+	"github.com/edictlog/edictlog/storage"
+	"github.com/edictlog/edictlog/transport"
+)
+
+// Peer is one process's addresses: RaftAddr for the log's transport,
+// HTTPAddr for the API (where requests are forwarded to it).
+type Peer struct {
+	RaftAddr string
+	HTTPAddr string
+}
+
+// ProcessConfig configures one edictkv process.
+type ProcessConfig struct {
+	ID      edict.ProcessID
+	DataDir string
+	// RaftAddr and HTTPAddr are listen addresses (port 0 picks a free
+	// port); the Advertise addresses, if set, are what others use.
+	RaftAddr, RaftAdvertise string
+	HTTPAddr, HTTPAdvertise string
+	// ClusterID names the cluster in every transport handshake.
+	ClusterID string
+	// TLS, if set, requires mutual TLS between processes.
+	TLS *transport.TLSFiles
+	// Rho is the clock drift bound; Lease the longest lease (log.Config
+	// MaxLease). Zero: the library's defaults.
+	Rho   float64
+	Lease time.Duration
+	// SnapshotEvery: see log.Config (zero: the default).
+	SnapshotEvery uint64
+	Limits        Limits
+	// LeaderWait: see Config (zero: 3s).
+	LeaderWait time.Duration
+	Logger     *slog.Logger
+}
+
+// Process is one running edictkv process: store, transport, log node,
+// state machine and HTTP server. Listen, then Start, then Shutdown.
+type Process struct {
+	cfg   ProcessConfig
+	log   *slog.Logger
+	store *storage.BoltStore
+	snaps *storage.FileSnapshotStore
+	trans *transport.TCP
+	ln    net.Listener
+	clock *lazyClock
+
+	// Set by Start.
+	Node   *log.Node
+	KV     *fsm.KV
+	Server *Server
+	http   *http.Server
+	served chan error
+}
+
+// Listen opens the data directory and binds the transport and HTTP
+// listeners, so that every address is known before any process starts.
+func Listen(cfg ProcessConfig) (_ *Process, err error) {
+	if cfg.ID == edict.None {
+		return nil, errors.New("kvserver: a process needs a positive id")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ClusterID == "" {
+		cfg.ClusterID = "edictkv"
+	}
+	p := &Process{cfg: cfg, log: cfg.Logger.With("node", uint64(cfg.ID)), clock: &lazyClock{rho: cfg.Rho}}
+	defer func() {
+		if err != nil {
+			p.closeResources()
+		}
+	}()
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("kvserver: data dir: %w", err)
+	}
+	if p.store, err = storage.OpenBolt(filepath.Join(cfg.DataDir, "edictkv.db"), nil); err != nil {
+		return nil, fmt.Errorf("kvserver: open store: %w", err)
+	}
+	if p.snaps, err = storage.NewFileSnapshotStore(filepath.Join(cfg.DataDir, "snapshots"), 2); err != nil {
+		return nil, fmt.Errorf("kvserver: open snapshots: %w", err)
+	}
+	p.trans, err = transport.NewTCP(transport.TCPConfig{ID: cfg.ID, ClusterID: cfg.ClusterID, BindAddr: cfg.RaftAddr,
+		AdvertiseAddr: cfg.RaftAdvertise, TLS: cfg.TLS, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("kvserver: transport: %w", err)
+	}
+	if p.ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		return nil, fmt.Errorf("kvserver: HTTP listener: %w", err)
+	}
+	return p, nil
+}
+
+// RaftAddr is the address peers reach this process's transport at.
+func (p *Process) RaftAddr() string { return p.trans.LocalAddr() }
+
+// HTTPAddr is the address clients reach the API at.
+func (p *Process) HTTPAddr() string {
+	if p.cfg.HTTPAdvertise != "" {
+		return p.cfg.HTTPAdvertise
+	}
+	return p.ln.Addr().String()
+}
+
+// Start starts the log node and serves HTTP. peers are the members of the
+// bootstrap epoch: this process included for a founding member, left out
+// for a process that will join as a learner. They are read on the first
+// start only (later the membership comes from the store), but their HTTP
+// addresses are used on every start.
+func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
+	raft := map[edict.ProcessID]string{}
+	httpAddrs := map[edict.ProcessID]string{p.cfg.ID: p.HTTPAddr()}
+	for id, pe := range peers {
+		raft[id] = pe.RaftAddr
+		if id != p.cfg.ID && pe.HTTPAddr != "" {
+			httpAddrs[id] = pe.HTTPAddr
+		}
+	}
+	p.KV = fsm.NewKV()
+	timed := NewTimedStore(p.store)
+	node, err := log.Start(log.Config{ID: p.cfg.ID, Peers: raft, Store: clockStore{timed, p.clock},
+		Snapshots: p.snaps, Transport: p.trans, FSM: p.KV, Clock: p.clock, Rho: p.cfg.Rho,
+		MaxLease: p.cfg.Lease, SnapshotEvery: p.cfg.SnapshotEvery, Logger: p.cfg.Logger})
+	if err != nil {
+		p.closeResources()
+		return fmt.Errorf("kvserver: start node %d: %w", p.cfg.ID, err)
+	}
+	p.Node = node
+	p.Server, err = New(Config{ID: p.cfg.ID, Node: node, KV: p.KV, HTTPAddrs: httpAddrs, Clock: p.clock,
+		Store: timed, Limits: p.cfg.Limits, LeaderWait: p.cfg.LeaderWait, Logger: p.cfg.Logger})
+	if err != nil {
+		_ = node.Shutdown(context.Background())
+		p.closeResources()
+		return err
+	}
+	p.http = &http.Server{Handler: p.Server, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(p.cfg.Logger.Handler(), slog.LevelWarn)}
+	p.served = make(chan error, 1)
+	go func() { p.served <- p.http.Serve(p.ln) }()
+	p.log.Info("edictkv serving", "http", p.HTTPAddr(), "raft", p.RaftAddr(), "data", p.cfg.DataDir)
+	return nil
+}
+
+// Shutdown stops the process gracefully: it marks itself not ready, hands
+// leadership to the most up-to-date other member if it leads (so that
+// clients see a new leader at once rather than after a lease timeout), stops
+// accepting and finishes in-flight requests, stops the node (which
+// releases any lease it still holds), and closes transport and storage.
+// Handing over comes first: while it runs, requests that arrive here are
+// still forwarded to whoever leads.
+func (p *Process) Shutdown(ctx context.Context) error {
+	if p.Node == nil {
+		p.closeResources()
+		return nil
+	}
+	p.Server.Drain()
+	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	target, err := p.Server.HandOver(tctx)
+	cancel()
+	switch {
+	case err != nil:
+		p.log.Warn("leadership handover on shutdown failed; releasing the lease instead", "err", err)
+	case target != edict.None:
+		p.log.Info("handed leadership over", "to", uint64(target))
+		// Keep serving a moment: processes that still think we lead
+		// forward to us, we answer 421, and they look again. Closing at
+		// once would break their kept-alive connections under requests
+		// in flight, whose outcome they could then not know.
+		select {
+		case <-time.After(handoverGrace):
+		case <-ctx.Done():
+		}
+	}
+	var errs []error
+	if err := p.http.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("kvserver: HTTP shutdown: %w", err))
+	}
+	p.Server.Close()
+	if err := p.Node.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("kvserver: node shutdown: %w", err))
+	}
+	errs = append(errs, p.closeResources())
+	return errors.Join(errs...)
+}
+
+// Close stops the process at once, without handing leadership over or
+// waiting for requests in flight (the Node still releases its lease).
+// Tests and dev mode's teardown use it where every process stops together.
+func (p *Process) Close() error {
+	if p.Node == nil {
+		return p.closeResources()
+	}
+	p.Server.Drain()
+	errs := []error{p.http.Close()}
+	p.Server.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	errs = append(errs, p.Node.Shutdown(ctx), p.closeResources())
+	return errors.Join(errs...)
+}
+
+// handoverGrace is how long a process that handed leadership over keeps
+// serving before it closes its HTTP server: a few lease renewals, time for
+// the others to hear of the new leader.
+const handoverGrace = time.Second
+
+// Served reports the HTTP server's end (http.ErrServerClosed after
+// Shutdown).
+func (p *Process) Served() <-chan error { return p.served }
+
+func (p *Process) closeResources() error {
+	var errs []error
+	if p.ln != nil && p.http == nil {
+		errs = append(errs, p.ln.Close())
+	}
+	if p.trans != nil {
+		errs = append(errs, p.trans.Close())
+	}
+	if p.store != nil {
+		errs = append(errs, p.store.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// lazyClock is the Node's clock. log.Start bumps the incarnation and only
+// then reads the clock; clockStore builds the SystemClock for that very
+// incarnation as it is bumped, so the server can read the clock the Node
+// uses (to report the lease's remaining time) without the library having
+// to expose it.
+type lazyClock struct {
+	rho float64
+	c   atomic.Pointer[edict.SystemClock]
+}
+
+func (l *lazyClock) Now() edict.Time {
+	c := l.c.Load()
+	if c == nil {
+		return edict.Time{} // before the first start: precedes every reading
+	}
+	return c.Now()
+}
+
+func (l *lazyClock) Suspended(since edict.Time) bool {
+	c := l.c.Load()
+	return c != nil && c.Suspended(since)
+}
+
+// clockStore is the Node's store: it builds the lazyClock's SystemClock
+// whenever the incarnation is bumped.
+type clockStore struct {
+	*TimedStore
+	clock *lazyClock
+}
+
+func (s clockStore) BumpIncarnation() (uint64, error) {
+	inc, err := s.TimedStore.BumpIncarnation()
+	if err != nil {
+		return 0, err
+	}
+	// The same drift budget log.Start would give its default clock.
+	c, err := edict.NewSystemClock(inc, max(s.clock.rho, 1e-3))
+	if err != nil {
+		return 0, fmt.Errorf("kvserver: clock: %w", err)
+	}
+	s.clock.c.Store(c)
+	return inc, nil
+}

@@ -1,0 +1,322 @@
+package kvserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/log"
+	"github.com/edictlog/edictlog/storage"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Limits bound what a client may write. They are the server's policy; the
+// state machine's decoders have their own, larger, hard bounds.
+type Limits struct {
+	MaxKeyBytes   int // default 1 KiB, at most fsm.MaxKeySize
+	MaxValueBytes int // default 1 MiB
+	MaxBodyBytes  int // JSON bodies of the cluster endpoints; default 64 KiB
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxKeyBytes <= 0 {
+		l.MaxKeyBytes = 1 << 10
+	}
+	l.MaxKeyBytes = min(l.MaxKeyBytes, fsm.MaxKeySize)
+	if l.MaxValueBytes <= 0 {
+		l.MaxValueBytes = 1 << 20
+	}
+	if l.MaxBodyBytes <= 0 {
+		l.MaxBodyBytes = 64 << 10
+	}
+	return l
+}
+
+// Config configures a Server.
+type Config struct {
+	ID   edict.ProcessID
+	Node *log.Node
+	KV   *fsm.KV
+	// HTTPAddrs are the HTTP addresses (host:port) of the processes known
+	// at start, this one included. The replicated registry adds to them.
+	HTTPAddrs map[edict.ProcessID]string
+	// Clock is the Node's clock, read to report the lease's remaining time.
+	// Optional: without it the remaining time is not reported.
+	Clock edict.Clock
+	// Store, if set, is the Node's store; its fsync statistics are exported.
+	Store  storage.Store
+	Limits Limits
+	// LeaderWait is how long a request that needs the leader waits for one
+	// to be known before the answer is 503 (default 3s); WriteTimeout
+	// bounds a write's commit (default 10s).
+	LeaderWait, WriteTimeout time.Duration
+	Logger                   *slog.Logger
+	// Registry receives the metrics; a new private one if nil (see
+	// Server.Registry).
+	Registry *prometheus.Registry
+	// Client forwards requests to the leader (default: 10s timeout).
+	Client *http.Client
+}
+
+// Server serves the HTTP API of one edictkv process.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	mux     *http.ServeMux
+	metrics *metrics
+
+	mu    sync.Mutex
+	addrs map[edict.ProcessID]string // from Config.HTTPAddrs
+
+	draining atomic.Bool
+	// gate is held shared by every request served as leader, and
+	// exclusively by a handover, which so waits for them to finish: a write
+	// still pending when leadership moves would end with an unknown
+	// outcome. handingOver, once set, sends later requests to the next
+	// leader instead.
+	gate        sync.RWMutex
+	handingOver atomic.Bool
+	stop        chan struct{}
+	stopOnce    sync.Once
+	wg          sync.WaitGroup
+}
+
+// New returns a Server for cfg. Call Close when done with it.
+func New(cfg Config) (*Server, error) {
+	if cfg.Node == nil || cfg.KV == nil || cfg.ID == edict.None {
+		return nil, errors.New("kvserver: Config.ID, Node and KV are required")
+	}
+	cfg.Limits = cfg.Limits.withDefaults()
+	if cfg.LeaderWait <= 0 {
+		cfg.LeaderWait = 3 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Timeout: 10 * time.Second}
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "kvserver", "node", uint64(cfg.ID)),
+		mux: http.NewServeMux(), addrs: map[edict.ProcessID]string{}, stop: make(chan struct{})}
+	for id, a := range cfg.HTTPAddrs {
+		s.addrs[id] = a
+	}
+	m, err := newMetrics(s)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics = m
+	s.routes()
+	s.wg.Add(1)
+	go s.watch()
+	return s, nil
+}
+
+// Registry is the Prometheus registry the Server's metrics live in.
+func (s *Server) Registry() *prometheus.Registry { return s.cfg.Registry }
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Drain marks the server as shutting down: /readyz fails from now on, so
+// load balancers stop sending requests while in-flight ones finish.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// serveGated runs serve unless a handover is under way; served reports
+// whether it ran.
+func (s *Server) serveGated(ctx context.Context, serve func(context.Context) error) (served bool, err error) {
+	if !s.gate.TryRLock() {
+		return false, nil
+	}
+	defer s.gate.RUnlock()
+	if s.handingOver.Load() {
+		return false, nil
+	}
+	return true, serve(ctx)
+}
+
+// HandOver transfers leadership to the most up-to-date other member, if
+// this process leads: new requests wait for the next leader, requests in
+// flight finish first, then the log transfers leadership. It reports the
+// target, or None if there was nothing to do.
+func (s *Server) HandOver(ctx context.Context) (edict.ProcessID, error) {
+	if !s.cfg.Node.Status().IsLeader {
+		return edict.None, nil
+	}
+	target := s.transferTarget()
+	if target == edict.None {
+		return edict.None, nil
+	}
+	s.handingOver.Store(true)
+	s.gate.Lock() // waits for the requests in flight
+	s.gate.Unlock()
+	if err := s.cfg.Node.TransferLeadership(ctx, target); err != nil {
+		return target, fmt.Errorf("kvserver: transfer leadership to %d: %w", target, err)
+	}
+	return target, nil
+}
+
+// Close stops the Server's background work. It does not stop the Node.
+func (s *Server) Close() {
+	s.stopOnce.Do(func() { close(s.stop) })
+	s.wg.Wait()
+}
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("/v1/kv/", s.instrument("kv", s.handleKV))
+	s.mux.HandleFunc("/v1/kv", s.instrument("kv", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errorf(http.StatusBadRequest, CodeInvalidKey, "empty key: use /v1/kv/<key>"))
+	}))
+	s.mux.HandleFunc("GET /v1/cluster", s.instrument("cluster", s.handleCluster))
+	s.mux.HandleFunc("GET /v1/status", s.instrument("status", s.handleStatus))
+	s.mux.HandleFunc("POST /v1/cluster/transfer", s.instrument("admin", s.handleTransfer))
+	s.mux.HandleFunc("POST /v1/cluster/learners", s.instrument("admin", s.handleAddLearner))
+	s.mux.HandleFunc("POST /v1/cluster/promote", s.instrument("admin", s.handlePromote))
+	s.mux.HandleFunc("POST /v1/cluster/remove", s.instrument("admin", s.handleRemove))
+	s.mux.HandleFunc("POST /v1/cluster/recover", s.instrument("admin", s.handleRecover))
+	s.mux.HandleFunc("GET /livez", s.handleLivez)
+	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
+	s.mux.Handle("GET /metrics", s.metrics.handler())
+}
+
+// watch samples the Node's status for the metrics that count events
+// (reigns started), which a scrape-time read would miss.
+func (s *Server) watch() {
+	defer s.wg.Done()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.metrics.observe(s.cfg.Node.Status())
+		}
+	}
+}
+
+// httpAddr returns the HTTP address of process id, or "" if unknown. The
+// replicated registry wins over the start-time addresses: it is newer.
+func (s *Server) httpAddr(id edict.ProcessID) string {
+	if kv, ok := s.cfg.KV.Get(registryKey(id)); ok && kv.Value != "" {
+		return kv.Value
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addrs[id]
+}
+
+// registryKey is where the replicated registry keeps id's HTTP address.
+// The leading NUL keeps it out of the API's key space (validKey refuses
+// control characters).
+func registryKey(id edict.ProcessID) string { return fmt.Sprintf("\x00edictkv/http/%d", uint64(id)) }
+
+// atLeader runs serve if this process leads, and otherwise forwards the
+// request to the leader (or redirects, with ?redirect). It waits up to
+// LeaderWait for a leader to be known, then answers 503. serve returns a
+// *log.NotLeaderError when leadership moved under it; the request is then
+// routed again. body is the request body, already read, so that it can be
+// forwarded.
+func (s *Server) atLeader(w http.ResponseWriter, r *http.Request, body []byte, redirect bool, serve func(ctx context.Context) error) {
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.LeaderWait)
+	defer cancel()
+	forwarded := r.Header.Get(HeaderForwardedBy) != ""
+	for {
+		st := s.cfg.Node.Status()
+		switch {
+		case st.IsLeader:
+			served, err := s.serveGated(r.Context(), serve)
+			var nle *log.NotLeaderError
+			if served && !errors.As(err, &nle) {
+				return
+			}
+		case forwarded && st.Leader != s.cfg.ID:
+			// One hop only: the forwarder looks for the leader again.
+			writeError(w, errorf(http.StatusMisdirectedRequest, CodeNotLeader, fmt.Sprintf("process %d does not lead", s.cfg.ID)))
+			return
+		case st.Leader != edict.None && st.Leader != s.cfg.ID:
+			if addr := s.httpAddr(st.Leader); addr != "" {
+				if redirect {
+					s.metrics.forwarded.WithLabelValues("redirect").Inc()
+					w.Header().Set("Location", "http://"+addr+r.URL.RequestURI())
+					writeError(w, errorf(http.StatusTemporaryRedirect, CodeNotLeader, fmt.Sprintf("the leader is process %d at %s", st.Leader, addr)))
+					return
+				}
+				if s.forward(w, r, addr, body) {
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if r.Context().Err() != nil {
+				return // the client left
+			}
+			w.Header().Set("Retry-After", "1")
+			writeError(w, errorf(http.StatusServiceUnavailable, CodeNoLeader,
+				fmt.Sprintf("no leader known to process %d after %v; retry", s.cfg.ID, s.cfg.LeaderWait)))
+			return
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+}
+
+// forward sends the request to the leader at addr and copies its answer.
+// It reports false, having written nothing, when the answer is worth
+// another look for the leader: the target did not lead (421) or could not
+// be connected to. A write whose connection failed after it was sent may
+// have been applied: that is answered as an unknown outcome, never retried
+// (a retried compare-and-swap could fail against its own first attempt).
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, addr string, body []byte) bool {
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.WriteTimeout+time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, r.Method, "http://"+addr+r.URL.RequestURI(), strings.NewReader(string(body)))
+	if err != nil {
+		s.log.Error("build forwarded request", "err", err)
+		return false
+	}
+	req.Header.Set("Content-Type", r.Header.Get("Content-Type"))
+	req.Header.Set(HeaderForwardedBy, fmt.Sprint(uint64(s.cfg.ID)))
+	resp, err := s.cfg.Client.Do(req)
+	if err != nil {
+		s.log.Debug("forward to leader failed", "addr", addr, "err", err)
+		var op *net.OpError
+		if r.Method == http.MethodGet || (errors.As(err, &op) && op.Op == "dial") || r.Context().Err() != nil {
+			return r.Context().Err() != nil // nothing sent, or a read: look again
+		}
+		writeError(w, errorf(http.StatusBadGateway, CodeOutcomeUnknown,
+			fmt.Sprintf("the leader (%s) did not answer: the write may or may not have been applied; read the key to find out: %v", addr, err)))
+		return true
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusMisdirectedRequest {
+		return false
+	}
+	s.metrics.forwarded.WithLabelValues("proxy").Inc()
+	for k, vs := range resp.Header {
+		if strings.HasPrefix(k, "X-Edictkv-") || k == "Content-Type" || k == "Retry-After" || k == "Location" {
+			w.Header()[k] = vs
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		s.log.Debug("copy forwarded answer", "err", err)
+	}
+	return true
+}
