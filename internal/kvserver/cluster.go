@@ -312,21 +312,16 @@ func (s *Server) setRegistry(ctx context.Context, id edict.ProcessID, addr strin
 }
 
 func (s *Server) handlePromote(w http.ResponseWriter, r *http.Request) {
-	var req MemberRequest
-	body, aerr := s.decodeBody(w, r, &req)
-	if aerr == nil {
-		aerr = checkID(req.ID)
-	}
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	s.admin(w, r, body, "promote", func(ctx context.Context) (any, error) {
-		return nil, s.cfg.Node.Promote(ctx, edict.ProcessID(req.ID))
-	})
+	s.memberChange(w, r, "promote", s.cfg.Node.Promote)
 }
 
 func (s *Server) handleRemove(w http.ResponseWriter, r *http.Request) {
+	s.memberChange(w, r, "remove", s.cfg.Node.Remove)
+}
+
+// memberChange serves the admin requests that name one member: decode and
+// check the id, then run change on the leader.
+func (s *Server) memberChange(w http.ResponseWriter, r *http.Request, what string, change func(context.Context, edict.ProcessID) error) {
 	var req MemberRequest
 	body, aerr := s.decodeBody(w, r, &req)
 	if aerr == nil {
@@ -336,8 +331,8 @@ func (s *Server) handleRemove(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	s.admin(w, r, body, "remove", func(ctx context.Context) (any, error) {
-		return nil, s.cfg.Node.Remove(ctx, edict.ProcessID(req.ID))
+	s.admin(w, r, body, what, func(ctx context.Context) (any, error) {
+		return nil, change(ctx, edict.ProcessID(req.ID))
 	})
 }
 
