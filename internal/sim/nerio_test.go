@@ -142,7 +142,7 @@ func TestNegativeControl(t *testing.T) {
 	for _, ctl := range controls {
 		t.Run(ctl.name, func(t *testing.T) {
 			t.Parallel()
-			for seed := uint64(1); seed <= 200; seed++ {
+			for seed := uint64(1); seed <= 1000; seed++ {
 				res := Run(ctl.sc, seed)
 				if res.Violation == "" {
 					continue
@@ -155,7 +155,7 @@ func TestNegativeControl(t *testing.T) {
 				}
 				t.Fatalf("seed %d: caught an unexpected violation: %s", seed, res.Violation)
 			}
-			t.Fatalf("the checker found no violation in 200 seeds: it can no longer fail")
+			t.Fatalf("the checker found no violation in 1000 seeds: it can no longer fail")
 		})
 	}
 }
