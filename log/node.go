@@ -424,3 +424,14 @@ func (n *Node) Shutdown(ctx context.Context) error {
 func peerKey(id edict.ProcessID) string { return fmt.Sprintf("peers/%016x", uint64(id)) }
 
 var _ = storage.Position{}
+
+// Debug describes the core's internal state in one line — lease, grant,
+// attempts, the weak leader, and per-follower progress when leading — for
+// diagnostics and failure reports.
+func (n *Node) Debug(ctx context.Context) string {
+	var s string
+	if err := n.do(ctx, func() { s = n.core.Debug(n.clock.Now()) }); err != nil {
+		return err.Error()
+	}
+	return s
+}
