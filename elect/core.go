@@ -58,7 +58,7 @@ type Core struct {
 // has run before and may have granted leases it no longer remembers, so it
 // starts in quarantine (DESIGN §3).
 func New(cfg Config, records []EpochRecord, now edict.Time) (*Core, error) {
-	cfg.setDefaults()
+	cfg.ApplyDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

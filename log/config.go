@@ -107,18 +107,9 @@ func (c *Config) validate() error {
 }
 
 func (c *Config) setDefaults() {
-	if c.Rho == 0 {
-		c.Rho = 1e-3
-	}
-	if c.RoundTrip == 0 {
-		c.RoundTrip = 10 * time.Millisecond
-	}
-	if c.RenewInterval == 0 {
-		c.RenewInterval = 200 * time.Millisecond
-	}
-	if c.MaxLease == 0 {
-		c.MaxLease = 2 * (c.RoundTrip + c.RenewInterval)
-	}
+	ec := elect.Config{Rho: c.Rho, RoundTrip: c.RoundTrip, RenewInterval: c.RenewInterval, MaxLease: c.MaxLease}
+	ec.ApplyDefaults()
+	c.Rho, c.RoundTrip, c.RenewInterval, c.MaxLease = ec.Rho, ec.RoundTrip, ec.RenewInterval, ec.MaxLease
 	if c.SnapshotEvery == 0 {
 		c.SnapshotEvery = 8192
 	}
