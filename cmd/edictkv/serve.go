@@ -96,7 +96,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		tlsFiles = &transport.TLSFiles{CertFile: *tlsCert, KeyFile: *tlsKey, CAFile: *tlsCA, ServerName: *tlsName}
 	}
 	p, err := kvserver.Listen(kvserver.ProcessConfig{ID: self, DataDir: *dataDir, RaftAddr: *raftAddr, RaftAdvertise: *raftAdv,
-		HTTPAddr: *httpAddr, HTTPAdvertise: *httpAdv, ClusterID: *clusterID, TLS: tlsFiles, Rho: *rho, Lease: *lease,
+		HTTPAddr: *httpAddr, HTTPAdvertise: *httpAdv, ClusterID: *clusterID, Join: *join, TLS: tlsFiles, Rho: *rho, Lease: *lease,
 		SnapshotEvery: *snapEvery, LeaderWait: *leaderWait, Logger: logger,
 		Limits: kvserver.Limits{MaxKeyBytes: *maxKey, MaxValueBytes: *maxValue}})
 	if err != nil {

@@ -36,6 +36,10 @@ type ProcessConfig struct {
 	HTTPAddr, HTTPAdvertise string
 	// ClusterID names the cluster in every transport handshake.
 	ClusterID string
+	// Join starts a process that a running cluster will add as a learner
+	// (log.Config.Join): on its first start it counts itself in no epoch,
+	// and learns the cluster's configuration from the log.
+	Join bool
 	// TLS, if set, requires mutual TLS between processes.
 	TLS *transport.TLSFiles
 	// Rho is the clock drift bound; Lease the longest lease (log.Config
@@ -134,7 +138,7 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 	}
 	p.KV = fsm.NewKV()
 	timed := NewTimedStore(p.store)
-	node, err := log.Start(log.Config{ID: p.cfg.ID, Peers: raft, Store: clockStore{timed, p.clock},
+	node, err := log.Start(log.Config{ID: p.cfg.ID, Peers: raft, Join: p.cfg.Join, Store: clockStore{timed, p.clock},
 		Snapshots: p.snaps, Transport: p.trans, FSM: p.KV, Clock: p.clock, Rho: p.cfg.Rho,
 		MaxLease: p.cfg.Lease, SnapshotEvery: p.cfg.SnapshotEvery, Logger: p.cfg.Logger})
 	if err != nil {
