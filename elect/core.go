@@ -182,31 +182,48 @@ func (c *Core) tick(now edict.Time) {
 }
 
 // NextTick returns the reading at which Tick next has work to do, so a
-// runtime can sleep until then (it may call Tick earlier).
+// runtime can sleep until then (it may call Tick earlier). A deadline that
+// is already past but not yet acted on — a renewal due and not started,
+// an expiry not yet reported, an attempt to give up, a lapse to report —
+// is returned as it is, so that a runtime checking "is NextTick ≤ now?"
+// ticks at once. Readings taken by other calls (every Issue takes one)
+// must not hide it: under a steady stream of proposals a leader once
+// stopped renewing that way. Deadlines that are past and need no action
+// (a back-off or a quarantine that has ended) are left out, so an idle
+// runtime does not spin.
 func (c *Core) NextTick() edict.Time {
 	var next edict.Time
-	consider := func(t edict.Time) {
-		if !t.IsZero() && t.After(c.lastNow) && (next.IsZero() || t.Before(next)) {
+	due := func(t edict.Time) { // pending work, overdue or not
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
 			next = t
 		}
 	}
+	future := func(t edict.Time) { // matters only until it passes
+		if t.After(c.lastNow) {
+			due(t)
+		}
+	}
 	if c.attempt != nil {
-		consider(c.attempt.giveUp)
-		consider(c.attempt.deadline)
+		due(c.attempt.giveUp)
+		due(c.attempt.deadline)
 	}
 	if c.lease.held() {
-		consider(c.renewAt())
-		consider(c.lease.expiry)
+		// A renewal is due only if maybeStart would start one: not while
+		// the epoch is ending (it lets the lease lapse on purpose).
+		if c.attempt == nil && !c.successorKnown(c.active) && c.wedges[c.active] == nil {
+			due(c.renewAt())
+		}
+		due(c.lease.expiry)
 	}
-	consider(c.backoff)
-	consider(c.quarantineUntil)
+	future(c.backoff)
+	future(c.quarantineUntil)
 	for _, es := range c.epochsInOrder() {
 		if es.grantee != edict.None && es.grantee != c.id && !es.lapseReported && !es.wedged {
-			consider(es.finish)
+			due(es.finish)
 		}
 	}
 	for _, w := range c.wedges {
-		consider(w.retryAt)
+		due(w.retryAt)
 	}
 	if next.IsZero() {
 		// Nothing scheduled: a weak leader still retries; look again after

@@ -290,3 +290,21 @@ func TestStabilityRule(t *testing.T) {
 	c.tick(2)
 	assert.Empty(t, c.queue, "p2 grants to p1, so it does not try")
 }
+
+// A renewal that falls due while other calls take readings (every Issue
+// takes one) must stay visible in NextTick, or a runtime that ticks only
+// when NextTick has passed never renews under a steady stream of
+// proposals (found on a real cluster: the leader lost its lease).
+func TestNextTickKeepsOverdueRenewal(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	c.elect(1)
+	core := c.cores[1]
+	c.now = core.renewAt().Nanos + int64(time.Millisecond)
+	now := c.reading(1)
+	_, err := core.Issue(now) // a proposal's reading, past the renewal point
+	require.NoError(t, err)
+	assert.False(t, now.Before(core.NextTick()), "the overdue renewal is due now, not hidden behind a later deadline")
+	core.Tick(c.reading(1))
+	c.collect(1)
+	assert.NotNil(t, core.attempt, "ticking starts the renewal")
+}
