@@ -37,6 +37,7 @@ const (
 	CodeNotLeader        = "not_leader"
 	CodeOutcomeUnknown   = "outcome_unknown"
 	CodeMethod           = "method_not_allowed"
+	CodeNoEndpoint       = "no_endpoint"
 	CodeShuttingDown     = "shutting_down"
 	CodeInternal         = "internal"
 )

@@ -42,6 +42,9 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"oversized JSON body", "POST", "/v1/cluster/transfer", `{"id": 2` + strings.Repeat(" ", 300) + `}`, 413, CodeValueTooLarge, "body exceeds the limit of 256 bytes"},
 		{"learner without addresses", "POST", "/v1/cluster/learners", `{"id": 4}`, 400, CodeInvalidRequest, "raft_addr and http_addr are required"},
 		{"process id 0", "POST", "/v1/cluster/remove", `{"id": 0}`, 400, CodeInvalidRequest, "positive process id"},
+		// Refused before the registry write, which would have replaced
+		// process 2's HTTP address.
+		{"learner already a member", "POST", "/v1/cluster/learners", `{"id": 2, "raft_addr": "127.0.0.1:1", "http_addr": "127.0.0.1:2"}`, 409, CodeInvalidRequest, "already in epoch"},
 		{"recover without confirmation", "POST", "/v1/cluster/recover", `{"survivors": [1]}`, 400, CodeInvalidRequest, "can lose acknowledged writes"},
 	}
 	for _, tc := range cases {

@@ -293,6 +293,13 @@ func (s *Server) handleAddLearner(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.admin(w, r, body, "add learner", func(ctx context.Context) (any, error) {
+		// Refuse a process already in the cluster before the registry
+		// write, which would otherwise overwrite its HTTP address (and
+		// grow the log) for a request answered 409.
+		id := edict.ProcessID(req.ID)
+		if st := s.cfg.Node.Status(); slices.Contains(st.Members, id) || slices.Contains(st.Learners, id) {
+			return nil, fmt.Errorf("process %d is already in epoch %d", req.ID, st.Epoch)
+		}
 		// Register the HTTP address first: once the learner is in, every
 		// process must be able to forward to it should it come to lead.
 		if err := s.setRegistry(ctx, edict.ProcessID(req.ID), req.HTTPAddr); err != nil {

@@ -132,7 +132,15 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Registry() *prometheus.Registry { return s.cfg.Registry }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.RequestURI == "*" {
+		// ServeMux answers a "*" target with an empty 400; every error
+		// answer is JSON. (net/http answers OPTIONS * itself.)
+		writeError(w, errorf(http.StatusBadRequest, CodeInvalidRequest, "the request target * names no resource"))
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 // Drain marks the server as shutting down: /readyz fails from now on, so
 // load balancers stop sending requests while in-flight ones finish.
@@ -183,16 +191,35 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/v1/kv", s.instrument("kv", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusBadRequest, CodeInvalidKey, "empty key: use /v1/kv/<key>"))
 	}))
-	s.mux.HandleFunc("GET /v1/cluster", s.instrument("cluster", s.handleCluster))
-	s.mux.HandleFunc("GET /v1/status", s.instrument("status", s.handleStatus))
-	s.mux.HandleFunc("POST /v1/cluster/transfer", s.instrument("admin", s.handleTransfer))
-	s.mux.HandleFunc("POST /v1/cluster/learners", s.instrument("admin", s.handleAddLearner))
-	s.mux.HandleFunc("POST /v1/cluster/promote", s.instrument("admin", s.handlePromote))
-	s.mux.HandleFunc("POST /v1/cluster/remove", s.instrument("admin", s.handleRemove))
-	s.mux.HandleFunc("POST /v1/cluster/recover", s.instrument("admin", s.handleRecover))
-	s.mux.HandleFunc("GET /livez", s.handleLivez)
-	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
-	s.mux.Handle("GET /metrics", s.metrics.handler())
+	s.handle("GET", "/v1/cluster", s.instrument("cluster", s.handleCluster))
+	s.handle("GET", "/v1/status", s.instrument("status", s.handleStatus))
+	s.handle("POST", "/v1/cluster/transfer", s.instrument("admin", s.handleTransfer))
+	s.handle("POST", "/v1/cluster/learners", s.instrument("admin", s.handleAddLearner))
+	s.handle("POST", "/v1/cluster/promote", s.instrument("admin", s.handlePromote))
+	s.handle("POST", "/v1/cluster/remove", s.instrument("admin", s.handleRemove))
+	s.handle("POST", "/v1/cluster/recover", s.instrument("admin", s.handleRecover))
+	s.handle("GET", "/livez", s.handleLivez)
+	s.handle("GET", "/readyz", s.handleReadyz)
+	s.handle("GET", "/metrics", s.metrics.handler().ServeHTTP)
+	// Without this, ServeMux answers an unknown path with a plain-text
+	// 404: every error answer is JSON.
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errorf(http.StatusNotFound, CodeNoEndpoint, fmt.Sprintf("no endpoint at %s", r.URL.Path)))
+	})
+}
+
+// handle registers h for method (GET also serves HEAD) on path, and a JSON
+// 405 for the other methods there: ServeMux's own 405 is plain text.
+func (s *Server) handle(method, path string, h http.HandlerFunc) {
+	s.mux.HandleFunc(method+" "+path, h)
+	s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		allow := method
+		if method == http.MethodGet {
+			allow += ", HEAD"
+		}
+		w.Header().Set("Allow", allow)
+		writeError(w, errorf(http.StatusMethodNotAllowed, CodeMethod, fmt.Sprintf("method %s not allowed on %s", r.Method, path)))
+	})
 }
 
 // watch samples the Node's status for the metrics that count events
