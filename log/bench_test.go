@@ -23,9 +23,10 @@ import (
 // benchCluster is three Nodes in one process: bbolt files with fsync,
 // TCP over loopback, the KV state machine.
 type benchCluster struct {
-	nodes map[edict.ProcessID]*log.Node
-	nets  map[edict.ProcessID]*transport.TCP
-	close []func()
+	nodes  map[edict.ProcessID]*log.Node
+	nets   map[edict.ProcessID]*transport.TCP
+	stores map[edict.ProcessID]*storage.BoltStore
+	close  []func()
 }
 
 func startBenchCluster(tb testing.TB, tune ...func(*log.Config)) *benchCluster {
@@ -34,7 +35,7 @@ func startBenchCluster(tb testing.TB, tune ...func(*log.Config)) *benchCluster {
 	if testing.Verbose() {
 		quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	c := &benchCluster{nodes: map[edict.ProcessID]*log.Node{}, nets: map[edict.ProcessID]*transport.TCP{}}
+	c := &benchCluster{nodes: map[edict.ProcessID]*log.Node{}, nets: map[edict.ProcessID]*transport.TCP{}, stores: map[edict.ProcessID]*storage.BoltStore{}}
 	peers := map[edict.ProcessID]string{}
 	for _, id := range []edict.ProcessID{1, 2, 3} {
 		t, err := transport.NewTCP(transport.TCPConfig{ID: id, ClusterID: "bench", BindAddr: "127.0.0.1:0", Logger: quiet})
@@ -61,6 +62,7 @@ func startBenchCluster(tb testing.TB, tune ...func(*log.Config)) *benchCluster {
 			tb.Fatal(err)
 		}
 		c.nodes[id] = n
+		c.stores[id] = store
 		c.close = append(c.close, func() {
 			_ = n.Shutdown(context.Background())
 			c.nets[id].Close()
@@ -132,6 +134,23 @@ func BenchmarkCommit(b *testing.B) {
 				return
 			}
 			b.ReportMetric(float64(len(all))/elapsed.Seconds(), "writes/s")
+			// Group commit at work: entries stored per durable commit on
+			// the leader and, averaged, on the followers.
+			var folEntries, folSyncs float64
+			for id, st := range c.stores {
+				s, err := st.Stats()
+				if err != nil || s.Fsyncs == 0 {
+					continue
+				}
+				if c.nodes[id] == leader {
+					b.ReportMetric(float64(s.LastIndex)/float64(s.Fsyncs), "leader-entries/fsync")
+				} else {
+					folEntries, folSyncs = folEntries+float64(s.LastIndex), folSyncs+float64(s.Fsyncs)
+				}
+			}
+			if folSyncs > 0 {
+				b.ReportMetric(folEntries/folSyncs, "follower-entries/fsync")
+			}
 			b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
 			b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
 		})
