@@ -156,8 +156,15 @@ func (c *Core) onEpochTerminated(now edict.Time, epoch uint64) {
 	}
 	active := c.el.ActiveEpoch()
 	c.event(Event{Kind: EpochChanged, Epoch: active})
-	if s, ok := c.cfg.Elect.Detector.(interface{ SetMembers([]edict.ProcessID) }); ok {
-		s.SetMembers(c.epochs[active].Members)
+	// Tell the detector at once, in whichever form it takes it: the
+	// gossip detector also advertises the epoch to its peers.
+	switch d := c.cfg.Elect.Detector.(type) {
+	case interface {
+		SetEpoch(uint64, []edict.ProcessID)
+	}:
+		d.SetEpoch(active, c.epochs[active].Members)
+	case interface{ SetMembers([]edict.ProcessID) }:
+		d.SetMembers(c.epochs[active].Members)
 	}
 }
 

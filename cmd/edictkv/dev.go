@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -17,7 +18,8 @@ import (
 // runDev starts three processes in this one, with data in a temporary
 // folder, and serves until interrupted. It prefers HTTP ports 8001-8003 so
 // that the README's commands work as written, and takes free ports when
-// those are taken.
+// those are taken. Its processes run the gossip detector, each joining
+// the others, as a production cluster would.
 func runDev(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("dev", stderr)
 	n := fs.Int("nodes", 3, "how many processes")
@@ -48,11 +50,26 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 			_ = p.Close()
 		}
 	}
+	// Each process joins every other's gossip address, so all of them must
+	// be known before the first starts: pick free ports up front.
+	gossipAddrs := make([]string, *n)
+	for i := range gossipAddrs {
+		if gossipAddrs[i], err = freeGossipAddr(); err != nil {
+			return err
+		}
+	}
 	peers := map[edict.ProcessID]kvserver.Peer{}
 	for i := 1; i <= *n; i++ {
 		id := edict.ProcessID(i)
+		var join []string
+		for j, a := range gossipAddrs {
+			if j != i-1 {
+				join = append(join, a)
+			}
+		}
 		cfg := kvserver.ProcessConfig{ID: id, DataDir: filepath.Join(root, fmt.Sprintf("node%d", i)),
-			RaftAddr: "127.0.0.1:0", HTTPAddr: fmt.Sprintf("127.0.0.1:%d", *basePort+i-1), ClusterID: "edictkv-dev", Logger: logger}
+			RaftAddr: "127.0.0.1:0", HTTPAddr: fmt.Sprintf("127.0.0.1:%d", *basePort+i-1), ClusterID: "edictkv-dev",
+			GossipAddr: gossipAddrs[i-1], GossipJoin: join, Logger: logger}
 		p, err := kvserver.Listen(cfg)
 		if err != nil {
 			// The preferred port is taken: any free one will do.
@@ -74,7 +91,7 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	first := procs[1].HTTPAddr()
 	fmt.Fprintf(stdout, "edictkv dev: %d processes, data in %s\n", *n, root)
 	for i := 1; i <= *n; i++ {
-		fmt.Fprintf(stdout, "  node %d  http://%s\n", i, procs[edict.ProcessID(i)].HTTPAddr())
+		fmt.Fprintf(stdout, "  node %d  http://%s  gossip %s\n", i, procs[edict.ProcessID(i)].HTTPAddr(), procs[edict.ProcessID(i)].GossipAddr())
 	}
 	fmt.Fprintf(stdout, "try:\n  curl -X PUT --data hello %s/v1/kv/a\n  curl %s/v1/kv/a\n  curl %s/v1/cluster\nCtrl-C stops the cluster.\n", first, first, first)
 
@@ -89,4 +106,26 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 		errs = append(errs, p.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// freeGossipAddr returns a localhost address whose port was free a moment
+// ago for both TCP and UDP, as memberlist binds both on one port. Another
+// program could take it before the detector binds; dev mode then fails to
+// start with that error, and running it again picks other ports.
+func freeGossipAddr() (string, error) {
+	for range 10 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		addr := l.Addr().String()
+		u, err := net.ListenPacket("udp", addr)
+		l.Close()
+		if err != nil {
+			continue // UDP taken on that port: try another
+		}
+		u.Close()
+		return addr, nil
+	}
+	return "", errors.New("no free localhost port for gossip (TCP and UDP)")
 }

@@ -50,6 +50,7 @@ func freePort(t *testing.T) string {
 type proc struct {
 	id        int
 	raft, api string
+	gossip    string // gossip address; "" without gossip
 	dir       string
 	cmd       *exec.Cmd
 	log       *os.File
@@ -59,14 +60,28 @@ type cluster struct {
 	t     *testing.T
 	peers string
 	procs []*proc
+	// flags, if set, gives flags every start of p adds (gossip's).
+	flags func(p *proc) []string
 }
 
 func newCluster(t *testing.T, n int) *cluster {
+	return newClusterWith(t, n, false, nil)
+}
+
+// newClusterWith starts n processes; with gossip, each gets a gossip
+// address too, and flags are added to every start of every process.
+func newClusterWith(t *testing.T, n int, gossip bool, flags func(c *cluster, p *proc) []string) *cluster {
 	c := &cluster{t: t}
+	if flags != nil {
+		c.flags = func(p *proc) []string { return flags(c, p) }
+	}
 	root := t.TempDir()
 	var peers []string
 	for i := 1; i <= n; i++ {
 		p := &proc{id: i, raft: freePort(t), api: freePort(t), dir: filepath.Join(root, fmt.Sprint(i))}
+		if gossip {
+			p.gossip = freePort(t)
+		}
 		c.procs = append(c.procs, p)
 		peers = append(peers, fmt.Sprintf("%d=%s/%s", i, p.raft, p.api))
 	}
@@ -113,6 +128,9 @@ func (c *cluster) start(p *proc, extra ...string) {
 	}
 	cmd := exec.Command(binary, "serve", "--id", fmt.Sprint(p.id), "--raft-addr", p.raft, "--http-addr", p.api,
 		"--peers", c.peers, "--log-format", "json", "--log-level", "info")
+	if c.flags != nil {
+		cmd.Args = append(cmd.Args, c.flags(p)...)
+	}
 	cmd.Args = append(cmd.Args, extra...)
 	cmd.Env = append(os.Environ(), "EDICTKV_DATA_DIR="+p.dir, "EDICTKV_CLUSTER_ID=e2e")
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -40,6 +42,42 @@ func parsePeers(s string) (map[edict.ProcessID]kvserver.Peer, error) {
 	return out, nil
 }
 
+// parseClusterKey decodes --cluster-key: hex, or base64 (standard or URL
+// alphabet, padded or not), of 16, 24 or 32 bytes (AES-128, -192 or -256
+// for memberlist). Hex is tried first: a 32-, 48- or 64-character string
+// of hex digits is read as hex. The errors never repeat the key: it is a
+// secret, and errors end up in logs.
+func parseClusterKey(s string) ([]byte, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	okLen := func(b []byte) bool { return len(b) == 16 || len(b) == 24 || len(b) == 32 }
+	if b, err := hex.DecodeString(s); err == nil && okLen(b) {
+		return b, nil
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(s); err == nil {
+			if okLen(b) {
+				return b, nil
+			}
+			return nil, fmt.Errorf("--cluster-key decodes to %d bytes; want 16, 24 or 32 (e.g. openssl rand -base64 32)", len(b))
+		}
+	}
+	return nil, errors.New("--cluster-key is neither hex nor base64 of 16, 24 or 32 bytes (e.g. openssl rand -base64 32)")
+}
+
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
 func runServe(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve", stderr)
 	id := fs.Uint64("id", 0, "this process's id: positive, unique in the cluster (required)")
@@ -50,7 +88,11 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	httpAdv := fs.String("http-advertise", "", "HTTP address other processes forward to, if not --http-addr")
 	peers := fs.String("peers", "", "the cluster's members: id=raftaddr/httpaddr,... (this process included unless --join)")
 	join := fs.Bool("join", false, "start as a new process that an existing cluster (--peers) will add with add-learner")
-	clusterID := fs.String("cluster-id", "edictkv", "cluster name checked in every transport handshake")
+	clusterID := fs.String("cluster-id", "edictkv", "cluster name checked in every transport handshake (and gossip packet)")
+	gossipAddr := fs.String("gossip-addr", "", "gossip (memberlist) bind address, UDP and TCP; empty: no gossip, the default lapse-and-silence detector")
+	gossipAdv := fs.String("gossip-advertise", "", "gossip address other processes use, if not --gossip-addr")
+	gossipJoin := fs.String("gossip-join", "", "other processes' gossip addresses, comma-separated: joined at start and re-joined while not live")
+	clusterKey := fs.String("cluster-key", "", "gossip encryption key: base64 or hex of 16, 24 or 32 bytes (every process the same)")
 	rho := fs.Float64("rho", 1e-3, "clock drift bound ρ every process's clock must meet")
 	lease := fs.Duration("lease", 0, "longest lease a leader holds (0: the library default, 420ms)")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate for mutual TLS between processes")
@@ -88,6 +130,14 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	case *join && listed:
 		return fmt.Errorf("--join: --peers lists the existing members, not this process (%d)", self)
 	}
+	key, err := parseClusterKey(*clusterKey)
+	if err != nil {
+		return err
+	}
+	joins := splitList(*gossipJoin)
+	if *gossipAddr == "" && (key != nil || len(joins) > 0 || *gossipAdv != "") {
+		return errors.New("--cluster-key, --gossip-join and --gossip-advertise need --gossip-addr (gossip is off without it)")
+	}
 	var tlsFiles *transport.TLSFiles
 	if *tlsCert != "" || *tlsKey != "" || *tlsCA != "" {
 		if *tlsCert == "" || *tlsKey == "" || *tlsCA == "" {
@@ -98,6 +148,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	p, err := kvserver.Listen(kvserver.ProcessConfig{ID: self, DataDir: *dataDir, RaftAddr: *raftAddr, RaftAdvertise: *raftAdv,
 		HTTPAddr: *httpAddr, HTTPAdvertise: *httpAdv, ClusterID: *clusterID, Join: *join, TLS: tlsFiles, Rho: *rho, Lease: *lease,
 		SnapshotEvery: *snapEvery, LeaderWait: *leaderWait, Logger: logger,
+		GossipAddr: *gossipAddr, GossipAdvertise: *gossipAdv, GossipJoin: joins, ClusterKey: key,
 		Limits: kvserver.Limits{MaxKeyBytes: *maxKey, MaxValueBytes: *maxValue}})
 	if err != nil {
 		return err

@@ -9,10 +9,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/elect"
+	"github.com/edictlog/edictlog/elect/gossip"
 	"github.com/edictlog/edictlog/fsm"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
@@ -51,7 +56,17 @@ type ProcessConfig struct {
 	Limits        Limits
 	// LeaderWait: see Config (zero: 3s).
 	LeaderWait time.Duration
-	Logger     *slog.Logger
+	// GossipAddr, if set, runs the memberlist weak-leader detector
+	// (elect/gossip) bound there (UDP and TCP; port 0 picks a free port)
+	// instead of the Node's default, which learns of deaths only from
+	// lapsed leases and silence. GossipAdvertise is the address others
+	// use, if not GossipAddr; GossipJoin lists other processes' gossip
+	// addresses, joined at start and re-joined while any is not a live
+	// member; ClusterKey, if set, encrypts gossip (16, 24 or 32 bytes).
+	GossipAddr, GossipAdvertise string
+	GossipJoin                  []string
+	ClusterKey                  []byte
+	Logger                      *slog.Logger
 }
 
 // Process is one running edictkv process: store, transport, log node,
@@ -71,6 +86,12 @@ type Process struct {
 	Server *Server
 	http   *http.Server
 	served chan error
+
+	// Set by Start when gossip is on: the detector, and the goroutine
+	// that keeps its epoch and members current.
+	gossip    *gossip.Detector
+	stopWatch chan struct{}
+	watching  sync.WaitGroup
 }
 
 // Listen opens the data directory and binds the transport and HTTP
@@ -138,10 +159,19 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 	}
 	p.KV = fsm.NewKV()
 	timed := NewTimedStore(p.store)
+	var det elect.Detector // nil: the Node's default (elect.LowestLive)
+	if p.cfg.GossipAddr != "" {
+		if err := p.startGossip(raft); err != nil {
+			p.closeResources()
+			return err
+		}
+		det = p.gossip
+	}
 	node, err := log.Start(log.Config{ID: p.cfg.ID, Peers: raft, Join: p.cfg.Join, Store: clockStore{timed, p.clock},
-		Snapshots: p.snaps, Transport: p.trans, FSM: p.KV, Clock: p.clock, Rho: p.cfg.Rho,
+		Snapshots: p.snaps, Transport: p.trans, FSM: p.KV, Clock: p.clock, Detector: det, Rho: p.cfg.Rho,
 		MaxLease: p.cfg.Lease, SnapshotEvery: p.cfg.SnapshotEvery, Logger: p.cfg.Logger})
 	if err != nil {
+		p.closeGossip(false)
 		p.closeResources()
 		return fmt.Errorf("kvserver: start node %d: %w", p.cfg.ID, err)
 	}
@@ -150,22 +180,162 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 		Store: timed, Limits: p.cfg.Limits, LeaderWait: p.cfg.LeaderWait, Logger: p.cfg.Logger})
 	if err != nil {
 		_ = node.Shutdown(context.Background())
+		p.closeGossip(false)
 		p.closeResources()
 		return err
+	}
+	if p.gossip != nil {
+		p.watchEpoch()
 	}
 	p.http = &http.Server{Handler: p.Server, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(p.cfg.Logger.Handler(), slog.LevelWarn)}
 	p.served = make(chan error, 1)
 	go func() { p.served <- p.http.Serve(p.ln) }()
-	p.log.Info("edictkv serving", "http", p.HTTPAddr(), "raft", p.RaftAddr(), "data", p.cfg.DataDir)
+	p.log.Info("edictkv serving", "http", p.HTTPAddr(), "raft", p.RaftAddr(), "gossip", p.GossipAddr(), "data", p.cfg.DataDir)
 	return nil
+}
+
+// GossipAddr is the address other processes join this one's gossip at
+// ("" without gossip, or before Start).
+func (p *Process) GossipAddr() string {
+	if p.gossip == nil {
+		return ""
+	}
+	return p.gossip.LocalAddr()
+}
+
+// startGossip builds the memberlist detector. It must exist before the
+// Node (log.Config.Detector), so its first epoch and members come from the
+// store — the newest epoch configuration recorded there, or on a first
+// start the bootstrap members of raft — and watchEpoch corrects them from
+// the Node's Status as soon as the Node runs.
+func (p *Process) startGossip(raft map[edict.ProcessID]string) error {
+	epoch, members, err := storedEpoch(p.store)
+	if err != nil {
+		return fmt.Errorf("kvserver: gossip: %w", err)
+	}
+	if members == nil {
+		for id := range raft {
+			if !(p.cfg.Join && id == p.cfg.ID) {
+				members = append(members, id)
+			}
+		}
+		slices.Sort(members)
+	}
+	// The leader hint lasts one lease, as the Node's default detector's
+	// does: longer would keep a dead leader's id preferred after its lease
+	// is gone. The lease is the Node's: its default if none is set.
+	lease := elect.Config{MaxLease: p.cfg.Lease}
+	lease.ApplyDefaults()
+	p.gossip, err = gossip.New(gossip.Config{ID: p.cfg.ID, Clock: p.clock, ClusterID: p.cfg.ClusterID,
+		Epoch: epoch, Members: members, BindAddr: p.cfg.GossipAddr, AdvertiseAddr: p.cfg.GossipAdvertise,
+		Join: p.cfg.GossipJoin, TransportAddr: p.RaftAddr(), APIAddr: p.HTTPAddr(), ClusterKey: p.cfg.ClusterKey,
+		LeaderHintTTL: lease.MaxLease, Logger: p.cfg.Logger})
+	if err != nil {
+		return fmt.Errorf("kvserver: %w", err)
+	}
+	return nil
+}
+
+// storedEpoch reads the newest epoch configuration in the store; nil
+// members if there is none yet (a first start).
+func storedEpoch(s *storage.BoltStore) (uint64, []edict.ProcessID, error) {
+	keys, err := s.Keys(storage.EpochKeyPrefix)
+	if err != nil {
+		return 0, nil, err
+	}
+	var newest *storage.EpochConfig
+	for _, k := range keys {
+		if !strings.HasSuffix(k, "/config") {
+			continue
+		}
+		b, err := s.Get(k)
+		if err != nil {
+			return 0, nil, err
+		}
+		ec, err := storage.DecodeEpochConfig(k, b)
+		if err != nil {
+			return 0, nil, err
+		}
+		if newest == nil || ec.Epoch > newest.Epoch {
+			newest = &ec
+		}
+	}
+	if newest == nil {
+		return 0, nil, nil
+	}
+	return newest.Epoch, slices.Clone(newest.Members), nil
+}
+
+// epochPoll is how often watchEpoch samples the Node's epoch: an epoch
+// change is rare, and until the detector hears of it the new epoch's
+// members merely do not count each other eligible for weak leader (a
+// delay to an election, never a safety matter).
+const epochPoll = 100 * time.Millisecond
+
+// watchEpoch keeps the gossip detector's epoch and members those of the
+// Node's active epoch. The Node tells its detector of member changes only
+// through a SetMembers method, which gossip.Detector does not have (its
+// SetEpoch takes the epoch too, which gossip advertises), so the Node's
+// Status is polled instead.
+func (p *Process) watchEpoch() {
+	p.stopWatch = make(chan struct{})
+	st := p.Node.Status()
+	epoch, members := st.Epoch, st.Members
+	// Correct the store's guess at once, before the first tick.
+	p.gossip.SetEpoch(epoch, members)
+	p.watching.Add(1)
+	go func() {
+		defer p.watching.Done()
+		t := time.NewTicker(epochPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+			case <-p.stopWatch:
+				return
+			}
+			st := p.Node.Status()
+			if st.Epoch == epoch && slices.Equal(st.Members, members) {
+				continue
+			}
+			epoch, members = st.Epoch, st.Members
+			p.gossip.SetEpoch(epoch, members)
+			p.log.Info("gossip detector moved to epoch", "epoch", epoch, "members", members)
+		}
+	}()
+}
+
+// gossipLeaveTimeout bounds how long a graceful shutdown waits for its
+// leave message to spread: the others then drop this process at once
+// rather than after their failure detection (about 1.5s).
+const gossipLeaveTimeout = 2 * time.Second
+
+// closeGossip stops the epoch watcher and the detector: leaving the
+// gossip cluster first when graceful, else at once, as a crash would.
+func (p *Process) closeGossip(graceful bool) error {
+	if p.gossip == nil {
+		return nil
+	}
+	if p.stopWatch != nil {
+		close(p.stopWatch)
+		p.watching.Wait()
+		p.stopWatch = nil
+	}
+	g := p.gossip
+	p.gossip = nil
+	if graceful {
+		return g.Leave(gossipLeaveTimeout)
+	}
+	return g.Close()
 }
 
 // Shutdown stops the process gracefully: it marks itself not ready, hands
 // leadership to the most up-to-date other member if it leads (so that
 // clients see a new leader at once rather than after a lease timeout), stops
 // accepting and finishes in-flight requests, stops the node (which
-// releases any lease it still holds), and closes transport and storage.
+// releases any lease it still holds), leaves gossip, and closes transport
+// and storage.
 // Handing over comes first: while it runs, requests that arrive here are
 // still forwarded to whoever leads.
 func (p *Process) Shutdown(ctx context.Context) error {
@@ -199,6 +369,12 @@ func (p *Process) Shutdown(ctx context.Context) error {
 	if err := p.Node.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("kvserver: node shutdown: %w", err))
 	}
+	// Leave gossip only once the node is stopped and its lease released:
+	// leaving earlier would make the others count this process dead while
+	// it might still lead.
+	if err := p.closeGossip(true); err != nil {
+		errs = append(errs, err)
+	}
 	errs = append(errs, p.closeResources())
 	return errors.Join(errs...)
 }
@@ -215,7 +391,7 @@ func (p *Process) Close() error {
 	p.Server.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	errs = append(errs, p.Node.Shutdown(ctx), p.closeResources())
+	errs = append(errs, p.Node.Shutdown(ctx), p.closeGossip(false), p.closeResources())
 	return errors.Join(errs...)
 }
 
