@@ -1,6 +1,7 @@
 package log
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -199,4 +200,40 @@ func TestStepRefusesBadInput(t *testing.T) {
 	c := newTCluster(t, 1, 2, 3)
 	assert.ErrorContains(t, c.cores[1].Step(c.reading(1), transport.Message{From: 2, To: 1}), "exactly one payload")
 	assert.ErrorContains(t, c.cores[1].Step(c.reading(1), transport.Message{From: 2, To: 3, TimeoutNow: &transport.TimeoutNow{Reign: edict.Stamp{QT: edict.QT{{Process: 1}}}}}), "delivered to p1")
+}
+
+// A follower that installs a snapshot taken after a learner joined learns
+// of the learner from the snapshot, not only from the config edict it
+// skipped: were it to lead, it must replicate to the learner.
+func TestSnapshotCarriesLearners(t *testing.T) {
+	c := newTCluster(t, 1, 2, 3)
+	c.settle(50*time.Millisecond, nil)
+	c.down[3] = true
+	c.stable[4] = map[string][]byte{}
+	c.boot(4, []storage.EpochConfig{c.epoch0})
+	_, err := c.cores[1].AddLearner(c.reading(1), 4, "addr-4")
+	require.NoError(t, err)
+	c.cores[1].Flush(c.reading(1))
+	c.collect(1)
+	for i := range 10 {
+		c.propose(1, fmt.Sprintf("v%d", i))
+	}
+	c.settle(100*time.Millisecond, nil)
+	require.Contains(t, c.cores[1].Status(c.reading(1)).Learners, edict.ProcessID(4))
+	require.NotContains(t, c.cores[3].Status(c.reading(3)).Learners, edict.ProcessID(4), "p3 was down for the config edict")
+
+	applied := c.cores[1].applied
+	pos, ok := c.cores[1].SnapshotPosition(applied)
+	require.True(t, ok)
+	meta, ok := c.cores[1].SnapshotMeta(pos, 0)
+	require.True(t, ok)
+	assert.Equal(t, []edict.ProcessID{4}, meta.Learners)
+
+	c.down[3] = false
+	require.NoError(t, c.cores[3].AcceptSnapshot(c.reading(3), 1, meta))
+	c.cores[3].SnapshotInstalled(c.reading(3), 1, meta)
+	c.collect(3)
+	assert.Contains(t, c.cores[3].Status(c.reading(3)).Learners, edict.ProcessID(4), "learned from the snapshot")
+	_, stored := c.stable[3][storage.EpochConfigKey(0)]
+	assert.True(t, stored, "and stored durably")
 }

@@ -70,7 +70,7 @@ func (n *Node) receiveSnapshot(in *transport.IncomingSnapshot) {
 		return
 	}
 	meta := storage.SnapshotMeta{Index: in.Meta.LastIndex, Reign: in.Meta.Reign, Stamp: in.Meta.LastStamp,
-		Config: storage.EpochConfig{Epoch: in.Meta.Epoch, Members: in.Meta.Members}}
+		Config: storage.EpochConfig{Epoch: in.Meta.Epoch, Members: in.Meta.Members, Learners: in.Meta.Learners}}
 	sink, err := n.cfg.Snapshots.Create(meta)
 	if err != nil {
 		_ = in.Finish(fmt.Errorf("create snapshot: %w", err))

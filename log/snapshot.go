@@ -2,6 +2,7 @@ package log
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/storage"
@@ -45,7 +46,7 @@ func (c *Core) SnapshotMeta(pos storage.Position, size int64) (transport.Snapsho
 	}
 	cfg := c.epochs[l.epoch]
 	return transport.SnapshotMeta{Epoch: l.epoch, Reign: l.reign, LastIndex: pos.Index, LastStamp: pos.Stamp,
-		Members: cfg.Members, Size: size}, true
+		Members: cfg.Members, Learners: cfg.Learners, Size: size}, true
 }
 
 // SnapshotSent reports the end of a snapshot stream to peer.
@@ -93,9 +94,15 @@ func (c *Core) SnapshotInstalled(now edict.Time, from edict.ProcessID, meta tran
 		c.ready.Batch.Reset = &pos
 	}
 	c.acceptReign(meta.Reign)
-	if _, known := c.epochs[meta.Epoch]; !known {
+	cfg := storage.EpochConfig{Epoch: meta.Epoch, Members: meta.Members, Learners: meta.Learners}
+	if old, known := c.epochs[meta.Epoch]; !known {
 		// The snapshot spans a stop edict this process never saw.
-		c.learnMembership(now, Membership{Config: storage.EpochConfig{Epoch: meta.Epoch, Members: meta.Members}}, true)
+		c.learnMembership(now, Membership{Config: cfg}, true)
+	} else if !slices.Equal(old.Learners, cfg.Learners) {
+		// It spans config edicts that added or removed learners: without
+		// them this process, should it lead, would not replicate to a
+		// learner it never heard of.
+		c.learnMembership(now, Membership{Config: cfg}, false)
 	}
 	c.commit = max(c.commit, pos.Index)
 	c.handed, c.applied, c.configDone = max(c.handed, pos.Index), max(c.applied, pos.Index), max(c.configDone, pos.Index)

@@ -243,12 +243,7 @@ func snapshotMetaToWire(s SnapshotMeta) (*wSnapshotMeta, error) {
 	}
 	var t qtTable
 	w := &wSnapshotMeta{Epoch: s.Epoch, Reign: t.stamp(s.Reign), LastIndex: s.LastIndex, LastStamp: t.stamp(s.LastStamp), Size: s.Size}
-	if len(s.Members) > 0 {
-		w.Members = make([]uint64, len(s.Members))
-		for i, p := range s.Members {
-			w.Members[i] = uint64(p)
-		}
-	}
+	w.Members, w.Learners = idsToWire(s.Members), idsToWire(s.Learners)
 	w.QTs = t.wire
 	return w, nil
 }
@@ -260,8 +255,8 @@ func decodeSnapshotMeta(body []byte) (SnapshotMeta, error) {
 	if err := decodeBody("snapshot meta", body, &w); err != nil {
 		return SnapshotMeta{}, err
 	}
-	if len(w.Members) > MaxMembers {
-		return SnapshotMeta{}, fmt.Errorf("transport: decode snapshot meta: %d members exceed the limit of %d", len(w.Members), MaxMembers)
+	if len(w.Members) > MaxMembers || len(w.Learners) > MaxMembers {
+		return SnapshotMeta{}, fmt.Errorf("transport: decode snapshot meta: %d members and %d learners, the limit is %d each", len(w.Members), len(w.Learners), MaxMembers)
 	}
 	q, err := decodeQTs(w.QTs, maxQTs(0))
 	if err != nil {
@@ -272,14 +267,31 @@ func decodeSnapshotMeta(body []byte) (SnapshotMeta, error) {
 	if e.err != nil {
 		return SnapshotMeta{}, fmt.Errorf("transport: decode snapshot meta: %w", e.err)
 	}
-	if len(w.Members) > 0 {
-		s.Members = make([]edict.ProcessID, len(w.Members))
-		for i, p := range w.Members {
-			s.Members[i] = edict.ProcessID(p)
-		}
-	}
+	s.Members, s.Learners = idsFromWire(w.Members), idsFromWire(w.Learners)
 	if err := s.Validate(); err != nil {
 		return SnapshotMeta{}, fmt.Errorf("transport: decode snapshot meta: %w", err)
 	}
 	return s, nil
+}
+
+func idsToWire(ids []edict.ProcessID) []uint64 {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make([]uint64, len(ids))
+	for i, p := range ids {
+		out[i] = uint64(p)
+	}
+	return out
+}
+
+func idsFromWire(ids []uint64) []edict.ProcessID {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make([]edict.ProcessID, len(ids))
+	for i, p := range ids {
+		out[i] = edict.ProcessID(p)
+	}
+	return out
 }

@@ -431,8 +431,11 @@ type SnapshotMeta struct {
 	// matching resumes after them.
 	LastIndex uint64
 	LastStamp edict.Stamp
-	// Members of the epoch at LastIndex, in increasing order.
-	Members []edict.ProcessID
+	// Members and Learners of the epoch at LastIndex, in increasing order:
+	// a follower that installs the snapshot skips the config edicts that
+	// named them.
+	Members  []edict.ProcessID
+	Learners []edict.ProcessID
 	// Size is the exact length of the snapshot stream in bytes.
 	Size int64
 }
@@ -446,16 +449,12 @@ func (s *SnapshotMeta) Validate() error {
 		return errors.New("transport: snapshot with last index 0")
 	case s.Size < 0:
 		return fmt.Errorf("transport: snapshot with negative size %d", s.Size)
-	case len(s.Members) > MaxMembers:
-		return fmt.Errorf("transport: snapshot names %d members, limit %d", len(s.Members), MaxMembers)
 	}
-	for i, p := range s.Members {
-		if p == edict.None {
-			return errors.New("transport: snapshot member list names process 0 (⊥)")
-		}
-		if i > 0 && s.Members[i-1] >= p {
-			return fmt.Errorf("transport: snapshot member list not strictly increasing at position %d", i)
-		}
+	if err := checkIDs("member", s.Members); err != nil {
+		return err
+	}
+	if err := checkIDs("learner", s.Learners); err != nil {
+		return err
 	}
 	if err := checkStamps(s.Reign, s.LastStamp); err != nil {
 		return fmt.Errorf("transport: %w", err)
@@ -470,6 +469,23 @@ func checkStamps(stamps ...edict.Stamp) error {
 	for _, s := range stamps {
 		if err := s.WellFormed(); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// checkIDs checks a snapshot's member or learner list: bounded, no ⊥,
+// strictly increasing.
+func checkIDs(what string, ids []edict.ProcessID) error {
+	if len(ids) > MaxMembers {
+		return fmt.Errorf("transport: snapshot names %d %ss, limit %d", len(ids), what, MaxMembers)
+	}
+	for i, p := range ids {
+		if p == edict.None {
+			return fmt.Errorf("transport: snapshot %s list names process 0 (⊥)", what)
+		}
+		if i > 0 && ids[i-1] >= p {
+			return fmt.Errorf("transport: snapshot %s list not strictly increasing at position %d", what, i)
 		}
 	}
 	return nil

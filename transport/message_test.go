@@ -131,7 +131,8 @@ func TestValidateRefuses(t *testing.T) {
 
 func TestSnapshotMetaRoundTrip(t *testing.T) {
 	t.Parallel()
-	s := SnapshotMeta{Epoch: 2, Reign: testStamp(2, 10, 0), LastIndex: 77, LastStamp: testStamp(2, 20, 5), Members: []edict.ProcessID{1, 2, 5}, Size: 1 << 20}
+	s := SnapshotMeta{Epoch: 2, Reign: testStamp(2, 10, 0), LastIndex: 77, LastStamp: testStamp(2, 20, 5), Members: []edict.ProcessID{1, 2, 5},
+		Learners: []edict.ProcessID{7}, Size: 1 << 20}
 	w, err := snapshotMetaToWire(s)
 	if err != nil {
 		t.Fatal(err)
@@ -146,5 +147,10 @@ func TestSnapshotMetaRoundTrip(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, s) {
 		t.Fatalf("got %#v, want %#v", got, s)
+	}
+	bad := s
+	bad.Learners = []edict.ProcessID{7, 7}
+	if _, err := snapshotMetaToWire(bad); err == nil || !strings.Contains(err.Error(), "learner list not strictly increasing") {
+		t.Fatalf("a repeated learner: %v", err)
 	}
 }

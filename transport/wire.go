@@ -160,6 +160,7 @@ type wSnapshotMeta struct {
 	LastIndex uint64
 	LastStamp wStamp
 	Members   []uint64
+	Learners  []uint64
 	Size      int64
 }
 
