@@ -156,3 +156,35 @@ func BenchmarkCommit(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFollowerReadAfterWrite measures a linearizable follower read
+// issued right after a write on the leader: it waits until the follower
+// has applied the leader's commit index, so it shows how soon followers
+// learn that the commit index moved.
+func BenchmarkFollowerReadAfterWrite(b *testing.B) {
+	c := startBenchCluster(b)
+	leader := c.leader(b)
+	var follower *log.Node
+	for _, n := range c.nodes {
+		if n != leader {
+			follower = n
+			break
+		}
+	}
+	q, _ := fsm.EncodeQuery(fsm.Range{Key: "k"})
+	var lat []time.Duration
+	for i := 0; b.Loop(); i++ {
+		cmd, _ := fsm.EncodeCommand(fsm.Command{Put: &fsm.Put{Key: "k", Value: fmt.Sprint(i)}})
+		if _, err := leader.Apply(context.Background(), cmd); err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if _, err := follower.Read(context.Background(), log.ReadFollower, q); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+}
