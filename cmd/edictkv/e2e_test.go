@@ -204,6 +204,18 @@ func call(method, url, body string) (int, []byte, error) {
 	return resp.StatusCode, b, err
 }
 
+// killLeader SIGKILLs the leader and returns the new one, which must be
+// another process.
+func (c *cluster) killLeader(leader *proc) *proc {
+	c.t.Helper()
+	c.mustStop(leader, syscall.SIGKILL)
+	next := c.leader()
+	if next == leader {
+		c.t.Fatal("the killed process still leads")
+	}
+	return next
+}
+
 // leader polls /v1/status on the live processes until one leads.
 func (c *cluster) leader() *proc {
 	c.t.Helper()
@@ -323,11 +335,7 @@ func TestEndToEnd(t *testing.T) {
 		c.put(f, k, k)
 		acked[k] = k
 	}
-	c.mustStop(leader, syscall.SIGKILL)
-	next := c.leader()
-	if next == leader {
-		t.Fatal("the killed process still leads")
-	}
+	next := c.killLeader(leader)
 	for i := range 10 {
 		k := fmt.Sprintf("post%d", i)
 		c.put(c.other(nil), k, k)
