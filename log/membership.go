@@ -9,7 +9,6 @@ import (
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/storage"
-	"github.com/hashicorp/go-msgpack/v2/codec"
 )
 
 // Membership is the payload of config and stop edicts: an epoch's
@@ -27,25 +26,18 @@ func EncodeMembership(m Membership) ([]byte, error) {
 	if err := m.Config.Check(); err != nil {
 		return nil, err
 	}
-	var body []byte
-	if err := codec.NewEncoderBytes(&body, recordHandle).Encode(m); err != nil {
+	b, err := encodeVersioned(membershipVersion, m)
+	if err != nil {
 		return nil, fmt.Errorf("log: encode membership: %w", err)
 	}
-	return append([]byte{membershipVersion}, body...), nil
+	return b, nil
 }
 
 // DecodeMembership decodes and checks a membership payload.
 func DecodeMembership(b []byte) (Membership, error) {
 	var m Membership
-	if len(b) == 0 || b[0] != membershipVersion {
-		return m, errors.New("log: membership payload: missing or unknown version byte")
-	}
-	d := codec.NewDecoderBytes(b[1:], recordHandle)
-	if err := d.Decode(&m); err != nil {
-		return Membership{}, fmt.Errorf("log: membership payload: %w", err)
-	}
-	if d.NumBytesRead() != len(b)-1 {
-		return Membership{}, errors.New("log: membership payload: trailing bytes")
+	if err := decodeVersioned("membership payload", membershipVersion, b, &m); err != nil {
+		return Membership{}, err
 	}
 	if err := m.Config.Check(); err != nil {
 		return Membership{}, fmt.Errorf("log: membership payload: %w", err)
