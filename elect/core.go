@@ -1,6 +1,7 @@
 package elect
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -34,9 +35,10 @@ func (r Ready) IsEmpty() bool {
 // concurrent use; every call takes the caller's current clock reading,
 // which must strictly increase from call to call (eq. 8).
 type Core struct {
-	cfg    Config
-	id     edict.ProcessID
-	epochs map[uint64]*epochState
+	cfg     Config
+	id      edict.ProcessID
+	epochs  map[uint64]*epochState
+	ordered []*epochState // epochs by number
 	// active is the epoch this process runs in: the lowest one it does not
 	// know to be TERMINATED.
 	active uint64
@@ -71,7 +73,7 @@ func New(cfg Config, records []EpochRecord, now edict.Time) (*Core, error) {
 		wedges:   map[uint64]*wedging{},
 	}
 	for _, e := range cfg.Epochs {
-		c.epochs[e.Epoch] = newEpochState(e)
+		c.addEpoch(e)
 	}
 	for _, r := range records {
 		es, ok := c.epochs[r.Epoch]
@@ -246,17 +248,17 @@ func (c *Core) persist(es *epochState) {
 	c.ready.Persist = append(c.ready.Persist, EpochRecord{Epoch: es.epoch, Wedged: es.wedged, Terminated: es.terminated})
 }
 
-func (c *Core) epochsInOrder() []*epochState {
-	keys := make([]uint64, 0, len(c.epochs))
-	for k := range c.epochs {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	out := make([]*epochState, len(keys))
-	for i, k := range keys {
-		out[i] = c.epochs[k]
-	}
-	return out
+// epochsInOrder returns the known epochs by number. It runs on every Step
+// and NextTick, so the order is kept, not recomputed: epochs are only
+// added (addEpoch).
+func (c *Core) epochsInOrder() []*epochState { return c.ordered }
+
+// addEpoch records a new epoch's state and keeps the order.
+func (c *Core) addEpoch(cfg EpochConfig) {
+	es := newEpochState(cfg)
+	c.epochs[cfg.Epoch] = es
+	i, _ := slices.BinarySearchFunc(c.ordered, cfg.Epoch, func(e *epochState, n uint64) int { return cmp.Compare(e.epoch, n) })
+	c.ordered = slices.Insert(c.ordered, i, es)
 }
 
 func (c *Core) lowestUnterminated() uint64 {

@@ -29,7 +29,7 @@ func (c *Core) AddEpoch(cfg EpochConfig) error {
 		}
 		return nil
 	}
-	c.epochs[cfg.Epoch] = newEpochState(cfg)
+	c.addEpoch(cfg)
 	return nil
 }
 
