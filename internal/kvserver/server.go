@@ -296,8 +296,12 @@ func (s *Server) atLeader(w http.ResponseWriter, r *http.Request, body []byte, r
 				return // the client left
 			}
 			w.Header().Set("Retry-After", "1")
+			why := "no leader known to"
+			if st := s.cfg.Node.Status(); st.Leader != edict.None && !st.IsLeader {
+				why = fmt.Sprintf("leader %d not reachable from", st.Leader)
+			}
 			writeError(w, errorf(http.StatusServiceUnavailable, CodeNoLeader,
-				fmt.Sprintf("no leader known to process %d after %v; retry", s.cfg.ID, s.cfg.LeaderWait)))
+				fmt.Sprintf("%s process %d after %v; retry", why, s.cfg.ID, s.cfg.LeaderWait)))
 			return
 		case <-time.After(25 * time.Millisecond):
 		}
