@@ -3,6 +3,7 @@ package fsm
 import (
 	"cmp"
 	"slices"
+	"strings"
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/google/btree"
@@ -168,18 +169,50 @@ func rangeTree(t *btree.BTreeG[item], r *Range) *RangeResult {
 }
 
 // ascend calls f for each item in [key, end) under etcd's range
-// conventions (see Range), in key order.
+// conventions (see Range), in key order, leaving out the keys under
+// SystemPrefix unless key is itself under it.
 func ascend(t *btree.BTreeG[item], key, end string, f func(item) bool) {
 	switch {
 	case end == "":
 		if it, ok := t.Get(item{key: key}); ok {
 			f(it)
 		}
-	case end == "\x00":
-		t.AscendGreaterOrEqual(item{key: key}, f)
-	case end > key:
-		t.AscendRange(item{key: key}, item{key: end}, f)
+	case strings.HasPrefix(key, SystemPrefix):
+		ascendSpan(t, key, end, f)
+	default:
+		// The system keys are one contiguous span: go around it.
+		more := true
+		if key < SystemPrefix {
+			lo := SystemPrefix
+			if end != "\x00" && end < lo {
+				lo = end
+			}
+			more = ascendSpan(t, key, lo, f)
+		}
+		if more {
+			ascendSpan(t, max(key, systemEnd), end, f)
+		}
 	}
+}
+
+// systemEnd is the first key after every key under SystemPrefix.
+var systemEnd = PrefixEnd(SystemPrefix)
+
+// ascendSpan calls f for each item in [key, end) ("\x00": no end) while f
+// returns true, and reports whether it always did.
+func ascendSpan(t *btree.BTreeG[item], key, end string, f func(item) bool) bool {
+	more := true
+	g := func(it item) bool {
+		more = f(it)
+		return more
+	}
+	switch {
+	case end == "\x00":
+		t.AscendGreaterOrEqual(item{key: key}, g)
+	case end > key:
+		t.AscendRange(item{key: key}, item{key: end}, g)
+	}
+	return more
 }
 
 // cloneStamp copies the QT so that the state never shares memory with the

@@ -167,6 +167,14 @@ func cas(key string, c Compare, newValue string) Command {
 	}}
 }
 
+// SystemPrefix starts the keys a server built on KV keeps for itself
+// (edictkv's registry of process addresses). A multi-key Range or Delete
+// leaves them out unless its own Key starts with SystemPrefix: a client
+// that deletes "every key" or counts them does not touch or see the
+// server's records. Single-key operations reach them; a server refuses
+// such keys from its clients.
+const SystemPrefix = "\x00edictkv/"
+
 // PrefixEnd returns the RangeEnd that, with Key prefix, selects every key
 // starting with prefix (etcd's GetPrefixRangeEnd): prefix with its last
 // byte below 0xff incremented and the 0xff bytes after it dropped. A prefix

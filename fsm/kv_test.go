@@ -324,3 +324,43 @@ var (
 	_ BatchFSM = (*KV)(nil)
 	_ Querier  = (*KV)(nil)
 )
+
+// Multi-key ranges and deletes go around the keys under SystemPrefix
+// unless they start there; single-key operations reach them.
+func TestSystemKeysHiddenFromRanges(t *testing.T) {
+	h := newHarness(t)
+	sys := SystemPrefix + "http/1"
+	for _, k := range []string{"\x00", "\x00a", sys, SystemPrefix + "x", "\x00f", "a"} {
+		h.put(k, "v")
+	}
+	keys := func(r *RangeResult) []string {
+		var out []string
+		for _, kv := range r.KVs {
+			out = append(out, kv.Key)
+		}
+		return out
+	}
+	all := h.do(Command{Range: &Range{Key: "\x00", RangeEnd: "\x00"}}).Range
+	assert.Equal(t, []string{"\x00", "\x00a", "\x00f", "a"}, keys(all))
+	assert.Equal(t, uint64(4), all.Count)
+
+	limited := h.do(Command{Range: &Range{Key: "\x00", RangeEnd: "\x00", Limit: 2}}).Range
+	assert.Equal(t, []string{"\x00", "\x00a"}, keys(limited))
+	assert.True(t, limited.More)
+	assert.Equal(t, uint64(4), limited.Count)
+
+	bounded := h.do(Command{Range: &Range{Key: "\x00a", RangeEnd: "\x00z"}}).Range
+	assert.Equal(t, []string{"\x00a", "\x00f"}, keys(bounded))
+
+	own := h.do(Command{Range: &Range{Key: SystemPrefix, RangeEnd: PrefixEnd(SystemPrefix)}}).Range
+	assert.Equal(t, []string{sys, SystemPrefix + "x"}, keys(own), "a range that starts under the prefix sees it")
+
+	one := h.do(Command{Range: &Range{Key: sys}}).Range
+	assert.Equal(t, []string{sys}, keys(one))
+
+	del := h.do(Command{Delete: &Delete{Key: "\x00", RangeEnd: "\x00"}}).Delete
+	assert.Equal(t, uint64(4), del.Deleted)
+	_, ok := h.kv.Get(sys)
+	assert.True(t, ok, "deleting every key leaves the system keys")
+	assert.Equal(t, 2, h.kv.Len())
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/fsm"
@@ -25,6 +26,8 @@ type applier struct {
 	last      storage.Entry // the last entry applied
 	lastIndex uint64
 	sinceSnap uint64
+	// reignIndex is Node.ReignIndex: read by any goroutine.
+	reignIndex atomic.Uint64
 }
 
 type applyJob struct {
@@ -54,6 +57,10 @@ type applyResult struct {
 func newApplier(n *Node, index uint64) *applier {
 	a := &applier{n: n, lastIndex: index, done: make(chan struct{})}
 	a.cond = sync.NewCond(&a.mu)
+	// The reign-start edict of the reign the snapshot ended in is at or
+	// below its index, and every later reign starts above it: the
+	// snapshot's index keeps ReignIndex monotonic until one is applied.
+	a.reignIndex.Store(index)
 	return a
 }
 
@@ -116,8 +123,11 @@ func (a *applier) apply(es []storage.Entry) {
 			continue // covered by an installed snapshot
 		}
 		fe := fsm.Entry{Index: e.Index, Stamp: e.Stamp}
-		if e.Kind == storage.EntryCommand {
+		switch e.Kind {
+		case storage.EntryCommand:
 			fe.Data = e.Data
+		case storage.EntryReignStart:
+			a.reignIndex.Store(e.Index)
 		}
 		batch = append(batch, fe)
 		a.last = e
@@ -209,6 +219,9 @@ func (a *applier) restore(j *restoreJob) {
 	err := a.n.cfg.FSM.Restore(j.r)
 	if err == nil {
 		a.lastIndex, a.last, a.sinceSnap = j.index, storage.Entry{}, 0
+		if j.index > a.reignIndex.Load() {
+			a.reignIndex.Store(j.index)
+		}
 	}
 	j.after(err)
 	if err == nil {

@@ -398,6 +398,16 @@ func (n *Node) Status() Status {
 	return n.status
 }
 
+// ReignIndex is the log index of the reign-start edict of the newest reign
+// this process has applied an entry of: a number that grows with every
+// reign, for APIs that report a term (etcd's raft_term). Only committed
+// entries are applied, and a reign's start edict is appended after every
+// entry committed before it, so two reigns never share one; it never
+// decreases at one process. After a restart
+// from a snapshot whose reign started before the snapshot, it reports the
+// snapshot's index until the next reign-start edict is applied.
+func (n *Node) ReignIndex() uint64 { return n.applier.reignIndex.Load() }
+
 // Shutdown releases the lease and hands leadership to the most up-to-date
 // member (Core.Resign), so that no one need wait the lease out nor for a
 // failure detector to notice; then it stops the runtime and waits for it,

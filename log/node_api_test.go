@@ -530,3 +530,34 @@ func TestNodeBadInput(t *testing.T) {
 	_, err = n.Read(ctx, log.ReadStale, nil)
 	require.ErrorIs(t, err, log.ErrNoQuerier)
 }
+
+// ReignIndex grows with every reign, at the leader and at every process
+// that applies the new reign's entries: the number edictkv reports as
+// etcd's raft_term.
+func TestNodeReignIndexGrows(t *testing.T) {
+	c := newNetCluster(t, 3)
+	c.put("a", "1")
+	old := c.waitLeader(10 * time.Second)
+	first := old.ReignIndex()
+	require.NotZero(t, first, "the leader has applied its own reign-start edict")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	target := c.others(old.id)[0]
+	require.NoError(t, old.TransferLeadership(ctx, target.id))
+	var res log.ApplyResult
+	eventually(t, 10*time.Second, func() (err error) {
+		res, err = target.Apply(ctx, putCmd(t, "b", "2")) // refused until the reign starts
+		return err
+	})
+	second := target.ReignIndex()
+	require.Greater(t, second, first, "a new reign reports a larger number")
+	require.Less(t, second, res.Index, "the new reign started before its first write")
+	for _, n := range c.nodes {
+		eventually(t, 10*time.Second, func() error {
+			if got := n.ReignIndex(); got != second {
+				return fmt.Errorf("node %v reports reign index %d, want %d", n.id, got, second)
+			}
+			return nil
+		})
+	}
+}

@@ -195,6 +195,20 @@ func (t *TCP) ID() edict.ProcessID { return t.cfg.ID }
 // LocalAddr implements Transport.
 func (t *TCP) LocalAddr() string { return t.addr }
 
+// PeerAddr returns the address the transport reaches peer id at, if it
+// knows id.
+func (t *TCP) PeerAddr(id edict.ProcessID) (string, bool) {
+	t.mu.Lock()
+	p, ok := t.peers[id]
+	t.mu.Unlock()
+	if !ok {
+		return "", false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.addr, true
+}
+
 // Receive implements Transport.
 func (t *TCP) Receive() <-chan Message { return t.inbox.out }
 
