@@ -252,7 +252,9 @@ func (s *Server) httpAddr(id edict.ProcessID) string {
 // registryKey is where the replicated registry keeps id's HTTP address.
 // The leading NUL keeps it out of the API's key space (validKey refuses
 // control characters).
-func registryKey(id edict.ProcessID) string { return fmt.Sprintf("%shttp/%d", fsm.SystemPrefix, uint64(id)) }
+func registryKey(id edict.ProcessID) string {
+	return fmt.Sprintf("%shttp/%d", fsm.SystemPrefix, uint64(id))
+}
 
 // atLeader runs serve if this process leads, and otherwise forwards the
 // request to the leader (or redirects, with ?redirect). It waits up to
