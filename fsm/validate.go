@@ -12,6 +12,10 @@ import (
 // writing one key twice. The edictkv server maps it to a client error.
 var ErrInvalid = errors.New("invalid input")
 
+// ErrDuplicateKey is wrapped (beside ErrInvalid) by the error for a Txn
+// branch that writes one key twice.
+var ErrDuplicateKey = errors.New("key written twice in one txn branch")
+
 // invalid wraps err, which describes what is wrong, with ErrInvalid.
 func invalid(what string, err error) error {
 	return fmt.Errorf("fsm: %s: %w: %w", what, ErrInvalid, err)
@@ -141,13 +145,13 @@ func checkWritesOnce(ops []Op) error {
 	slices.Sort(puts)
 	for i := 1; i < len(puts); i++ {
 		if puts[i] == puts[i-1] {
-			return fmt.Errorf("key %q is put twice", puts[i])
+			return fmt.Errorf("%w: key %q is put twice", ErrDuplicateKey, puts[i])
 		}
 	}
 	for _, d := range dels {
 		j := sort.SearchStrings(puts, d.Key)
 		if j < len(puts) && inRange(d.Key, d.RangeEnd, puts[j]) {
-			return fmt.Errorf("key %q is both put and deleted", puts[j])
+			return fmt.Errorf("%w: key %q is both put and deleted", ErrDuplicateKey, puts[j])
 		}
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/edictlog/edictlog/edict"
@@ -24,6 +25,7 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("dev", stderr)
 	n := fs.Int("nodes", 3, "how many processes")
 	basePort := fs.Int("http-port", 8001, "HTTP port of the first process; the others follow (taken ports: any free one)")
+	grpcPort := fs.Int("grpc-port", 2379, "etcd v3 gRPC port of the first process; the others follow (taken ports: any free one); 0: no etcd API")
 	dir := fs.String("dir", "", "data folder, kept on exit (default: a temporary folder, removed on exit)")
 	logLevel := fs.String("log-level", "warn", "log level: debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
@@ -70,17 +72,23 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 		cfg := kvserver.ProcessConfig{ID: id, DataDir: filepath.Join(root, fmt.Sprintf("node%d", i)),
 			RaftAddr: "127.0.0.1:0", HTTPAddr: fmt.Sprintf("127.0.0.1:%d", *basePort+i-1), ClusterID: "edictkv-dev",
 			GossipAddr: gossipAddrs[i-1], GossipJoin: join, Logger: logger}
+		if *grpcPort > 0 {
+			cfg.GRPCAddr = fmt.Sprintf("127.0.0.1:%d", *grpcPort+i-1)
+		}
 		p, err := kvserver.Listen(cfg)
 		if err != nil {
-			// The preferred port is taken: any free one will do.
+			// A preferred port is taken: any free one will do.
 			cfg.HTTPAddr = "127.0.0.1:0"
+			if *grpcPort > 0 {
+				cfg.GRPCAddr = "127.0.0.1:0"
+			}
 			if p, err = kvserver.Listen(cfg); err != nil {
 				closeAll()
 				return err
 			}
 		}
 		procs[id] = p
-		peers[id] = kvserver.Peer{RaftAddr: p.RaftAddr(), HTTPAddr: p.HTTPAddr()}
+		peers[id] = kvserver.Peer{RaftAddr: p.RaftAddr(), HTTPAddr: p.HTTPAddr(), GRPCAddr: p.GRPCAddr()}
 	}
 	for i := 1; i <= *n; i++ {
 		if err := procs[edict.ProcessID(i)].Start(peers); err != nil {
@@ -90,10 +98,21 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	}
 	first := procs[1].HTTPAddr()
 	fmt.Fprintf(stdout, "edictkv dev: %d processes, data in %s\n", *n, root)
+	var endpoints []string
 	for i := 1; i <= *n; i++ {
-		fmt.Fprintf(stdout, "  node %d  http://%s  gossip %s\n", i, procs[edict.ProcessID(i)].HTTPAddr(), procs[edict.ProcessID(i)].GossipAddr())
+		p := procs[edict.ProcessID(i)]
+		fmt.Fprintf(stdout, "  node %d  http://%s", i, p.HTTPAddr())
+		if a := p.GRPCAddr(); a != "" {
+			fmt.Fprintf(stdout, "  etcd API %s", a)
+			endpoints = append(endpoints, a)
+		}
+		fmt.Fprintf(stdout, "  gossip %s\n", p.GossipAddr())
 	}
-	fmt.Fprintf(stdout, "try:\n  curl -X PUT --data hello %s/v1/kv/a\n  curl %s/v1/kv/a\n  curl %s/v1/cluster\nCtrl-C stops the cluster.\n", first, first, first)
+	fmt.Fprintf(stdout, "try:\n  curl -X PUT --data hello %s/v1/kv/a\n  curl %s/v1/kv/a\n  curl %s/v1/cluster\n", first, first, first)
+	if len(endpoints) > 0 {
+		fmt.Fprintf(stdout, "  etcdctl --endpoints=%s get a\n", strings.Join(endpoints, ","))
+	}
+	fmt.Fprintln(stdout, "Ctrl-C stops the cluster.")
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

@@ -86,6 +86,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	raftAdv := fs.String("raft-advertise", "", "transport address other processes use, if not --raft-addr")
 	httpAddr := fs.String("http-addr", "127.0.0.1:8001", "listen address of the HTTP API")
 	httpAdv := fs.String("http-advertise", "", "HTTP address other processes forward to, if not --http-addr")
+	grpcAddr := fs.String("grpc-addr", "", "listen address of the etcd v3 gRPC API (e.g. 127.0.0.1:2379); empty: off")
+	grpcAdv := fs.String("grpc-advertise", "", "etcd API address other processes forward to and list, if not --grpc-addr")
 	peers := fs.String("peers", "", "the cluster's members: id=raftaddr/httpaddr,... (this process included unless --join)")
 	join := fs.Bool("join", false, "start as a new process that an existing cluster (--peers) will add with add-learner")
 	clusterID := fs.String("cluster-id", "edictkv", "cluster name checked in every transport handshake (and gossip packet)")
@@ -130,6 +132,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	case *join && listed:
 		return fmt.Errorf("--join: --peers lists the existing members, not this process (%d)", self)
 	}
+	if *grpcAdv != "" && *grpcAddr == "" {
+		return errors.New("--grpc-advertise needs --grpc-addr (the etcd API is off without it)")
+	}
 	key, err := parseClusterKey(*clusterKey)
 	if err != nil {
 		return err
@@ -146,7 +151,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		tlsFiles = &transport.TLSFiles{CertFile: *tlsCert, KeyFile: *tlsKey, CAFile: *tlsCA, ServerName: *tlsName}
 	}
 	p, err := kvserver.Listen(kvserver.ProcessConfig{ID: self, DataDir: *dataDir, RaftAddr: *raftAddr, RaftAdvertise: *raftAdv,
-		HTTPAddr: *httpAddr, HTTPAdvertise: *httpAdv, ClusterID: *clusterID, Join: *join, TLS: tlsFiles, Rho: *rho, Lease: *lease,
+		HTTPAddr: *httpAddr, HTTPAdvertise: *httpAdv, GRPCAddr: *grpcAddr, GRPCAdvertise: *grpcAdv, ClusterID: *clusterID, Join: *join, TLS: tlsFiles, Rho: *rho, Lease: *lease,
 		SnapshotEvery: *snapEvery, LeaderWait: *leaderWait, Logger: logger,
 		GossipAddr: *gossipAddr, GossipAdvertise: *gossipAdv, GossipJoin: joins, ClusterKey: key,
 		Limits: kvserver.Limits{MaxKeyBytes: *maxKey, MaxValueBytes: *maxValue}})

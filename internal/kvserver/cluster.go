@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -40,6 +41,8 @@ type MemberJSON struct {
 	ID       uint64 `json:"id"`
 	Role     string `json:"role"` // member or learner
 	HTTPAddr string `json:"http_addr,omitempty"`
+	// GRPCAddr is where it serves the etcd v3 API, if it does.
+	GRPCAddr string `json:"grpc_addr,omitempty"`
 	// Match is, when the answering process leads, the highest index the
 	// leader knows this process has stored.
 	Match *uint64 `json:"match,omitempty"`
@@ -117,6 +120,7 @@ func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) {
 	for i := range out.Members {
 		m := &out.Members[i]
 		m.HTTPAddr = s.httpAddr(edict.ProcessID(m.ID))
+		m.GRPCAddr = s.GRPCAddr(edict.ProcessID(m.ID))
 		if match, ok := st.Match[edict.ProcessID(m.ID)]; ok {
 			m.Match = &match
 		}
@@ -172,6 +176,16 @@ type LearnerRequest struct {
 	ID       uint64 `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	HTTPAddr string `json:"http_addr"`
+}
+
+// AddressesRequest records where process ID serves its APIs in the
+// replicated registry. Every process publishes its own at start, so that
+// the others can forward to it and list it; an empty address is left as it
+// is.
+type AddressesRequest struct {
+	ID       uint64 `json:"id"`
+	HTTPAddr string `json:"http_addr,omitempty"`
+	GRPCAddr string `json:"grpc_addr,omitempty"`
 }
 
 // MemberRequest names one process (promote, remove).
@@ -316,6 +330,42 @@ func (s *Server) setRegistry(ctx context.Context, id edict.ProcessID, addr strin
 	}
 	_, err = s.cfg.Node.Apply(ctx, data)
 	return err
+}
+
+func (s *Server) handleAddresses(w http.ResponseWriter, r *http.Request) {
+	var req AddressesRequest
+	body, aerr := s.decodeBody(w, r, &req)
+	if aerr == nil {
+		aerr = checkID(req.ID)
+	}
+	if aerr == nil && req.HTTPAddr == "" && req.GRPCAddr == "" {
+		aerr = errorf(http.StatusBadRequest, CodeInvalidRequest, "http_addr or grpc_addr is required")
+	}
+	for _, a := range []string{req.HTTPAddr, req.GRPCAddr} {
+		if _, _, err := net.SplitHostPort(a); aerr == nil && a != "" && err != nil {
+			aerr = errorf(http.StatusBadRequest, CodeInvalidRequest, fmt.Sprintf("address %q is not host:port: %v", a, err))
+		}
+	}
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	s.admin(w, r, body, "publish addresses", func(ctx context.Context) (any, error) {
+		id := edict.ProcessID(req.ID)
+		var ops []fsm.Op
+		if req.HTTPAddr != "" {
+			ops = append(ops, fsm.Op{Put: &fsm.Put{Key: registryKey(id), Value: req.HTTPAddr}})
+		}
+		if req.GRPCAddr != "" {
+			ops = append(ops, fsm.Op{Put: &fsm.Put{Key: grpcRegistryKey(id), Value: req.GRPCAddr}})
+		}
+		data, err := fsm.EncodeCommand(fsm.Command{Txn: &fsm.Txn{Success: ops}})
+		if err != nil {
+			return nil, err
+		}
+		_, err = s.cfg.Node.Apply(ctx, data)
+		return nil, err
+	})
 }
 
 func (s *Server) handlePromote(w http.ResponseWriter, r *http.Request) {

@@ -15,20 +15,26 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/elect/gossip"
 	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/internal/etcdapi"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/transport"
 )
 
 // Peer is one process's addresses: RaftAddr for the log's transport,
-// HTTPAddr for the API (where requests are forwarded to it).
+// HTTPAddr for the API (where requests are forwarded to it), and GRPCAddr
+// for the etcd API if it serves it and the address is known at start
+// (every process also publishes its own in the replicated registry).
 type Peer struct {
 	RaftAddr string
 	HTTPAddr string
+	GRPCAddr string
 }
 
 // ProcessConfig configures one edictkv process.
@@ -39,6 +45,9 @@ type ProcessConfig struct {
 	// port); the Advertise addresses, if set, are what others use.
 	RaftAddr, RaftAdvertise string
 	HTTPAddr, HTTPAdvertise string
+	// GRPCAddr, if set, serves the etcd v3 gRPC API (internal/etcdapi)
+	// there; GRPCAdvertise is the address others use, if not GRPCAddr.
+	GRPCAddr, GRPCAdvertise string
 	// ClusterID names the cluster in every transport handshake.
 	ClusterID string
 	// Join starts a process that a running cluster will add as a learner
@@ -72,13 +81,14 @@ type ProcessConfig struct {
 // Process is one running edictkv process: store, transport, log node,
 // state machine and HTTP server. Listen, then Start, then Shutdown.
 type Process struct {
-	cfg   ProcessConfig
-	log   *slog.Logger
-	store *storage.BoltStore
-	snaps *storage.FileSnapshotStore
-	trans *transport.TCP
-	ln    net.Listener
-	clock *lazyClock
+	cfg    ProcessConfig
+	log    *slog.Logger
+	store  *storage.BoltStore
+	snaps  *storage.FileSnapshotStore
+	trans  *transport.TCP
+	ln     net.Listener
+	grpcLn net.Listener
+	clock  *lazyClock
 
 	// Set by Start.
 	Node   *log.Node
@@ -86,6 +96,11 @@ type Process struct {
 	Server *Server
 	http   *http.Server
 	served chan error
+	// Set by Start when the etcd API is on.
+	etcd      *etcdapi.Server
+	grpc      *grpc.Server
+	published chan struct{} // closed once the addresses are in the registry
+	stopPub   chan struct{}
 
 	// Set by Start when gossip is on: the detector, and the goroutine
 	// that keeps its epoch and members current.
@@ -129,7 +144,24 @@ func Listen(cfg ProcessConfig) (_ *Process, err error) {
 	if p.ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("kvserver: HTTP listener: %w", err)
 	}
+	if cfg.GRPCAddr != "" {
+		if p.grpcLn, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
+			return nil, fmt.Errorf("kvserver: gRPC listener: %w", err)
+		}
+	}
 	return p, nil
+}
+
+// GRPCAddr is the address etcd clients reach this process at ("" when
+// the etcd API is off).
+func (p *Process) GRPCAddr() string {
+	switch {
+	case p.grpcLn == nil:
+		return ""
+	case p.cfg.GRPCAdvertise != "":
+		return p.cfg.GRPCAdvertise
+	}
+	return p.grpcLn.Addr().String()
 }
 
 // RaftAddr is the address peers reach this process's transport at.
@@ -151,10 +183,14 @@ func (p *Process) HTTPAddr() string {
 func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 	raft := map[edict.ProcessID]string{}
 	httpAddrs := map[edict.ProcessID]string{p.cfg.ID: p.HTTPAddr()}
+	grpcAddrs := map[edict.ProcessID]string{p.cfg.ID: p.GRPCAddr()}
 	for id, pe := range peers {
 		raft[id] = pe.RaftAddr
 		if id != p.cfg.ID && pe.HTTPAddr != "" {
 			httpAddrs[id] = pe.HTTPAddr
+		}
+		if id != p.cfg.ID && pe.GRPCAddr != "" {
+			grpcAddrs[id] = pe.GRPCAddr
 		}
 	}
 	p.KV = fsm.NewKV()
@@ -176,7 +212,7 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 		return fmt.Errorf("kvserver: start node %d: %w", p.cfg.ID, err)
 	}
 	p.Node = node
-	p.Server, err = New(Config{ID: p.cfg.ID, Node: node, KV: p.KV, HTTPAddrs: httpAddrs, Clock: p.clock,
+	p.Server, err = New(Config{ID: p.cfg.ID, Node: node, KV: p.KV, HTTPAddrs: httpAddrs, GRPCAddrs: grpcAddrs, Clock: p.clock,
 		Store: timed, Limits: p.cfg.Limits, LeaderWait: p.cfg.LeaderWait, Logger: p.cfg.Logger})
 	if err != nil {
 		_ = node.Shutdown(context.Background())
@@ -191,7 +227,13 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 		ErrorLog: slog.NewLogLogger(p.cfg.Logger.Handler(), slog.LevelWarn)}
 	p.served = make(chan error, 1)
 	go func() { p.served <- p.http.Serve(p.ln) }()
-	p.log.Info("edictkv serving", "http", p.HTTPAddr(), "raft", p.RaftAddr(), "gossip", p.GossipAddr(), "data", p.cfg.DataDir)
+	if p.grpcLn != nil {
+		if err := p.startGRPC(); err != nil {
+			_ = p.Close()
+			return err
+		}
+	}
+	p.log.Info("edictkv serving", "http", p.HTTPAddr(), "grpc", p.GRPCAddr(), "raft", p.RaftAddr(), "gossip", p.GossipAddr(), "data", p.cfg.DataDir)
 	return nil
 }
 
@@ -365,6 +407,9 @@ func (p *Process) Shutdown(ctx context.Context) error {
 	if err := p.http.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("kvserver: HTTP shutdown: %w", err))
 	}
+	if err := p.stopGRPC(ctx, true); err != nil {
+		errs = append(errs, fmt.Errorf("kvserver: gRPC shutdown: %w", err))
+	}
 	p.Server.Close()
 	if err := p.Node.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("kvserver: node shutdown: %w", err))
@@ -387,7 +432,7 @@ func (p *Process) Close() error {
 		return p.closeResources()
 	}
 	p.Server.Drain()
-	errs := []error{p.http.Close()}
+	errs := []error{p.http.Close(), p.stopGRPC(context.Background(), false)}
 	p.Server.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -408,6 +453,9 @@ func (p *Process) closeResources() error {
 	var errs []error
 	if p.ln != nil && p.http == nil {
 		errs = append(errs, p.ln.Close())
+	}
+	if p.grpcLn != nil && p.grpc == nil && p.etcd == nil {
+		errs = append(errs, p.grpcLn.Close())
 	}
 	if p.trans != nil {
 		errs = append(errs, p.trans.Close())

@@ -50,6 +50,8 @@ type Config struct {
 	// HTTPAddrs are the HTTP addresses (host:port) of the processes known
 	// at start, this one included. The replicated registry adds to them.
 	HTTPAddrs map[edict.ProcessID]string
+	// GRPCAddrs are the gRPC addresses known at start, if any.
+	GRPCAddrs map[edict.ProcessID]string
 	// Clock is the Node's clock, read to report the lease's remaining time.
 	// Optional: without it the remaining time is not reported.
 	Clock edict.Clock
@@ -198,6 +200,7 @@ func (s *Server) routes() {
 	s.handle("POST", "/v1/cluster/promote", s.instrument("admin", s.handlePromote))
 	s.handle("POST", "/v1/cluster/remove", s.instrument("admin", s.handleRemove))
 	s.handle("POST", "/v1/cluster/recover", s.instrument("admin", s.handleRecover))
+	s.handle("POST", "/v1/cluster/addresses", s.instrument("admin", s.handleAddresses))
 	s.handle("GET", "/livez", s.handleLivez)
 	s.handle("GET", "/readyz", s.handleReadyz)
 	s.handle("GET", "/metrics", s.metrics.handler().ServeHTTP)
@@ -249,11 +252,26 @@ func (s *Server) httpAddr(id edict.ProcessID) string {
 	return s.addrs[id]
 }
 
+// GRPCAddr returns the gRPC (etcd API) address of process id, or "" if
+// unknown: the replicated registry's, else the start-time one.
+func (s *Server) GRPCAddr(id edict.ProcessID) string {
+	if kv, ok := s.cfg.KV.Get(grpcRegistryKey(id)); ok && kv.Value != "" {
+		return kv.Value
+	}
+	return s.cfg.GRPCAddrs[id]
+}
+
 // registryKey is where the replicated registry keeps id's HTTP address.
-// The leading NUL keeps it out of the API's key space (validKey refuses
-// control characters).
+// It is under fsm.SystemPrefix, whose leading NUL keeps it out of the
+// HTTP API's key space (checkKey refuses control characters); the etcd
+// API refuses the prefix, and no multi-key range reaches it.
 func registryKey(id edict.ProcessID) string {
 	return fmt.Sprintf("%shttp/%d", fsm.SystemPrefix, uint64(id))
+}
+
+// grpcRegistryKey is where the registry keeps id's gRPC address.
+func grpcRegistryKey(id edict.ProcessID) string {
+	return fmt.Sprintf("%sgrpc/%d", fsm.SystemPrefix, uint64(id))
 }
 
 // atLeader runs serve if this process leads, and otherwise forwards the

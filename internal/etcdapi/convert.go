@@ -1,0 +1,350 @@
+package etcdapi
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/edictlog/edictlog/fsm"
+)
+
+// limits are what a client may send; checked before anything reaches the
+// log, so that a refused request changes nothing.
+type limits struct {
+	maxKey, maxValue, maxTxnOps int
+}
+
+// unimplemented answers a request that uses a feature edictkv does not
+// have, naming it.
+func unimplemented(format string, args ...any) error {
+	return status.Errorf(codes.Unimplemented, "edictkv does not implement "+format, args...)
+}
+
+// prefixed says where in a request err is, keeping its gRPC code.
+func prefixed(where string, err error) error {
+	s := status.Convert(err)
+	return status.Error(s.Code(), where+": "+s.Message())
+}
+
+func invalidArg(format string, args ...any) error {
+	return status.Errorf(codes.InvalidArgument, "etcdserver: "+format, args...)
+}
+
+func (l limits) key(what string, k []byte) error {
+	switch {
+	case len(k) == 0:
+		return rpctypes.ErrGRPCEmptyKey
+	case len(k) > l.maxKey:
+		return invalidArg("%s of %d bytes exceeds the limit of %d", what, len(k), l.maxKey)
+	case strings.HasPrefix(string(k), fsm.SystemPrefix):
+		return invalidArg("%s %q is under the prefix edictkv keeps for itself (%q)", what, k, fsm.SystemPrefix)
+	}
+	return nil
+}
+
+func (l limits) rangeEnd(end []byte) error {
+	if len(end) > l.maxKey {
+		return invalidArg("range_end of %d bytes exceeds the limit of %d", len(end), l.maxKey)
+	}
+	return nil
+}
+
+// rangeOf converts a RangeRequest into the state machine's Range and what
+// is left to do on its result (etcd's order: prune by revisions, sort,
+// then apply the limit).
+func (l limits) rangeOf(r *pb.RangeRequest) (fsm.Range, rangePost, error) {
+	if err := l.key("key", r.Key); err != nil {
+		return fsm.Range{}, rangePost{}, err
+	}
+	if err := l.rangeEnd(r.RangeEnd); err != nil {
+		return fsm.Range{}, rangePost{}, err
+	}
+	if r.Limit < 0 {
+		return fsm.Range{}, rangePost{}, invalidArg("negative limit %d", r.Limit)
+	}
+	for _, rev := range []int64{r.Revision, r.MinModRevision, r.MaxModRevision, r.MinCreateRevision, r.MaxCreateRevision} {
+		if rev < 0 {
+			return fsm.Range{}, rangePost{}, invalidArg("negative revision %d", rev)
+		}
+	}
+	if _, ok := pb.RangeRequest_SortOrder_name[int32(r.SortOrder)]; !ok {
+		return fsm.Range{}, rangePost{}, invalidArg("unknown sort order %d", r.SortOrder)
+	}
+	if _, ok := pb.RangeRequest_SortTarget_name[int32(r.SortTarget)]; !ok {
+		return fsm.Range{}, rangePost{}, invalidArg("unknown sort target %d", r.SortTarget)
+	}
+	q := fsm.Range{Key: string(r.Key), RangeEnd: string(r.RangeEnd), Limit: uint64(r.Limit),
+		CountOnly: r.CountOnly, KeysOnly: r.KeysOnly}
+	post := rangePost{limit: r.Limit, order: r.SortOrder, target: r.SortTarget,
+		minMod: r.MinModRevision, maxMod: r.MaxModRevision, minCreate: r.MinCreateRevision, maxCreate: r.MaxCreateRevision}
+	// etcd sorts by key ascending for free; any other target defaults to
+	// ascending.
+	switch {
+	case post.target != pb.RangeRequest_KEY && post.order == pb.RangeRequest_NONE:
+		post.order = pb.RangeRequest_ASCEND
+	case post.target == pb.RangeRequest_KEY && post.order == pb.RangeRequest_ASCEND:
+		post.order = pb.RangeRequest_NONE
+	}
+	if post.needed() {
+		q.Limit = 0 // everything, then prune, sort and cut here
+	}
+	return q, post, nil
+}
+
+// rangePost is the part of a RangeRequest the state machine does not do.
+type rangePost struct {
+	limit                                int64
+	order                                pb.RangeRequest_SortOrder
+	target                               pb.RangeRequest_SortTarget
+	minMod, maxMod, minCreate, maxCreate int64
+}
+
+func (p rangePost) needed() bool {
+	return p.order != pb.RangeRequest_NONE || p.minMod != 0 || p.maxMod != 0 || p.minCreate != 0 || p.maxCreate != 0
+}
+
+// apply prunes, sorts and limits kvs as etcd's Range does; Count stays the
+// count of the whole range, as in etcd.
+func (p rangePost) apply(rr *fsm.RangeResult) (kvs []fsm.KeyValue, more bool) {
+	if !p.needed() {
+		return rr.KVs, rr.More
+	}
+	kvs = slices.DeleteFunc(slices.Clone(rr.KVs), func(kv fsm.KeyValue) bool {
+		mod, create := int64(kv.ModRevision), int64(kv.CreateRevision)
+		return (p.maxMod != 0 && mod > p.maxMod) || (p.minMod != 0 && mod < p.minMod) ||
+			(p.maxCreate != 0 && create > p.maxCreate) || (p.minCreate != 0 && create < p.minCreate)
+	})
+	if p.order != pb.RangeRequest_NONE {
+		by := func(a, b fsm.KeyValue) int {
+			switch p.target {
+			case pb.RangeRequest_VERSION:
+				return cmp.Compare(a.Version, b.Version)
+			case pb.RangeRequest_CREATE:
+				return cmp.Compare(a.CreateRevision, b.CreateRevision)
+			case pb.RangeRequest_MOD:
+				return cmp.Compare(a.ModRevision, b.ModRevision)
+			case pb.RangeRequest_VALUE:
+				return cmp.Compare(a.Value, b.Value)
+			}
+			return cmp.Compare(a.Key, b.Key)
+		}
+		if p.order == pb.RangeRequest_DESCEND {
+			slices.SortStableFunc(kvs, func(a, b fsm.KeyValue) int { return by(b, a) })
+		} else {
+			slices.SortStableFunc(kvs, by)
+		}
+	}
+	if p.limit > 0 && int64(len(kvs)) > p.limit {
+		kvs, more = kvs[:p.limit], true
+	}
+	return kvs, more
+}
+
+func (l limits) putOf(r *pb.PutRequest) (*fsm.Put, error) {
+	switch {
+	case r.Lease != 0:
+		return nil, unimplemented("leases: Put with lease %d", r.Lease)
+	case r.IgnoreValue:
+		return nil, unimplemented("Put with ignore_value")
+	case r.IgnoreLease:
+		return nil, unimplemented("Put with ignore_lease")
+	}
+	if err := l.key("key", r.Key); err != nil {
+		return nil, err
+	}
+	if len(r.Value) > l.maxValue {
+		return nil, invalidArg("value of %d bytes exceeds the limit of %d", len(r.Value), l.maxValue)
+	}
+	return &fsm.Put{Key: string(r.Key), Value: string(r.Value), PrevKV: r.PrevKv}, nil
+}
+
+func (l limits) deleteOf(r *pb.DeleteRangeRequest) (*fsm.Delete, error) {
+	if err := l.key("key", r.Key); err != nil {
+		return nil, err
+	}
+	if err := l.rangeEnd(r.RangeEnd); err != nil {
+		return nil, err
+	}
+	return &fsm.Delete{Key: string(r.Key), RangeEnd: string(r.RangeEnd), PrevKV: r.PrevKv}, nil
+}
+
+// txnOf converts a TxnRequest, keeping the post-processing each branch's
+// ranges need.
+func (l limits) txnOf(r *pb.TxnRequest) (*fsm.Txn, txnPost, error) {
+	if n := max(len(r.Success), len(r.Failure)); n > l.maxTxnOps {
+		return nil, txnPost{}, rpctypes.ErrGRPCTooManyOps
+	}
+	t := &fsm.Txn{}
+	for i, c := range r.Compare {
+		fc, err := l.compareOf(c)
+		if err != nil {
+			return nil, txnPost{}, prefixed(fmt.Sprintf("compare %d", i), err)
+		}
+		t.Compares = append(t.Compares, fc)
+	}
+	var post txnPost
+	var err error
+	if t.Success, post.success, err = l.opsOf(r.Success); err != nil {
+		return nil, txnPost{}, err
+	}
+	if t.Failure, post.failure, err = l.opsOf(r.Failure); err != nil {
+		return nil, txnPost{}, err
+	}
+	if err := (&fsm.Command{Txn: t}).Validate(); err != nil {
+		if errors.Is(err, fsm.ErrDuplicateKey) {
+			return nil, txnPost{}, rpctypes.ErrGRPCDuplicateKey
+		}
+		return nil, txnPost{}, invalidArg("%v", err)
+	}
+	return t, post, nil
+}
+
+// txnPost holds, per op of each branch, the range post-processing (zero
+// for writes).
+type txnPost struct{ success, failure []rangePost }
+
+var compareOps = map[pb.Compare_CompareResult]fsm.CompareOp{
+	pb.Compare_EQUAL: fsm.Equal, pb.Compare_NOT_EQUAL: fsm.NotEqual, pb.Compare_LESS: fsm.Less, pb.Compare_GREATER: fsm.Greater,
+}
+
+func (l limits) compareOf(c *pb.Compare) (fsm.Compare, error) {
+	if c == nil {
+		return fsm.Compare{}, invalidArg("empty compare")
+	}
+	if len(c.RangeEnd) != 0 {
+		return fsm.Compare{}, unimplemented("Txn compares over a key range (range_end)")
+	}
+	if err := l.key("compare key", c.Key); err != nil {
+		return fsm.Compare{}, err
+	}
+	op, ok := compareOps[c.Result]
+	if !ok {
+		return fsm.Compare{}, invalidArg("unknown compare result %d", c.Result)
+	}
+	out := fsm.Compare{Key: string(c.Key), Op: op}
+	number := func(n int64, target fsm.CompareTarget) error {
+		if n < 0 {
+			return invalidArg("compare %v with negative operand %d", target, n)
+		}
+		out.Target, out.Number = target, uint64(n)
+		return nil
+	}
+	var err error
+	switch c.Target {
+	case pb.Compare_VALUE:
+		out.Target, out.Value = fsm.TargetValue, string(c.GetValue())
+	case pb.Compare_VERSION:
+		err = number(c.GetVersion(), fsm.TargetVersion)
+	case pb.Compare_CREATE:
+		err = number(c.GetCreateRevision(), fsm.TargetCreateRevision)
+	case pb.Compare_MOD:
+		err = number(c.GetModRevision(), fsm.TargetModRevision)
+	case pb.Compare_LEASE:
+		return fsm.Compare{}, unimplemented("leases: Txn compare on a key's lease")
+	default:
+		return fsm.Compare{}, invalidArg("unknown compare target %d", c.Target)
+	}
+	return out, err
+}
+
+func (l limits) opsOf(reqs []*pb.RequestOp) ([]fsm.Op, []rangePost, error) {
+	if len(reqs) == 0 {
+		return nil, nil, nil
+	}
+	ops := make([]fsm.Op, len(reqs))
+	posts := make([]rangePost, len(reqs))
+	for i, r := range reqs {
+		var err error
+		switch {
+		case r.GetRequestRange() != nil:
+			rr := r.GetRequestRange()
+			if rr.Revision != 0 {
+				return nil, nil, unimplemented("a Range at a past revision inside a Txn")
+			}
+			var q fsm.Range
+			q, posts[i], err = l.rangeOf(rr)
+			ops[i].Range = &q
+		case r.GetRequestPut() != nil:
+			ops[i].Put, err = l.putOf(r.GetRequestPut())
+		case r.GetRequestDeleteRange() != nil:
+			ops[i].Delete, err = l.deleteOf(r.GetRequestDeleteRange())
+		case r.GetRequestTxn() != nil:
+			err = unimplemented("nested Txn requests")
+		default:
+			err = invalidArg("empty request op")
+		}
+		if err != nil {
+			return nil, nil, prefixed(fmt.Sprintf("op %d", i), err)
+		}
+	}
+	return ops, posts, nil
+}
+
+func kvOf(kv *fsm.KeyValue) *mvccpb.KeyValue {
+	out := &mvccpb.KeyValue{Key: []byte(kv.Key), CreateRevision: int64(kv.CreateRevision),
+		ModRevision: int64(kv.ModRevision), Version: int64(kv.Version)}
+	if kv.Value != "" {
+		out.Value = []byte(kv.Value)
+	}
+	return out
+}
+
+func kvsOf(kvs []fsm.KeyValue) []*mvccpb.KeyValue {
+	if len(kvs) == 0 {
+		return nil
+	}
+	out := make([]*mvccpb.KeyValue, len(kvs))
+	for i := range kvs {
+		out[i] = kvOf(&kvs[i])
+	}
+	return out
+}
+
+func rangeResponse(h *pb.ResponseHeader, rr *fsm.RangeResult, post rangePost) *pb.RangeResponse {
+	kvs, more := post.apply(rr)
+	return &pb.RangeResponse{Header: h, Kvs: kvsOf(kvs), More: more, Count: int64(rr.Count)}
+}
+
+func putResponse(h *pb.ResponseHeader, r *fsm.PutResult) *pb.PutResponse {
+	out := &pb.PutResponse{Header: h}
+	if r.PrevKV != nil {
+		out.PrevKv = kvOf(r.PrevKV)
+	}
+	return out
+}
+
+func deleteResponse(h *pb.ResponseHeader, r *fsm.DeleteResult) *pb.DeleteRangeResponse {
+	return &pb.DeleteRangeResponse{Header: h, Deleted: int64(r.Deleted), PrevKvs: kvsOf(r.PrevKVs)}
+}
+
+func txnResponse(h *pb.ResponseHeader, r *fsm.TxnResult, post txnPost) (*pb.TxnResponse, error) {
+	posts := post.success
+	if !r.Succeeded {
+		posts = post.failure
+	}
+	if len(r.Responses) != len(posts) {
+		return nil, status.Errorf(codes.Internal, "txn answered %d ops for a branch of %d", len(r.Responses), len(posts))
+	}
+	out := &pb.TxnResponse{Header: h, Succeeded: r.Succeeded, Responses: make([]*pb.ResponseOp, len(r.Responses))}
+	for i, o := range r.Responses {
+		switch {
+		case o.Range != nil:
+			out.Responses[i] = &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: rangeResponse(h, o.Range, posts[i])}}
+		case o.Put != nil:
+			out.Responses[i] = &pb.ResponseOp{Response: &pb.ResponseOp_ResponsePut{ResponsePut: putResponse(h, o.Put)}}
+		case o.Delete != nil:
+			out.Responses[i] = &pb.ResponseOp{Response: &pb.ResponseOp_ResponseDeleteRange{ResponseDeleteRange: deleteResponse(h, o.Delete)}}
+		default:
+			return nil, status.Errorf(codes.Internal, "txn op %d has no response", i)
+		}
+	}
+	return out, nil
+}
