@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -269,4 +272,49 @@ func keys(r *clientv3.GetResponse) []string {
 		out = append(out, string(kv.Key))
 	}
 	return out
+}
+
+// etcdctl, built from its published module, works against edictkv. It
+// needs the binary: set EDICTKV_ETCDCTL to its path (.ci/run builds it with
+// bench/etcd/install.sh); without it the test skips.
+func TestEtcdctl(t *testing.T) {
+	bin := os.Getenv("EDICTKV_ETCDCTL")
+	if bin == "" {
+		t.Skip("EDICTKV_ETCDCTL is not set: build etcdctl with bench/etcd/install.sh and point it there")
+	}
+	ec := newEtcdCluster(t)
+	eps := strings.Join(ec.endpoints(), ",")
+	ctl := func(stdin string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"--endpoints=" + eps, "--dial-timeout=5s", "--command-timeout=10s"}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "etcdctl %s:\n%s", strings.Join(args, " "), out)
+		return string(out)
+	}
+	putRetry(t, ec.cli, "warmup", "x") // a leader is known
+	assert.Equal(t, "OK\n", ctl("", "put", "fruit/apple", "red"))
+	assert.Equal(t, "OK\n", ctl("", "put", "fruit/banana", "yellow"))
+	assert.Equal(t, "fruit/apple\nred\nfruit/banana\nyellow\n", ctl("", "get", "--prefix", "fruit/"))
+	assert.Equal(t, "1\n", ctl("", "del", "fruit/banana"))
+	assert.Equal(t, "fruit/apple\nred\n", ctl("", "get", "--prefix", "fruit/"))
+	// txn reads compares, then success ops, then failure ops from stdin.
+	assert.Equal(t, "SUCCESS\n\nOK\n", ctl("value(\"fruit/apple\") = \"red\"\n\nput fruit/apple green\n\nput fruit/apple never\n\n", "txn"))
+	assert.Equal(t, "FAILURE\n\nfruit/apple\ngreen\n", ctl("value(\"fruit/apple\") = \"red\"\n\nput fruit/apple never\n\nget fruit/apple\n\n", "txn"))
+
+	members := ctl("", "member", "list")
+	for _, p := range ec.procs {
+		assert.Contains(t, members, fmt.Sprintf("edictkv-%d, tcp://%s, http://%s, false", p.id, p.raft, ec.grpc[p.id]))
+	}
+	status := ctl("", "endpoint", "status")
+	lines := strings.Split(strings.TrimSpace(status), "\n")
+	require.Len(t, lines, 3, status)
+	leaders := 0
+	for _, l := range lines {
+		if strings.Contains(l, ", true, false, ") { // is leader, is learner
+			leaders++
+		}
+	}
+	assert.Equal(t, 1, leaders, status)
+	assert.Contains(t, ctl("", "endpoint", "health"), "is healthy")
 }
