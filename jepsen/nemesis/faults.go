@@ -1,0 +1,232 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+// partition cycles through the partition shapes: one node isolated, a
+// majority and a minority, a ring of overlapping majorities (each node
+// sees its two neighbours: no two nodes agree on who is connected), a
+// bridge (two halves joined by one node that sees both), and the leader
+// isolated.
+type partition struct{ n int }
+
+func (p *partition) Name() string { return "partition" }
+
+func (p *partition) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, error) {
+	ids := shuffled(rng, c.Members())
+	if len(ids) < 3 {
+		return "", errors.New("a partition needs 3 members")
+	}
+	shape := p.n % 5
+	p.n++
+	var blocked map[int][]int
+	var what string
+	switch shape {
+	case 0:
+		blocked, what = groups(ids, ids[:1], ids[1:]), fmt.Sprintf("isolate %d", ids[0])
+	case 1:
+		m := len(ids)/2 + 1
+		blocked, what = groups(ids, ids[:m], ids[m:]), fmt.Sprintf("majority %v | minority %v", ids[:m], ids[m:])
+	case 2:
+		blocked = map[int][]int{}
+		for i, a := range ids {
+			for j, b := range ids {
+				d := (i - j + len(ids)) % len(ids)
+				if d > 1 && d < len(ids)-1 {
+					blocked[a] = append(blocked[a], b)
+				}
+			}
+		}
+		what = fmt.Sprintf("majorities ring %v", ids)
+	case 3:
+		h := len(ids) / 2
+		bridge := ids[h]
+		left, right := ids[:h], ids[h+1:]
+		blocked = map[int][]int{}
+		for _, a := range left {
+			blocked[a] = append(blocked[a], right...)
+		}
+		for _, b := range right {
+			blocked[b] = append(blocked[b], left...)
+		}
+		what = fmt.Sprintf("bridge %v - %d - %v", left, bridge, right)
+	default:
+		l, err := c.Leader(ctx)
+		if err != nil {
+			return "", err
+		}
+		rest := slices.DeleteFunc(slices.Clone(ids), func(id int) bool { return id == l })
+		blocked, what = groups(ids, []int{l}, rest), fmt.Sprintf("isolate leader %d", l)
+	}
+	return what, c.Block(blocked)
+}
+
+func (p *partition) Stop(ctx context.Context, c Cluster) error { return c.Block(nil) }
+
+// kill SIGKILLs one node, then a minority, then every node, and restarts
+// them at stop.
+type kill struct {
+	n      int
+	killed []int
+}
+
+func (k *kill) Name() string { return "kill" }
+
+func (k *kill) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, error) {
+	ids := shuffled(rng, c.Members())
+	switch k.n % 3 {
+	case 0:
+		k.killed = ids[:1]
+	case 1:
+		k.killed = ids[:(len(ids)-1)/2]
+	default:
+		k.killed = ids
+	}
+	k.n++
+	var errs []error
+	for _, id := range k.killed {
+		errs = append(errs, c.Kill(id))
+	}
+	return fmt.Sprintf("kill %v", k.killed), errors.Join(errs...)
+}
+
+func (k *kill) Stop(ctx context.Context, c Cluster) error {
+	var errs []error
+	for _, id := range k.killed {
+		errs = append(errs, c.Restart(id))
+	}
+	k.killed = nil
+	return errors.Join(errs...)
+}
+
+// pause SIGSTOPs the leader, or another node (a granter), for longer than
+// a lease: the leader's lease runs out while it cannot notice, and it must
+// not act on it when it resumes.
+type pause struct {
+	lease  time.Duration
+	n      int
+	paused int
+}
+
+func (p *pause) Name() string { return "pause" }
+
+func (p *pause) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, error) {
+	l, err := c.Leader(ctx)
+	if err != nil {
+		return "", err
+	}
+	p.paused = l
+	what := "leader"
+	if p.n%2 == 1 {
+		others := slices.DeleteFunc(c.Members(), func(id int) bool { return id == l })
+		p.paused, what = others[rng.IntN(len(others))], "granter"
+	}
+	p.n++
+	return fmt.Sprintf("pause %s %d (lease %v)", what, p.paused, p.lease), c.Pause(p.paused)
+}
+
+func (p *pause) Stop(ctx context.Context, c Cluster) error { return c.Resume(p.paused) }
+
+// clock sets random clock rates within the drift bound ρ on every node:
+// the protocol must stay safe.
+type clock struct {
+	rho   float64
+	rated []int
+}
+
+func (k *clock) Name() string { return "clock" }
+
+func (k *clock) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, error) {
+	k.rated = c.Members()
+	rates := map[int]string{}
+	var errs []error
+	for _, id := range k.rated {
+		r := 1 + k.rho*(2*rng.Float64()-1)*0.99
+		rates[id] = fmt.Sprintf("%.5f", r)
+		errs = append(errs, c.SetClockRate(id, r))
+	}
+	return fmt.Sprintf("clock rates within ρ=%g: %v", k.rho, rates), errors.Join(errs...)
+}
+
+func (k *clock) Stop(ctx context.Context, c Cluster) error {
+	var errs []error
+	for _, id := range k.rated {
+		errs = append(errs, c.SetClockRate(id, 1))
+	}
+	return errors.Join(errs...)
+}
+
+// clockBeyond breaks the assumption lease reads rest on: the leader's
+// clock runs at a quarter of real time while it is cut off from the
+// others, so it believes in its lease long after the others have granted
+// a new one. Lease reads at the old leader are then expected to be stale.
+type clockBeyond struct{ leader int }
+
+func (k *clockBeyond) Name() string { return "clock-beyond-rho" }
+
+func (k *clockBeyond) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, error) {
+	l, err := c.Leader(ctx)
+	if err != nil {
+		return "", err
+	}
+	k.leader = l
+	if err := c.SetClockRate(l, 0.25); err != nil {
+		return "", err
+	}
+	ids := c.Members()
+	rest := slices.DeleteFunc(slices.Clone(ids), func(id int) bool { return id == l })
+	return fmt.Sprintf("leader %d clock at rate 0.25 and isolated", l), c.Block(groups(ids, []int{l}, rest))
+}
+
+func (k *clockBeyond) Stop(ctx context.Context, c Cluster) error {
+	return errors.Join(c.Block(nil), c.SetClockRate(k.leader, 1))
+}
+
+// membership replaces a member that does not lead with a new process
+// (learner, promote, remove) while other faults may be under way.
+type membership struct{}
+
+func (m *membership) Name() string { return "membership" }
+
+func (m *membership) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, error) {
+	l, err := c.Leader(ctx)
+	if err != nil {
+		return "", err
+	}
+	others := slices.DeleteFunc(c.Members(), func(id int) bool { return id == l })
+	old := others[rng.IntN(len(others))]
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	nu, err := c.Replace(ctx, old)
+	if err != nil {
+		return "", fmt.Errorf("replace %d: %w", old, err)
+	}
+	return fmt.Sprintf("replaced member %d with %d", old, nu), nil
+}
+
+func (m *membership) Stop(ctx context.Context, c Cluster) error { return nil }
+
+// transfer hands leadership to a random other member under load.
+type transfer struct{}
+
+func (t *transfer) Name() string { return "transfer" }
+
+func (t *transfer) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, error) {
+	l, err := c.Leader(ctx)
+	if err != nil {
+		return "", err
+	}
+	others := slices.DeleteFunc(c.Members(), func(id int) bool { return id == l })
+	to := others[rng.IntN(len(others))]
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return fmt.Sprintf("transfer %d → %d", l, to), c.Transfer(ctx, to)
+}
+
+func (t *transfer) Stop(ctx context.Context, c Cluster) error { return nil }

@@ -1,0 +1,145 @@
+package nemesis
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edictlog/edictlog/jepsen/history"
+)
+
+// fakeCluster records what the nemesis asked for.
+type fakeCluster struct {
+	members []int
+	leader  int
+	blocked map[int][]int
+	down    map[int]string // id → killed or paused
+	rates   map[int]float64
+}
+
+func newFake(n int) *fakeCluster {
+	f := &fakeCluster{leader: 1, down: map[int]string{}, rates: map[int]float64{}}
+	for i := 1; i <= n; i++ {
+		f.members = append(f.members, i)
+	}
+	return f
+}
+
+func (f *fakeCluster) Members() []int                       { return slices.Clone(f.members) }
+func (f *fakeCluster) Block(b map[int][]int) error          { f.blocked = b; return nil }
+func (f *fakeCluster) Kill(id int) error                    { f.down[id] = "killed"; return nil }
+func (f *fakeCluster) Restart(id int) error                 { delete(f.down, id); return nil }
+func (f *fakeCluster) Pause(id int) error                   { f.down[id] = "paused"; return nil }
+func (f *fakeCluster) Resume(id int) error                  { delete(f.down, id); return nil }
+func (f *fakeCluster) SetClockRate(id int, r float64) error { f.rates[id] = r; return nil }
+func (f *fakeCluster) Leader(context.Context) (int, error)  { return f.leader, nil }
+func (f *fakeCluster) Transfer(_ context.Context, to int) error {
+	f.leader = to
+	return nil
+}
+func (f *fakeCluster) Replace(_ context.Context, old int) (int, error) {
+	nu := slices.Max(f.members) + 1
+	f.members = append(slices.DeleteFunc(f.members, func(id int) bool { return id == old }), nu)
+	return nu, nil
+}
+
+// connected reports whether a and b can talk under f.blocked.
+func (f *fakeCluster) connected(a, b int) bool {
+	return !slices.Contains(f.blocked[a], b) && !slices.Contains(f.blocked[b], a)
+}
+
+// Every partition shape is symmetric, and each has the connectivity its
+// name promises.
+func TestPartitionShapes(t *testing.T) {
+	f := newFake(5)
+	p := &partition{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for shape := range 5 {
+		what, err := p.Start(context.Background(), f, rng)
+		require.NoError(t, err)
+		for a, bs := range f.blocked {
+			for _, b := range bs {
+				assert.Contains(t, f.blocked[b], a, "%s: %d blocks %d but not the reverse", what, a, b)
+			}
+		}
+		degree := func(a int) int {
+			n := 0
+			for _, b := range f.members {
+				if b != a && f.connected(a, b) {
+					n++
+				}
+			}
+			return n
+		}
+		switch shape {
+		case 0, 4:
+			isolated := 0
+			for _, a := range f.members {
+				if degree(a) == 0 {
+					isolated++
+				}
+			}
+			assert.Equal(t, 1, isolated, what)
+			if shape == 4 {
+				assert.Zero(t, degree(f.leader), what)
+			}
+		case 1:
+			degs := []int{}
+			for _, a := range f.members {
+				degs = append(degs, degree(a))
+			}
+			slices.Sort(degs)
+			assert.Equal(t, []int{1, 1, 2, 2, 2}, degs, what)
+		case 2:
+			for _, a := range f.members {
+				assert.Equal(t, 2, degree(a), "%s: each node sees its two neighbours", what)
+			}
+		case 3:
+			degs := []int{}
+			for _, a := range f.members {
+				degs = append(degs, degree(a))
+			}
+			slices.Sort(degs)
+			assert.Equal(t, []int{2, 2, 2, 2, 4}, degs, "%s: the bridge sees everyone", what)
+		}
+		require.NoError(t, p.Stop(context.Background(), f))
+		assert.Nil(t, f.blocked)
+	}
+}
+
+// The schedule records a start and a stop for every fault and leaves the
+// cluster healed.
+func TestScheduleRecordsAndHeals(t *testing.T) {
+	f := newFake(5)
+	faults, err := ByName([]string{"kill", "pause", "clock", "clock-beyond-rho", "transfer", "membership"}, 0.001, 100*time.Millisecond)
+	require.NoError(t, err)
+	rec := history.NewRecorder(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	s := &Schedule{Faults: faults, Quiet: 10 * time.Millisecond, Hold: 20 * time.Millisecond, Seed: 3}
+	require.NoError(t, s.Run(ctx, f, rec))
+	iv := history.Intervals(rec.Ops())
+	require.NotEmpty(t, iv)
+	starts, stops := 0, 0
+	for _, op := range rec.Ops() {
+		switch op.F {
+		case history.FStart:
+			starts++
+		case history.FStop:
+			stops++
+		}
+	}
+	assert.Equal(t, starts, stops)
+	assert.Empty(t, f.down, "every killed or paused node is back")
+	assert.Nil(t, f.blocked)
+	for id, r := range f.rates {
+		assert.Equal(t, 1.0, r, "node %d's clock is back at rate 1", id)
+	}
+	_, err = ByName([]string{"flood"}, 0.001, time.Second)
+	assert.ErrorContains(t, err, "unknown nemesis")
+}
