@@ -89,6 +89,11 @@ type Process struct {
 	ln     net.Listener
 	grpcLn net.Listener
 	clock  *lazyClock
+	// faults are the Jepsen harness's hooks (faults_jepsen.go; no-ops
+	// without the build tag jepsen), and nodeClock the clock as the Node
+	// reads it (p.clock itself without the tag).
+	faults    faultHooks
+	nodeClock edict.Clock
 
 	// Set by Start.
 	Node   *log.Node
@@ -122,6 +127,8 @@ func Listen(cfg ProcessConfig) (_ *Process, err error) {
 		cfg.ClusterID = "edictkv"
 	}
 	p := &Process{cfg: cfg, log: cfg.Logger.With("node", uint64(cfg.ID)), clock: &lazyClock{rho: cfg.Rho}}
+	p.faults = newFaultHooks(p)
+	p.nodeClock = p.faults.wrapClock(p.clock)
 	defer func() {
 		if err != nil {
 			p.closeResources()
@@ -204,7 +211,7 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 		det = p.gossip
 	}
 	node, err := log.Start(log.Config{ID: p.cfg.ID, Peers: raft, Join: p.cfg.Join, Store: clockStore{timed, p.clock},
-		Snapshots: p.snaps, Transport: p.trans, FSM: p.KV, Clock: p.clock, Detector: det, Rho: p.cfg.Rho,
+		Snapshots: p.snaps, Transport: p.faults.wrapTransport(p.trans), FSM: p.KV, Clock: p.nodeClock, Detector: det, Rho: p.cfg.Rho,
 		MaxLease: p.cfg.Lease, SnapshotEvery: p.cfg.SnapshotEvery, Logger: p.cfg.Logger})
 	if err != nil {
 		p.closeGossip(false)
@@ -212,7 +219,7 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 		return fmt.Errorf("kvserver: start node %d: %w", p.cfg.ID, err)
 	}
 	p.Node = node
-	p.Server, err = New(Config{ID: p.cfg.ID, Node: node, KV: p.KV, HTTPAddrs: httpAddrs, GRPCAddrs: grpcAddrs, Clock: p.clock,
+	p.Server, err = New(Config{ID: p.cfg.ID, Node: node, KV: p.KV, HTTPAddrs: httpAddrs, GRPCAddrs: grpcAddrs, Clock: p.nodeClock,
 		Store: timed, Limits: p.cfg.Limits, LeaderWait: p.cfg.LeaderWait, Logger: p.cfg.Logger})
 	if err != nil {
 		_ = node.Shutdown(context.Background())
@@ -220,6 +227,7 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 		p.closeResources()
 		return err
 	}
+	p.faults.routes(p.Server)
 	if p.gossip != nil {
 		p.watchEpoch()
 	}
@@ -269,7 +277,7 @@ func (p *Process) startGossip(raft map[edict.ProcessID]string) error {
 	// is gone. The lease is the Node's: its default if none is set.
 	lease := elect.Config{MaxLease: p.cfg.Lease}
 	lease.ApplyDefaults()
-	p.gossip, err = gossip.New(gossip.Config{ID: p.cfg.ID, Clock: p.clock, ClusterID: p.cfg.ClusterID,
+	p.gossip, err = gossip.New(gossip.Config{ID: p.cfg.ID, Clock: p.nodeClock, ClusterID: p.cfg.ClusterID,
 		Epoch: epoch, Members: members, BindAddr: p.cfg.GossipAddr, AdvertiseAddr: p.cfg.GossipAdvertise,
 		Join: p.cfg.GossipJoin, TransportAddr: p.RaftAddr(), APIAddr: p.HTTPAddr(), ClusterKey: p.cfg.ClusterKey,
 		LeaderHintTTL: lease.MaxLease, Logger: p.cfg.Logger})

@@ -163,10 +163,15 @@ func (k *clock) Stop(ctx context.Context, c Cluster) error {
 }
 
 // clockBeyond breaks the assumption lease reads rest on: the leader's
-// clock runs at a quarter of real time while it is cut off from the
+// clock runs at slowRate of real time while it is cut off from the
 // others, so it believes in its lease long after the others have granted
 // a new one. Lease reads at the old leader are then expected to be stale.
 type clockBeyond struct{ leader int }
+
+// slowRate stretches what is left of the old leader's lease fiftyfold:
+// seconds of real time, long enough for a new leader to commit writes the
+// old one's lease reads miss.
+const slowRate = 0.02
 
 func (k *clockBeyond) Name() string { return "clock-beyond-rho" }
 
@@ -176,12 +181,12 @@ func (k *clockBeyond) Start(ctx context.Context, c Cluster, rng *rand.Rand) (str
 		return "", err
 	}
 	k.leader = l
-	if err := c.SetClockRate(l, 0.25); err != nil {
+	if err := c.SetClockRate(l, slowRate); err != nil {
 		return "", err
 	}
 	ids := c.Members()
 	rest := slices.DeleteFunc(slices.Clone(ids), func(id int) bool { return id == l })
-	return fmt.Sprintf("leader %d clock at rate 0.25 and isolated", l), c.Block(groups(ids, []int{l}, rest))
+	return fmt.Sprintf("leader %d clock at rate %g and isolated", l, slowRate), c.Block(groups(ids, []int{l}, rest))
 }
 
 func (k *clockBeyond) Stop(ctx context.Context, c Cluster) error {

@@ -1,0 +1,21 @@
+//go:build !jepsen
+
+package kvserver
+
+import (
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/transport"
+)
+
+// faultHooks is empty in a production build: the Jepsen harness's fault
+// injection (faults_jepsen.go) is compiled in only with the build tag
+// jepsen. Every method returns what it is given, so the calls inline away.
+type faultHooks struct{}
+
+func newFaultHooks(*Process) faultHooks { return faultHooks{} }
+
+func (faultHooks) wrapTransport(t *transport.TCP) transport.Transport { return t }
+
+func (faultHooks) wrapClock(c *lazyClock) edict.Clock { return c }
+
+func (faultHooks) routes(*Server) {}

@@ -1,0 +1,833 @@
+// Package cluster starts and controls the real edictkv processes of a
+// Jepsen-style test: it builds the binary (with the build tag jepsen, which
+// compiles in the fault hooks of internal/kvserver/faults_jepsen.go), starts
+// processes 1..N, and injects faults: network partitions, SIGKILL and
+// restart, SIGSTOP and SIGCONT, and clock rate drift.
+//
+// There are two modes.
+//
+// ModeNetns (Linux, root) gives every process its own network namespace,
+// joined to the harness's namespace by a veth pair into a private bridge
+// (10.213.x.0/24). Partitions are kernel-level drops inside the nodes'
+// namespaces: nftables rules if nft is installed, else blackhole routes.
+// Every kind of traffic between partitioned nodes is cut — the log's
+// transport, HTTP forwarding between nodes, gRPC — but never the harness's
+// own traffic to any node: a client in the harness still reaches every
+// node, as a client that can see both sides of a partition would.
+//
+// ModePortable runs everything on 127.0.0.1 and partitions through each
+// process's POST /debug/jepsen/faults: a process drops the log's messages
+// and snapshot streams to and from the processes it is told to block. It
+// does not cover anything else: HTTP requests a follower forwards to the
+// leader (and the address-registry and gRPC traffic between processes)
+// still cross a partition, so a follower in a minority can still get a
+// write through to a leader in the majority. A killed or paused process
+// cannot be told of a partition; it is given its blocked list when it is
+// restarted (through the environment, before its first message) or resumed.
+//
+// Clock drift (SetClockRate) goes through /debug/jepsen/faults in both
+// modes. Each process's stdout and stderr go to Dir/n<ID>.log, which Close
+// keeps.
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Mode says how processes are networked and partitioned.
+type Mode string
+
+// The modes.
+const (
+	// ModeNetns: one network namespace per node (Linux, root).
+	ModeNetns Mode = "netns"
+	// ModePortable: 127.0.0.1, partitions via /debug/jepsen/faults.
+	ModePortable Mode = "portable"
+)
+
+// Config configures a Cluster.
+type Config struct {
+	// N is the number of founding processes (ids 1..N).
+	N int
+	// Binary is an edictkv built with -tags jepsen (see Build).
+	Binary string
+	// Dir holds the data directories (Dir/n<ID>) and logs (Dir/n<ID>.log).
+	Dir string
+	// Mode: ModePortable if empty.
+	Mode Mode
+	// Lease is passed as --lease (zero: the binary's default).
+	Lease time.Duration
+	// GRPC serves the etcd API on every node (--grpc-addr).
+	GRPC bool
+	// ExtraArgs are appended to every process's serve arguments.
+	ExtraArgs []string
+	// NoNftables makes netns mode partition with blackhole routes even
+	// when nft is installed.
+	NoNftables bool
+	// StartTimeout bounds Start's wait for a leader (default 30s).
+	StartTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// Build builds edictkv with the fault hooks: go build -tags jepsen -o out
+// ./cmd/edictkv, run in repoRoot.
+func Build(ctx context.Context, repoRoot, out string) error {
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "jepsen", "-o", abs, "./cmd/edictkv")
+	cmd.Dir = repoRoot
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("cluster: go build -tags jepsen ./cmd/edictkv: %w\n%s", err, buf.Bytes())
+	}
+	return nil
+}
+
+// Node is one process of the cluster. Its exported fields do not change.
+type Node struct {
+	ID int
+	// HTTPAddr, GRPCAddr (empty without Config.GRPC) and RaftAddr are
+	// host:port as reachable from the harness (and from the other nodes).
+	HTTPAddr, GRPCAddr, RaftAddr string
+	DataDir                      string
+	LogPath                      string
+
+	ip   string // netns: the node's address
+	ns   string // netns: its namespace
+	args []string
+
+	// Guarded by Cluster.mu.
+	cmd    *exec.Cmd
+	done   chan struct{} // closed when cmd has exited
+	paused bool
+	rate   float64 // clock rate last set (1: normal)
+}
+
+// URL is the node's HTTP base URL (http://host:port).
+func (n *Node) URL() string { return "http://" + n.HTTPAddr }
+
+// Cluster is a running set of edictkv processes.
+type Cluster struct {
+	cfg    Config
+	log    *slog.Logger
+	client *http.Client
+	net    *netnsNet // nil in portable mode
+
+	mu     sync.Mutex
+	nodes  map[int]*Node
+	groups [][]int // the partition in force; nil when healed
+	// cut, if set, is a partition that groups cannot express (a ring, a
+	// bridge): whom each node may not talk to, symmetric.
+	cut map[int][]int
+}
+
+// ErrNoLeader is returned by Leader when no live node claims to lead.
+var ErrNoLeader = errors.New("cluster: no node leads")
+
+// Start starts processes 1..cfg.N and waits until one leads. On error
+// everything started is torn down.
+func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
+	if cfg.Mode == "" {
+		cfg.Mode = ModePortable
+	}
+	if cfg.N < 1 {
+		return nil, errors.New("cluster: N must be positive")
+	}
+	if cfg.Binary == "" || cfg.Dir == "" {
+		return nil, errors.New("cluster: Binary and Dir are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = 30 * time.Second
+	}
+	if cfg.Binary, err = filepath.Abs(cfg.Binary); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
+		return nil, err
+	}
+	c := &Cluster{cfg: cfg, log: cfg.Logger.With("component", "jepsen-cluster"), nodes: map[int]*Node{},
+		client: &http.Client{Timeout: 2 * time.Second}}
+	switch cfg.Mode {
+	case ModePortable:
+	case ModeNetns:
+		if c.net, err = newNetnsNet(ctx, c.log, !cfg.NoNftables); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("cluster: unknown mode %q", cfg.Mode)
+	}
+	defer func() {
+		if err != nil {
+			_ = c.Close()
+		}
+	}()
+	var nodes []*Node
+	for id := 1; id <= cfg.N; id++ {
+		n, err := c.newNode(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		nodes = append(nodes, n)
+	}
+	peers := peersArg(nodes)
+	c.mu.Lock()
+	for _, n := range nodes {
+		n.args = c.serveArgs(n, peers, false)
+		c.nodes[n.ID] = n
+		if err := c.spawn(n); err != nil {
+			c.mu.Unlock()
+			return nil, err
+		}
+	}
+	c.mu.Unlock()
+	wctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+	defer cancel()
+	if _, err := c.WaitLeader(wctx); err != nil {
+		return nil, fmt.Errorf("cluster: no leader after start: %w (logs in %s)", err, cfg.Dir)
+	}
+	return c, nil
+}
+
+// newNode allocates a node's addresses (and in netns mode its namespace).
+func (c *Cluster) newNode(ctx context.Context, id int) (*Node, error) {
+	n := &Node{ID: id, DataDir: filepath.Join(c.cfg.Dir, fmt.Sprintf("n%d", id)),
+		LogPath: filepath.Join(c.cfg.Dir, fmt.Sprintf("n%d.log", id)), rate: 1}
+	if c.net != nil {
+		ns, ip, err := c.net.addNode(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		n.ns, n.ip = ns, ip
+		n.RaftAddr = net.JoinHostPort(ip, "7001")
+		n.HTTPAddr = net.JoinHostPort(ip, "8001")
+		if c.cfg.GRPC {
+			n.GRPCAddr = net.JoinHostPort(ip, "9001")
+		}
+		return n, nil
+	}
+	k := 2
+	if c.cfg.GRPC {
+		k = 3
+	}
+	ports, err := freePorts(k)
+	if err != nil {
+		return nil, err
+	}
+	n.RaftAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
+	n.HTTPAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
+	if c.cfg.GRPC {
+		n.GRPCAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2]))
+	}
+	return n, nil
+}
+
+// freePorts finds k free TCP ports on 127.0.0.1 (holding all of them open
+// together, so they differ).
+func freePorts(k int) ([]int, error) {
+	var ports []int
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for range k {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("cluster: free port: %w", err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func peersArg(nodes []*Node) string {
+	var items []string
+	for _, n := range nodes {
+		items = append(items, fmt.Sprintf("%d=%s/%s", n.ID, n.RaftAddr, n.HTTPAddr))
+	}
+	return strings.Join(items, ",")
+}
+
+func (c *Cluster) serveArgs(n *Node, peers string, join bool) []string {
+	args := []string{"serve", "--id", strconv.Itoa(n.ID), "--data-dir", n.DataDir,
+		"--raft-addr", n.RaftAddr, "--http-addr", n.HTTPAddr, "--peers", peers,
+		"--log-format", "json", "--log-level", "info"}
+	if n.GRPCAddr != "" {
+		args = append(args, "--grpc-addr", n.GRPCAddr)
+	}
+	if c.cfg.Lease > 0 {
+		args = append(args, "--lease", c.cfg.Lease.String())
+	}
+	if join {
+		args = append(args, "--join")
+	}
+	return append(args, c.cfg.ExtraArgs...)
+}
+
+// faultsEnv is kvserver.FaultsEnv (a jepsen build's; not imported, to keep
+// this package free of the server's dependencies).
+const faultsEnv = "EDICTKV_JEPSEN_FAULTS"
+
+// spawn starts n's process; c.mu is held.
+func (c *Cluster) spawn(n *Node) error {
+	if n.done != nil {
+		select {
+		case <-n.done:
+		default:
+			return fmt.Errorf("cluster: node %d is running", n.ID)
+		}
+	}
+	logf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		return err
+	}
+	var cmd *exec.Cmd
+	if n.ns != "" {
+		// ip netns exec execs the command: the PID is edictkv's.
+		cmd = exec.Command("ip", append([]string{"netns", "exec", n.ns, c.cfg.Binary}, n.args...)...)
+	} else {
+		cmd = exec.Command(c.cfg.Binary, n.args...)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = os.Environ()
+	// The partition (portable mode) and clock rate in force, from the
+	// first message on.
+	init := struct {
+		Blocked   []int   `json:"blocked"`
+		ClockRate float64 `json:"clock_rate"`
+	}{Blocked: []int{}, ClockRate: n.rate}
+	if c.net == nil {
+		init.Blocked = c.blockedFor(n.ID)
+	}
+	b, _ := json.Marshal(init)
+	cmd.Env = append(cmd.Env, faultsEnv+"="+string(b))
+	cmd.SysProcAttr = sysProcAttr()
+	fmt.Fprintf(logf, "### cluster: starting node %d at %s: %s\n", n.ID, time.Now().Format(time.RFC3339Nano), strings.Join(cmd.Args, " "))
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("cluster: start node %d: %w", n.ID, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		err := cmd.Wait()
+		fmt.Fprintf(logf, "### cluster: node %d exited at %s: %v\n", n.ID, time.Now().Format(time.RFC3339Nano), err)
+		logf.Close()
+		close(done)
+	}()
+	n.cmd, n.done, n.paused = cmd, done, false
+	c.log.Info("node started", "node", n.ID, "pid", cmd.Process.Pid, "http", n.HTTPAddr)
+	return nil
+}
+
+// running reports whether n's process is up (paused counts); c.mu is held.
+func (n *Node) running() bool {
+	if n.done == nil {
+		return false
+	}
+	select {
+	case <-n.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// PID is the node's process id, 0 when it is not running.
+func (c *Cluster) PID(id int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.nodes[id]
+	if n == nil || !n.running() {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+// Nodes returns the nodes in id order, added ones included.
+func (c *Cluster) Nodes() []*Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sortedLocked()
+}
+
+func (c *Cluster) sortedLocked() []*Node {
+	out := make([]*Node, 0, len(c.nodes))
+	for _, n := range c.nodes {
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b *Node) int { return a.ID - b.ID })
+	return out
+}
+
+// Node returns the node with id, or nil.
+func (c *Cluster) Node(id int) *Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[id]
+}
+
+func (c *Cluster) node(id int) (*Node, error) {
+	n := c.nodes[id]
+	if n == nil {
+		return nil, fmt.Errorf("cluster: no node %d", id)
+	}
+	return n, nil
+}
+
+// blockedFor is whom id may not exchange anything with under the current
+// partition; c.mu is held.
+func (c *Cluster) blockedFor(id int) []int {
+	out := []int{}
+	if c.cut != nil {
+		out = append(out, c.cut[id]...)
+		slices.Sort(out)
+		return out
+	}
+	if c.groups == nil {
+		return out
+	}
+	var mine []int
+	for _, g := range c.groups {
+		if slices.Contains(g, id) {
+			mine = g
+		}
+	}
+	for other := range c.nodes {
+		if other != id && !slices.Contains(mine, other) {
+			out = append(out, other)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Partition splits the nodes into groups: nodes in different groups cannot
+// exchange anything (in portable mode: no log traffic), and a node listed
+// in no group is alone. It replaces any earlier partition.
+func (c *Cluster) Partition(groups [][]int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := map[int]bool{}
+	cp := make([][]int, 0, len(groups))
+	for _, g := range groups {
+		for _, id := range g {
+			if seen[id] {
+				return fmt.Errorf("cluster: node %d is in two groups", id)
+			}
+			seen[id] = true
+		}
+		cp = append(cp, slices.Clone(g))
+	}
+	c.groups, c.cut = cp, nil
+	c.log.Info("partition", "groups", groups)
+	return c.applyLocked()
+}
+
+// Block cuts the links between each node and the nodes listed for it, in
+// both directions, whatever shape that makes (a ring of overlapping
+// majorities, a bridge). Nil or empty heals. A node added later (AddProcess)
+// is not cut off. It replaces any earlier partition.
+func (c *Cluster) Block(blocked map[int][]int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(blocked) == 0 {
+		c.groups, c.cut = nil, nil
+		c.log.Info("heal")
+		return c.applyLocked()
+	}
+	cut := map[int][]int{}
+	add := func(a, b int) {
+		if a != b && !slices.Contains(cut[a], b) {
+			cut[a] = append(cut[a], b)
+		}
+	}
+	for a, bs := range blocked {
+		for _, b := range bs {
+			if c.nodes[a] == nil || c.nodes[b] == nil {
+				return fmt.Errorf("cluster: block %d-%d: no such node", a, b)
+			}
+			add(a, b)
+			add(b, a)
+		}
+	}
+	c.groups, c.cut = nil, cut
+	c.log.Info("partition", "cut", cut)
+	return c.applyLocked()
+}
+
+// Heal ends any partition.
+func (c *Cluster) Heal() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.groups, c.cut = nil, nil
+	c.log.Info("heal")
+	return c.applyLocked()
+}
+
+// applyLocked puts the partition in force on every node (in portable mode
+// every running, unpaused one).
+func (c *Cluster) applyLocked() error {
+	var errs []error
+	for _, n := range c.sortedLocked() {
+		blocked := c.blockedFor(n.ID)
+		if c.net != nil {
+			var ips []string
+			for _, b := range blocked {
+				ips = append(ips, c.nodes[b].ip)
+			}
+			errs = append(errs, c.net.block(n.ns, ips))
+			continue
+		}
+		if !n.running() || n.paused {
+			continue // told at Restart or Resume
+		}
+		errs = append(errs, c.postFaults(n, map[string]any{"blocked": blocked}))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Cluster) postFaults(n *Node, body map[string]any) error {
+	b, _ := json.Marshal(body)
+	resp, err := c.client.Post(n.URL()+"/debug/jepsen/faults", "application/json", bytes.NewReader(b))
+	if err != nil {
+		return fmt.Errorf("cluster: node %d faults: %w", n.ID, err)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("cluster: node %d faults: %s: %s (is the binary built with -tags jepsen?)", n.ID, resp.Status, msg)
+	}
+	return nil
+}
+
+// Kill SIGKILLs a node's process and waits for it to die.
+func (c *Cluster) Kill(id int) error {
+	c.mu.Lock()
+	n, err := c.node(id)
+	if err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	if !n.running() {
+		c.mu.Unlock()
+		return fmt.Errorf("cluster: node %d is not running", id)
+	}
+	_ = n.cmd.Process.Signal(syscall.SIGKILL)
+	n.paused = false
+	done := n.done
+	c.mu.Unlock()
+	select {
+	case <-done:
+		c.log.Info("node killed", "node", id)
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("cluster: node %d did not die within 10s of SIGKILL", id)
+	}
+}
+
+// Restart starts a killed node again with the same arguments and data
+// directory, under the partition and clock rate in force, and waits until
+// it answers HTTP (not until it has caught up).
+func (c *Cluster) Restart(id int) error {
+	c.mu.Lock()
+	n, err := c.node(id)
+	if err == nil {
+		err = c.spawn(n)
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return c.waitUp(ctx, n)
+}
+
+// waitUp waits until n answers /v1/status.
+func (c *Cluster) waitUp(ctx context.Context, n *Node) error {
+	for {
+		if _, err := c.status(ctx, n); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: node %d does not answer HTTP: %w (log %s)", n.ID, ctx.Err(), n.LogPath)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Pause SIGSTOPs a node's process.
+func (c *Cluster) Pause(id int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.node(id)
+	if err != nil {
+		return err
+	}
+	if !n.running() {
+		return fmt.Errorf("cluster: node %d is not running", id)
+	}
+	if err := n.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("cluster: pause node %d: %w", id, err)
+	}
+	n.paused = true
+	c.log.Info("node paused", "node", id)
+	return nil
+}
+
+// Resume SIGCONTs a paused node's process, and in portable mode tells it
+// of the partition in force.
+func (c *Cluster) Resume(id int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.node(id)
+	if err != nil {
+		return err
+	}
+	if !n.running() {
+		return fmt.Errorf("cluster: node %d is not running", id)
+	}
+	if err := n.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return fmt.Errorf("cluster: resume node %d: %w", id, err)
+	}
+	n.paused = false
+	c.log.Info("node resumed", "node", id)
+	if c.net == nil {
+		return c.postFaults(n, map[string]any{"blocked": c.blockedFor(id), "clock_rate": n.rate})
+	}
+	if n.rate != 1 {
+		return c.postFaults(n, map[string]any{"clock_rate": n.rate})
+	}
+	return nil
+}
+
+// SetClockRate makes a node's clock run at rate relative to real time from
+// now on (1: normal); it also holds after a Restart. A paused node gets it
+// when resumed.
+func (c *Cluster) SetClockRate(id int, rate float64) error {
+	if !(rate > 0) {
+		return fmt.Errorf("cluster: clock rate %g must be positive", rate)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.node(id)
+	if err != nil {
+		return err
+	}
+	n.rate = rate
+	if !n.running() || n.paused {
+		return nil
+	}
+	return c.postFaults(n, map[string]any{"clock_rate": rate})
+}
+
+// Status is the part of a node's GET /v1/status the harness reads.
+type Status struct {
+	ID       int   `json:"id"`
+	Epoch    int   `json:"epoch"`
+	Leader   int   `json:"leader"`
+	IsLeader bool  `json:"is_leader"`
+	Commit   int   `json:"commit"`
+	Applied  int   `json:"applied"`
+	Members  []int `json:"members"`
+	Learners []int `json:"learners"`
+	Ready    bool  `json:"ready"`
+}
+
+// Status asks one node for its status.
+func (c *Cluster) Status(ctx context.Context, id int) (Status, error) {
+	c.mu.Lock()
+	n, err := c.node(id)
+	c.mu.Unlock()
+	if err != nil {
+		return Status{}, err
+	}
+	return c.status(ctx, n)
+}
+
+func (c *Cluster) status(ctx context.Context, n *Node) (Status, error) {
+	var st Status
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.URL()+"/v1/status", nil)
+	if err != nil {
+		return st, err
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("cluster: node %d status: %s", n.ID, resp.Status)
+	}
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// live is the nodes running and not paused.
+func (c *Cluster) live() []*Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*Node
+	for _, n := range c.sortedLocked() {
+		if n.running() && !n.paused {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Leader asks every live node's /v1/status and returns the one that
+// claims to lead. If several do (an old leader not yet stepped down), it
+// returns the one most others name as leader, the lowest id on a tie.
+// ErrNoLeader: none claims to.
+func (c *Cluster) Leader(ctx context.Context) (int, error) {
+	nodes := c.live()
+	sts := make([]*Status, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if st, err := c.status(ctx, n); err == nil {
+				sts[i] = &st
+			}
+		}()
+	}
+	wg.Wait()
+	votes := map[int]int{}
+	var claims []int
+	for i, st := range sts {
+		if st == nil {
+			continue
+		}
+		if st.IsLeader {
+			claims = append(claims, nodes[i].ID)
+		}
+		if st.Leader != 0 {
+			votes[st.Leader]++
+		}
+	}
+	if len(claims) == 0 {
+		return 0, ErrNoLeader
+	}
+	best := claims[0]
+	for _, id := range claims[1:] {
+		if votes[id] > votes[best] {
+			best = id
+		}
+	}
+	return best, nil
+}
+
+// WaitLeader polls Leader until a node leads or ctx is done.
+func (c *Cluster) WaitLeader(ctx context.Context) (int, error) {
+	for {
+		id, err := c.Leader(ctx)
+		if err == nil {
+			return id, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("%w: %w", err, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// AddProcess starts a new process (the next free id) with --join and the
+// current members (as a live node's /v1/status reports them; all known
+// nodes if none answers) as --peers, and waits until it answers HTTP. The
+// caller adds it to the cluster with the admin API (POST
+// /v1/cluster/learners, then /v1/cluster/promote). Under a partition the
+// new node is alone.
+func (c *Cluster) AddProcess(ctx context.Context) (*Node, error) {
+	var members []int
+	for _, n := range c.live() {
+		if st, err := c.status(ctx, n); err == nil && len(st.Members) > 0 {
+			members = st.Members
+			break
+		}
+	}
+	c.mu.Lock()
+	id := 1
+	for c.nodes[id] != nil {
+		id++
+	}
+	var peers []*Node
+	for _, n := range c.sortedLocked() {
+		if members == nil || slices.Contains(members, n.ID) {
+			peers = append(peers, n)
+		}
+	}
+	c.mu.Unlock()
+	n, err := c.newNode(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	n.args = c.serveArgs(n, peersArg(peers), true)
+	c.mu.Lock()
+	c.nodes[id] = n
+	err = c.spawn(n)
+	if err == nil && (c.groups != nil || c.cut != nil) {
+		// The others must block the newcomer too.
+		err = c.applyLocked()
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return n, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	return n, c.waitUp(wctx, n)
+}
+
+// Close kills every process and, in netns mode, removes the namespaces,
+// bridge and rules. The logs and data stay in Dir.
+func (c *Cluster) Close() error {
+	c.mu.Lock()
+	var dones []chan struct{}
+	for _, n := range c.nodes {
+		if n.running() {
+			_ = n.cmd.Process.Signal(syscall.SIGKILL)
+			dones = append(dones, n.done)
+		}
+	}
+	c.mu.Unlock()
+	var errs []error
+	for _, d := range dones {
+		select {
+		case <-d:
+		case <-time.After(10 * time.Second):
+			errs = append(errs, errors.New("cluster: a process did not die within 10s of SIGKILL"))
+		}
+	}
+	if c.net != nil {
+		errs = append(errs, c.net.close())
+	}
+	return errors.Join(errs...)
+}

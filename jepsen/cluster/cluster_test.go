@@ -1,0 +1,310 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// binary is the edictkv built once, with -tags jepsen, for every test.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "jepsen-cluster-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "edictkv")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	err = Build(ctx, "../..", binary)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("CLUSTER_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func start(t *testing.T, mode Mode, n int) *Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	c, err := Start(ctx, Config{N: n, Binary: binary, Dir: dir, Mode: mode, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			for _, nd := range c.Nodes() {
+				b, _ := os.ReadFile(nd.LogPath)
+				if len(b) > 4000 {
+					b = b[len(b)-4000:]
+				}
+				t.Logf("tail of %s:\n%s", nd.LogPath, b)
+			}
+		}
+	})
+	return c
+}
+
+var client = &http.Client{Timeout: 5 * time.Second}
+
+func put(t *testing.T, n *Node, key, value string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPut, n.URL()+"/v1/kv/"+key, strings.NewReader(value))
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT %s at node %d: %s %s", key, n.ID, resp.Status, b)
+	}
+}
+
+// get reads key at n (stale read: what n has applied); "" if absent or on
+// error.
+func get(n *Node, key string) string {
+	resp, err := client.Get(n.URL() + "/v1/kv/" + key + "?consistency=stale")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var g struct {
+		Value *string `json:"value"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&g) != nil || g.Value == nil {
+		return ""
+	}
+	return *g.Value
+}
+
+func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %v waiting for %s", d, what)
+}
+
+func leader(t *testing.T, c *Cluster) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	id, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// partitionTest writes a key, partitions the leader away from the other
+// two, sees a new leader among them take a write, and heals.
+func partitionTest(t *testing.T, c *Cluster) {
+	old := leader(t, c)
+	put(t, c.Node(old), "k", "v1")
+	var majority []int
+	for _, n := range c.Nodes() {
+		if n.ID != old {
+			majority = append(majority, n.ID)
+		}
+	}
+	if err := c.Partition([][]int{{old}, majority}); err != nil {
+		t.Fatal(err)
+	}
+	var next int
+	eventually(t, "a new leader in the majority", 15*time.Second, func() bool {
+		st, err := c.Status(context.Background(), majority[0])
+		if err != nil || st.Leader == 0 || st.Leader == old {
+			return false
+		}
+		next = st.Leader
+		st2, err := c.Status(context.Background(), next)
+		return err == nil && st2.IsLeader
+	})
+	if !slices.Contains(majority, next) {
+		t.Fatalf("leader %d not in the majority %v", next, majority)
+	}
+	eventually(t, "the old leader to step down", 15*time.Second, func() bool {
+		st, err := c.Status(context.Background(), old)
+		return err == nil && !st.IsLeader
+	})
+	put(t, c.Node(next), "k", "v2")
+	if c.net != nil {
+		// Kernel-level: the cut-off node cannot even forward a write.
+		short := &http.Client{Timeout: 5 * time.Second}
+		req, _ := http.NewRequest(http.MethodPut, c.Node(old).URL()+"/v1/kv/k", strings.NewReader("lost"))
+		if resp, err := short.Do(req); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				t.Fatalf("a write through the cut-off node succeeded: %s", b)
+			}
+		}
+	}
+	if got := get(c.Node(old), "k"); got != "v1" {
+		t.Fatalf("the cut-off node read %q, want v1", got)
+	}
+	if err := c.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the old leader to catch up after the heal", 15*time.Second, func() bool { return get(c.Node(old), "k") == "v2" })
+}
+
+func TestPortablePartition(t *testing.T) {
+	c := start(t, ModePortable, 3)
+	partitionTest(t, c)
+}
+
+func TestPortableKillRestartPauseResume(t *testing.T) {
+	c := start(t, ModePortable, 3)
+	ld := leader(t, c)
+	put(t, c.Node(ld), "a", "1")
+	victim := ld%3 + 1 // a follower
+	if err := c.Kill(victim); err != nil {
+		t.Fatal(err)
+	}
+	if c.PID(victim) != 0 {
+		t.Fatal("a killed node has a PID")
+	}
+	put(t, c.Node(leader(t, c)), "a", "2")
+	if err := c.Restart(victim); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the restarted node to catch up", 15*time.Second, func() bool { return get(c.Node(victim), "a") == "2" })
+
+	// Pause the leader: another takes over; resumed, it follows.
+	ld = leader(t, c)
+	if err := c.Pause(ld); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a new leader while the old one is paused", 15*time.Second, func() bool {
+		id, err := c.Leader(context.Background())
+		return err == nil && id != ld
+	})
+	put(t, c.Node(leader(t, c)), "a", "3")
+	if err := c.Resume(ld); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the resumed node to catch up", 15*time.Second, func() bool { return get(c.Node(ld), "a") == "3" })
+
+	// Clock rate: set and read back.
+	if err := c.SetClockRate(victim, 1.5); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Get(c.Node(victim).URL() + "/debug/jepsen/faults")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		ClockRate float64 `json:"clock_rate"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&f)
+	resp.Body.Close()
+	if err != nil || f.ClockRate != 1.5 {
+		t.Fatalf("clock rate read back %v (%v)", f.ClockRate, err)
+	}
+}
+
+func TestPortableAddProcess(t *testing.T) {
+	c := start(t, ModePortable, 3)
+	n, err := c.AddProcess(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.ID != 4 || len(c.Nodes()) != 4 {
+		t.Fatalf("added node %d; %d nodes", n.ID, len(c.Nodes()))
+	}
+	ld := c.Node(leader(t, c))
+	body := fmt.Sprintf(`{"id":%d,"raft_addr":%q,"http_addr":%q}`, n.ID, n.RaftAddr, n.HTTPAddr)
+	resp, err := client.Post(ld.URL()+"/v1/cluster/learners", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("add learner: %s %s", resp.Status, b)
+	}
+	put(t, ld, "x", "y")
+	eventually(t, "the learner to catch up", 15*time.Second, func() bool { return get(n, "x") == "y" })
+}
+
+// netnsOK skips the test unless netns mode can work here.
+func netnsOK(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("netns mode needs root")
+	}
+	if out, err := exec.Command("ip", "netns", "list").CombinedOutput(); err != nil {
+		t.Skipf("ip netns does not work here: %v %s", err, out)
+	}
+}
+
+func TestNetnsPartition(t *testing.T) {
+	netnsOK(t)
+	c := start(t, ModeNetns, 3)
+	// ip netns exec execs: the PID is edictkv's own.
+	pid := c.PID(1)
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil || filepath.Base(exe) != "edictkv" {
+		t.Fatalf("PID %d runs %q (%v), not edictkv", pid, exe, err)
+	}
+	partitionTest(t, c)
+}
+
+// TestNetnsPartitionRoutes runs the partition test with blackhole routes
+// instead of nftables, after planting leftovers of a "crashed" run for
+// Start to remove.
+func TestNetnsPartitionRoutes(t *testing.T) {
+	netnsOK(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, args := range [][]string{{"netns", "add", nsPrefix + "0badc0de-1"}, {"link", "add", bridgePrefix + "0badc0de", "type", "bridge"}} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v %s", args, err, out)
+		}
+	}
+	c, err := Start(ctx, Config{N: 3, Binary: binary, Dir: t.TempDir(), Mode: ModeNetns, NoNftables: true, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if out, _ := exec.Command("ip", "netns", "list").CombinedOutput(); strings.Contains(string(out), "0badc0de") {
+		t.Fatalf("a leftover namespace survived Start: %s", out)
+	}
+	if err := exec.Command("ip", "link", "show", bridgePrefix+"0badc0de").Run(); err == nil {
+		t.Fatal("a leftover bridge survived Start")
+	}
+	partitionTest(t, c)
+}

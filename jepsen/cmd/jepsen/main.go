@@ -1,0 +1,89 @@
+// Command jepsen runs a Jepsen-style test of edictkv: real processes,
+// real faults, a linearizability checker. See jepsen/README.md.
+//
+//	go run ./jepsen/cmd/jepsen --time 60s --nemesis partition,kill,pause,clock --workload register
+//
+// Exit status: 0 when the history is valid, 1 when the checker found an
+// anomaly, 2 when the test could not run or the checker could not decide.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/edictlog/edictlog/jepsen"
+	"github.com/edictlog/edictlog/jepsen/check"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("jepsen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o jepsen.Options
+	nemeses := fs.String("nemesis", "partition,kill,pause,clock", "faults, comma-separated: partition, kill, pause, clock, clock-beyond-rho, membership, transfer; none: no faults")
+	fs.IntVar(&o.Nodes, "nodes", 5, "edictkv processes")
+	fs.DurationVar(&o.Time, "time", 60*time.Second, "how long clients and faults run")
+	fs.StringVar(&o.Workload, "workload", "register", "register (reads, writes, CAS per key) or set (adds, then final reads)")
+	fs.StringVar(&o.Read, "read", "lease", "the register workload's read level: lease, follower or stale")
+	fs.BoolVar(&o.Strict, "strict", false, "check every read as linearizable, stale ones too (a control: stale reads are expected to fail it)")
+	fs.StringVar(&o.Out, "out", "", "report folder (default: jepsen-out/<time>)")
+	fs.StringVar(&o.Mode, "mode", "auto", "netns (root: one network namespace per node), portable (127.0.0.1, faults through the test-only endpoint), or auto")
+	fs.IntVar(&o.Clients, "clients", 10, "concurrent clients")
+	fs.IntVar(&o.Keys, "keys", 8, "register keys")
+	fs.Uint64Var(&o.Seed, "seed", uint64(time.Now().UnixNano()), "seed of the operation mix and fault choices")
+	fs.DurationVar(&o.Quiet, "quiet", 3*time.Second, "time without a fault between two faults")
+	fs.DurationVar(&o.Hold, "hold", 6*time.Second, "how long each fault lasts")
+	fs.DurationVar(&o.Lease, "lease", 0, "the nodes' --lease (0: edictkv's default)")
+	fs.Float64Var(&o.Rho, "rho", 1e-3, "the nodes' --rho (the clock nemesis stays within it)")
+	fs.StringVar(&o.Binary, "binary", "", "an edictkv built with -tags jepsen (default: build one)")
+	fs.DurationVar(&o.CheckTimeout, "check-timeout", 2*time.Minute, "porcupine's time limit")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "jepsen: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if *nemeses != "none" && *nemeses != "" {
+		o.Nemeses = strings.Split(*nemeses, ",")
+	}
+	if o.Out == "" {
+		o.Out = "jepsen-out/" + time.Now().Format("20060102-150405")
+	}
+	o.Progress = stderr
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := jepsen.Run(ctx, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "jepsen: %v\n", err)
+		if res.Valid == "" {
+			return 2
+		}
+	}
+	fmt.Fprintf(stdout, "valid: %s  (workload %s, nemesis %v, %s mode, %.0fs; report in %s)\n",
+		res.Valid, res.Workload, res.Nemeses, res.Mode, res.Seconds, o.Out)
+	switch {
+	case res.Register != nil && res.Register.Anomaly != "":
+		fmt.Fprintf(stdout, "anomaly: %s\n", res.Register.Anomaly)
+	case res.Set != nil:
+		fmt.Fprintf(stdout, "set: %d acknowledged, %d lost, %d duplicated, %d unexpected, %d failed-but-present\n",
+			res.Set.Acknowledged, len(res.Set.Lost), len(res.Set.Duplicated), len(res.Set.Unexpected), len(res.Set.FailedButPresent))
+	}
+	switch res.Valid {
+	case check.Valid:
+		return 0
+	case check.Invalid:
+		return 1
+	}
+	return 2
+}

@@ -1,0 +1,297 @@
+// Package jepsen runs Jepsen-style tests of edictkv: real processes
+// (jepsen/cluster), real faults on a schedule (jepsen/nemesis), clients
+// that record what every answer proves (jepsen/workload, jepsen/history),
+// and checkers that can fail (jepsen/check), with a report a person can
+// read (jepsen/report).
+//
+// A run writes to Options.Out: history.jsonl (every operation and fault),
+// results.json (the verdict, anomalies, counts), linearizability.html
+// (porcupine's visualization, register workload), latency.png and
+// throughput.png (fault intervals shaded) and the nodes' logs in nodes/.
+package jepsen
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/edictlog/edictlog/jepsen/check"
+	"github.com/edictlog/edictlog/jepsen/cluster"
+	"github.com/edictlog/edictlog/jepsen/history"
+	"github.com/edictlog/edictlog/jepsen/nemesis"
+	"github.com/edictlog/edictlog/jepsen/report"
+	"github.com/edictlog/edictlog/jepsen/workload"
+)
+
+// Options describe one test.
+type Options struct {
+	Nodes    int           // default 5
+	Time     time.Duration // how long the workload and nemesis run (default 60s)
+	Nemeses  []string      // see nemesis.ByName; none: no faults
+	Workload string        // register (default) or set
+	// Read is the register workload's read level: lease (default),
+	// follower or stale.
+	Read string
+	// Strict checks every read as linearizable, stale ones included: the
+	// control that shows the checker catches stale reads.
+	Strict bool
+	Out    string
+	// Mode is netns, portable, or auto (netns as root, else portable).
+	Mode           string
+	Clients, Keys  int
+	Seed           uint64
+	Quiet, Hold    time.Duration // nemesis cadence (defaults 3s and 6s)
+	Lease          time.Duration // --lease of every node (zero: edictkv's default)
+	Rho            float64       // the drift bound the nodes run with (default 0.001)
+	Binary         string        // edictkv built with -tags jepsen; built into Out if empty
+	RepoRoot       string        // where to build it from (default ".")
+	CheckTimeout   time.Duration // porcupine's limit (default 2m)
+	Progress       io.Writer     // progress lines (optional)
+	ClusterLogging io.Writer     // the cluster's own log (optional)
+}
+
+func (o *Options) defaults() error {
+	if o.Nodes <= 0 {
+		o.Nodes = 5
+	}
+	if o.Time <= 0 {
+		o.Time = 60 * time.Second
+	}
+	if o.Workload == "" {
+		o.Workload = "register"
+	}
+	if o.Read == "" {
+		o.Read = "lease"
+	}
+	if o.Mode == "" || o.Mode == "auto" {
+		o.Mode = string(cluster.ModePortable)
+		if os.Geteuid() == 0 {
+			o.Mode = string(cluster.ModeNetns)
+		}
+	}
+	if o.Clients <= 0 {
+		o.Clients = 10
+	}
+	if o.Keys <= 0 {
+		o.Keys = 8
+	}
+	if o.Quiet <= 0 {
+		o.Quiet = 3 * time.Second
+	}
+	if o.Hold <= 0 {
+		o.Hold = 6 * time.Second
+	}
+	if o.Rho <= 0 {
+		o.Rho = 1e-3
+	}
+	if o.RepoRoot == "" {
+		o.RepoRoot = "."
+	}
+	if o.CheckTimeout <= 0 {
+		o.CheckTimeout = 2 * time.Minute
+	}
+	switch {
+	case o.Out == "":
+		return errors.New("jepsen: Options.Out is required")
+	case o.Workload != "register" && o.Workload != "set":
+		return fmt.Errorf("jepsen: unknown workload %q (register or set)", o.Workload)
+	case !slices.Contains([]string{"lease", "follower", "stale"}, o.Read):
+		return fmt.Errorf("jepsen: unknown read level %q (lease, follower or stale)", o.Read)
+	case o.Mode != string(cluster.ModeNetns) && o.Mode != string(cluster.ModePortable):
+		return fmt.Errorf("jepsen: unknown mode %q (auto, netns or portable)", o.Mode)
+	}
+	return nil
+}
+
+// Results is results.json.
+type Results struct {
+	Valid    check.Validity        `json:"valid"`
+	Workload string                `json:"workload"`
+	Read     string                `json:"read,omitempty"`
+	Strict   bool                  `json:"strict,omitempty"`
+	Nemeses  []string              `json:"nemeses"`
+	Mode     string                `json:"mode"`
+	Nodes    int                   `json:"nodes"`
+	Seconds  float64               `json:"seconds"`
+	Register *check.RegisterResult `json:"register,omitempty"`
+	Set      *check.SetResult      `json:"set,omitempty"`
+	Stats    report.Stats          `json:"stats"`
+	Faults   []history.Interval    `json:"faults"`
+}
+
+// Run runs one test and writes its report. The error is for a test that
+// could not run; an anomaly is Results.Valid == check.Invalid.
+func Run(ctx context.Context, o Options) (Results, error) {
+	if err := o.defaults(); err != nil {
+		return Results{}, err
+	}
+	faults, err := nemesisFaults(o)
+	if err != nil {
+		return Results{}, err
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return Results{}, err
+	}
+	if o.Binary == "" {
+		o.Binary = filepath.Join(o.Out, "edictkv")
+		o.progress("building edictkv with the fault hooks")
+		if err := cluster.Build(ctx, o.RepoRoot, o.Binary); err != nil {
+			return Results{}, err
+		}
+	}
+	hf, err := os.Create(filepath.Join(o.Out, "history.jsonl"))
+	if err != nil {
+		return Results{}, err
+	}
+	defer hf.Close()
+
+	cl, err := startCluster(ctx, o)
+	if err != nil {
+		return Results{}, err
+	}
+	defer cl.close()
+	o.progress("%d nodes up (%s mode), leader %d; running %s for %v with nemesis %v",
+		o.Nodes, o.Mode, cl.leaderOrZero(ctx), o.Workload, o.Time, o.Nemeses)
+
+	rec := history.NewRecorder(hf)
+	cfg := workload.Config{Clients: o.Clients, Targets: cl.targets, Seed: o.Seed}
+	reg := &workload.Register{Config: cfg, Keys: o.Keys, Level: o.Read}
+	set := &workload.Set{Config: cfg}
+
+	runCtx, stop := context.WithTimeout(ctx, o.Time)
+	defer stop()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if o.Workload == "register" {
+			reg.Run(runCtx, rec)
+		} else {
+			set.Run(runCtx, rec)
+		}
+	}()
+	nemDone := make(chan error, 1)
+	go func() {
+		if len(faults) == 0 {
+			<-runCtx.Done()
+			nemDone <- nil
+			return
+		}
+		s := &nemesis.Schedule{Faults: faults, Quiet: o.Quiet, Hold: o.Hold, Seed: o.Seed, Logf: o.progress}
+		nemDone <- s.Run(runCtx, cl, rec)
+	}()
+	progressDone := make(chan struct{})
+	go o.reportProgress(runCtx, rec, progressDone)
+	<-done
+	nemErr := <-nemDone
+	<-progressDone
+	if nemErr != nil {
+		o.progress("nemesis: %v", nemErr)
+	}
+
+	// The final phase: everything healed, every node caught up, and what
+	// each holds read.
+	o.progress("healing and reading the final state")
+	if err := cl.healAll(ctx); err != nil {
+		return Results{}, fmt.Errorf("jepsen: heal: %w", err)
+	}
+	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := cl.waitConverged(fctx); err != nil {
+		o.progress("warning: %v", err)
+	}
+	if o.Workload == "register" {
+		reg.FinalReads(fctx, rec, "follower", -2)
+	} else if err := set.FinalReads(fctx, rec, cl.grpcTargets(), -2); err != nil {
+		return Results{}, err
+	}
+	if err := rec.Flush(); err != nil {
+		return Results{}, fmt.Errorf("jepsen: history: %w", err)
+	}
+	return o.check(rec.Ops())
+}
+
+func nemesisFaults(o Options) ([]nemesis.Fault, error) {
+	if len(o.Nemeses) == 0 {
+		return nil, nil
+	}
+	lease := o.Lease
+	if lease == 0 {
+		lease = 420 * time.Millisecond // edictkv's default
+	}
+	return nemesis.ByName(o.Nemeses, o.Rho, lease)
+}
+
+// check runs the checker and writes the report.
+func (o Options) check(ops []history.Op) (Results, error) {
+	res := Results{Workload: o.Workload, Nemeses: o.Nemeses, Mode: o.Mode, Nodes: o.Nodes,
+		Stats: report.Summary(ops), Faults: history.Intervals(ops)}
+	if len(ops) > 0 {
+		res.Seconds = float64(ops[len(ops)-1].Time) / 1e9
+	}
+	if o.Workload == "register" {
+		res.Read, res.Strict = o.Read, o.Strict
+		levels := []string{"lease", "follower"}
+		if o.Strict {
+			levels = nil // every read, stale ones too
+		}
+		o.progress("checking linearizability (porcupine, limit %v)", o.CheckTimeout)
+		r, err := check.Register(ops, check.RegisterOptions{Timeout: o.CheckTimeout, Levels: levels,
+			VisualizationPath: filepath.Join(o.Out, "linearizability.html")})
+		if err != nil {
+			o.progress("warning: %v", err)
+		}
+		res.Register, res.Valid = &r, r.Valid
+	} else {
+		s := check.Set(ops)
+		res.Set, res.Valid = &s, s.Valid
+	}
+	var errs []error
+	errs = append(errs, report.Latency(ops, filepath.Join(o.Out, "latency.png")),
+		report.Throughput(ops, filepath.Join(o.Out, "throughput.png"), time.Second))
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err == nil {
+		err = os.WriteFile(filepath.Join(o.Out, "results.json"), append(b, '\n'), 0o644)
+	}
+	errs = append(errs, err)
+	return res, errors.Join(errs...)
+}
+
+func (o Options) progress(format string, args ...any) {
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, "jepsen: "+format+"\n", args...)
+	}
+}
+
+// reportProgress prints one line every 5 seconds while the test runs.
+func (o Options) reportProgress(ctx context.Context, rec *history.Recorder, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		counts := map[history.Type]int{}
+		fault := "none"
+		for _, op := range rec.Ops() {
+			switch {
+			case op.Process == history.NemesisProcess && op.F == history.FStart:
+				fault = op.Nemesis + " (" + op.Detail + ")"
+			case op.Process == history.NemesisProcess:
+				fault = "none"
+			case op.Type != history.Invoke:
+				counts[op.Type]++
+			}
+		}
+		o.progress("t=%4.0fs ok=%d fail=%d info=%d fault: %s", time.Since(rec.Start()).Seconds(),
+			counts[history.OK], counts[history.Fail], counts[history.Info], fault)
+	}
+}

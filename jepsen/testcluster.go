@@ -1,0 +1,270 @@
+package jepsen
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/edictlog/edictlog/jepsen/cluster"
+	"github.com/edictlog/edictlog/jepsen/workload"
+)
+
+// testCluster is the cluster as the nemesis and the workloads see it: it
+// tracks the members (a replacement changes them) and every fault still in
+// force, so that healAll can undo them all.
+type testCluster struct {
+	c    *cluster.Cluster
+	http *http.Client
+
+	mu      sync.Mutex
+	members []int
+	down    map[int]bool // killed
+	paused  map[int]bool
+	rated   map[int]bool // clock rate not 1
+}
+
+func startCluster(ctx context.Context, o Options) (*testCluster, error) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if o.ClusterLogging != nil {
+		logger = slog.New(slog.NewTextHandler(o.ClusterLogging, nil))
+	}
+	c, err := cluster.Start(ctx, cluster.Config{N: o.Nodes, Binary: o.Binary, Dir: filepath.Join(o.Out, "nodes"),
+		Mode: cluster.Mode(o.Mode), Lease: o.Lease, GRPC: o.Workload == "set", Logger: logger,
+		ExtraArgs: []string{"--rho", fmt.Sprint(o.Rho)}})
+	if err != nil {
+		return nil, fmt.Errorf("jepsen: start cluster: %w", err)
+	}
+	tc := &testCluster{c: c, http: &http.Client{Timeout: 10 * time.Second},
+		down: map[int]bool{}, paused: map[int]bool{}, rated: map[int]bool{}}
+	for i := 1; i <= o.Nodes; i++ {
+		tc.members = append(tc.members, i)
+	}
+	return tc, nil
+}
+
+func (t *testCluster) close() { _ = t.c.Close() }
+
+func (t *testCluster) leaderOrZero(ctx context.Context) int {
+	l, _ := t.c.Leader(ctx)
+	return l
+}
+
+// targets are the members' HTTP addresses: clients talk to any of them,
+// up or not.
+func (t *testCluster) targets() []workload.Target {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []workload.Target
+	for _, id := range t.members {
+		if n := t.c.Node(id); n != nil {
+			out = append(out, workload.Target{ID: id, Addr: n.HTTPAddr})
+		}
+	}
+	return out
+}
+
+func (t *testCluster) grpcTargets() []workload.GRPCTarget {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []workload.GRPCTarget
+	for _, id := range t.members {
+		if n := t.c.Node(id); n != nil {
+			out = append(out, workload.GRPCTarget{ID: id, Addr: n.GRPCAddr})
+		}
+	}
+	return out
+}
+
+// Members implements nemesis.Cluster.
+func (t *testCluster) Members() []int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.members)
+}
+
+func (t *testCluster) Block(b map[int][]int) error { return t.c.Block(b) }
+
+func (t *testCluster) Kill(id int) error {
+	t.set(t.down, id, true)
+	return t.c.Kill(id)
+}
+
+func (t *testCluster) Restart(id int) error {
+	err := t.c.Restart(id)
+	if err == nil {
+		t.set(t.down, id, false)
+	}
+	return err
+}
+
+func (t *testCluster) Pause(id int) error {
+	t.set(t.paused, id, true)
+	return t.c.Pause(id)
+}
+
+func (t *testCluster) Resume(id int) error {
+	err := t.c.Resume(id)
+	if err == nil {
+		t.set(t.paused, id, false)
+	}
+	return err
+}
+
+func (t *testCluster) SetClockRate(id int, rate float64) error {
+	t.set(t.rated, id, rate != 1)
+	return t.c.SetClockRate(id, rate)
+}
+
+func (t *testCluster) Leader(ctx context.Context) (int, error) { return t.c.Leader(ctx) }
+
+func (t *testCluster) set(m map[int]bool, id int, on bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if on {
+		m[id] = true
+	} else {
+		delete(m, id)
+	}
+}
+
+// admin posts an admin request to any live member (which forwards it to
+// the leader) until one accepts it or ctx ends.
+func (t *testCluster) admin(ctx context.Context, path string, body any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	var last error
+	for ctx.Err() == nil {
+		for _, tg := range t.targets() {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+tg.Addr+path, bytes.NewReader(b))
+			if err != nil {
+				return err
+			}
+			resp, err := t.http.Do(req)
+			if err != nil {
+				last = err
+				continue
+			}
+			msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Errorf("%s: %d %s", path, resp.StatusCode, bytes.TrimSpace(msg))
+			if resp.StatusCode == http.StatusConflict || resp.StatusCode == http.StatusBadRequest {
+				return last // refused: retrying will not help
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return errors.Join(last, ctx.Err())
+}
+
+// Replace implements nemesis.Cluster: a new process joins as a learner,
+// is promoted once it has caught up, and old is removed and stopped.
+func (t *testCluster) Replace(ctx context.Context, old int) (int, error) {
+	n, err := t.c.AddProcess(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if err := t.admin(ctx, "/v1/cluster/learners", map[string]any{"id": n.ID, "raft_addr": n.RaftAddr, "http_addr": n.HTTPAddr}); err != nil {
+		return 0, fmt.Errorf("add learner %d: %w", n.ID, err)
+	}
+	// Promotion waits for the learner to catch up; the leader refuses a
+	// learner far behind, so retry until it is accepted.
+	for {
+		err := t.admin(ctx, "/v1/cluster/promote", map[string]any{"id": n.ID})
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return 0, fmt.Errorf("promote %d: %w", n.ID, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.mu.Lock()
+	t.members = append(t.members, n.ID)
+	t.mu.Unlock()
+	if err := t.admin(ctx, "/v1/cluster/remove", map[string]any{"id": old}); err != nil {
+		return n.ID, fmt.Errorf("remove %d: %w", old, err)
+	}
+	t.mu.Lock()
+	t.members = slices.DeleteFunc(t.members, func(id int) bool { return id == old })
+	delete(t.down, old)
+	delete(t.paused, old)
+	delete(t.rated, old)
+	t.mu.Unlock()
+	return n.ID, t.c.Kill(old)
+}
+
+// Transfer implements nemesis.Cluster.
+func (t *testCluster) Transfer(ctx context.Context, to int) error {
+	return t.admin(ctx, "/v1/cluster/transfer", map[string]any{"id": to})
+}
+
+// healAll undoes every fault still in force: the network, paused and
+// killed processes, clock rates.
+func (t *testCluster) healAll(ctx context.Context) error {
+	t.mu.Lock()
+	paused, down, rated := keys(t.paused), keys(t.down), keys(t.rated)
+	t.mu.Unlock()
+	errs := []error{t.c.Heal()}
+	for _, id := range paused {
+		errs = append(errs, t.Resume(id))
+	}
+	for _, id := range down {
+		errs = append(errs, t.Restart(id))
+	}
+	for _, id := range rated {
+		errs = append(errs, t.SetClockRate(id, 1))
+	}
+	return errors.Join(errs...)
+}
+
+func keys(m map[int]bool) []int {
+	var out []int
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// waitConverged waits until a leader is known and every member has
+// applied what the leader had committed when asked.
+func (t *testCluster) waitConverged(ctx context.Context) error {
+	l, err := t.c.WaitLeader(ctx)
+	if err != nil {
+		return fmt.Errorf("no leader after healing: %w", err)
+	}
+	st, err := t.c.Status(ctx, l)
+	if err != nil {
+		return err
+	}
+	for _, id := range t.Members() {
+		for {
+			s, err := t.c.Status(ctx, id)
+			if err == nil && s.Applied >= st.Commit {
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("node %d did not catch up to %d: %v", id, st.Commit, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return nil
+}
