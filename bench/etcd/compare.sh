@@ -1,0 +1,493 @@
+#!/usr/bin/env bash
+# compare.sh -- etcd vs edictkv, side by side, measured in ONE run on this machine
+# with the very same client: etcd's own `benchmark` tool, same flags, same workloads.
+#
+# For each round and each system (etcd 3 members, then edictkv 3 processes; the
+# order alternates from round to round so neither always runs on a "fresh" or a
+# "tired" machine), it:
+#   1. starts a fresh 3-member cluster on 127.0.0.1 in a new temp dir (free ports
+#      picked by a helper, default durability: fsync on), waits until every member
+#      is ready and a leader is known (etcdctl endpoint health; edictkv also /readyz);
+#   2. runs these workloads (keys KEY_SIZE bytes, values VAL_SIZE bytes):
+#        put64     put, CLIENTS clients / CONNS conns over all members, TOTAL puts,
+#                  --sequential-keys --key-space-size=TOTAL
+#        put1      put, 1 client / 1 conn to the leader, TOTAL1 puts (key space TOTAL1)
+#        range_l64 range KEY --consistency=l, CLIENTS/CONNS over all members, READ_TOTAL
+#        range_s64 range KEY --consistency=s, same
+#        range_l1  range KEY --consistency=l, 1 client / 1 conn to the leader, READ_TOTAL1
+#        range_s1  range KEY --consistency=s, same
+#      (KEY is one key written with etcdctl before the reads). The leader is looked
+#      up again right before each "to the leader" workload (etcdctl endpoint status);
+#   3. per workload records req/s, p50 and p99 (the benchmark's own histogram) and
+#      the server CPU seconds: utime+stime of the 3 server processes (/proc/PID/stat)
+#      before/after, as the anchor script etcd-3node.sh does;
+#   4. stops exactly the processes it started (SIGTERM, SIGKILL after STOP_TIMEOUT)
+#      and deletes the cluster's data dir.
+# Any benchmark error ("Error distribution" in its report), a benchmark that fails
+# or times out, or a server that dies makes the script fail loudly (exit 1) naming
+# the system and workload and quoting the error text (CONTINUE_ON_ERROR=1: mark
+# the figure ERR, carry on, still exit 1 at the end).
+#
+# Output: progress on stderr; on stdout a markdown table of the medians over ROUNDS
+# (workload | etcd req/s (p50/p99) | edictkv req/s (p50/p99) | ratio of req/s |
+# server CPU ms per request for both), then one machine-readable line
+#   RESULT key=value ...
+# with every median (<sys>_<workload>_{rps,p50_ms,p99_ms,cpu_ms_per_req}, and
+# ratio_<workload>_rps = edictkv/etcd).
+#
+# Env (defaults):
+#   ROUNDS=1                 repetitions of the whole thing (median reported)
+#   TOTAL=20000              puts, put64          TOTAL1=3000        puts, put1
+#   READ_TOTAL=20000         reads, range_*64     READ_TOTAL1=3000   reads, range_*1
+#   CLIENTS=64 CONNS=8       the "64 clients" workloads
+#   KEY_SIZE=8 VAL_SIZE=256
+#   WORKLOADS="put64 put1 range_l64 range_s64 range_l1 range_s1"   (subset allowed, in this order)
+#   ETCD_VERSION=v3.6.8      passed to install.sh
+#   BIN=/tmp/edictlog-etcd/bin   etcd, etcdctl, benchmark (install.sh) and edictkv (built here)
+#   TMP_PARENT=/tmp          filesystem that holds the data dirs (it decides fsync cost!)
+#   BENCH_TIMEOUT=180        seconds per benchmark invocation
+#   STOP_TIMEOUT=15          seconds between SIGTERM and SIGKILL at teardown
+#   READY_TIMEOUT=30         seconds for a fresh cluster to become healthy
+#   BASE_PORT=               empty: random free ports in [PORT_MIN, PORT_MAX] (default
+#                            20000..32000, below the kernel's ephemeral range);
+#                            set: fixed ports BASE_PORT.. for etcd, BASE_PORT+20.. for edictkv
+#   KEEP_TMP=0               1: keep data dirs, logs and raw benchmark outputs
+#   CONTINUE_ON_ERROR=0      1: record ERR for a failed workload and go on
+#   ETCD_EXTRA_FLAGS=""      extra flags for every etcd member
+#   EDICTKV_EXTRA_FLAGS=""   extra flags for every edictkv process
+#
+# Needs: go, jq, ss, curl, /usr/bin/time, getconf.
+#
+# Examples:
+#   bash bench/etcd/compare.sh
+#   ROUNDS=3 bash bench/etcd/compare.sh
+#   WORKLOADS="put64" TOTAL=50000 bash bench/etcd/compare.sh
+set -euo pipefail
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_ROOT=$(cd "$SCRIPT_DIR/../.." && pwd)
+
+ROUNDS=${ROUNDS:-1}
+TOTAL=${TOTAL:-20000}
+TOTAL1=${TOTAL1:-3000}
+READ_TOTAL=${READ_TOTAL:-20000}
+READ_TOTAL1=${READ_TOTAL1:-3000}
+CLIENTS=${CLIENTS:-64}
+CONNS=${CONNS:-8}
+KEY_SIZE=${KEY_SIZE:-8}
+VAL_SIZE=${VAL_SIZE:-256}
+WORKLOADS=${WORKLOADS:-"put64 put1 range_l64 range_s64 range_l1 range_s1"}
+export ETCD_VERSION=${ETCD_VERSION:-v3.6.8}
+export BIN=${BIN:-/tmp/edictlog-etcd/bin}
+TMP_PARENT=${TMP_PARENT:-/tmp}
+BENCH_TIMEOUT=${BENCH_TIMEOUT:-180}
+STOP_TIMEOUT=${STOP_TIMEOUT:-15}
+READY_TIMEOUT=${READY_TIMEOUT:-30}
+BASE_PORT=${BASE_PORT:-}
+PORT_MIN=${PORT_MIN:-20000}
+PORT_MAX=${PORT_MAX:-32000}
+KEEP_TMP=${KEEP_TMP:-0}
+CONTINUE_ON_ERROR=${CONTINUE_ON_ERROR:-0}
+ETCD_EXTRA_FLAGS=${ETCD_EXTRA_FLAGS:-}
+EDICTKV_EXTRA_FLAGS=${EDICTKV_EXTRA_FLAGS:-}
+
+SYSTEMS=(etcd edictkv)
+N=3 # members per cluster
+CLK_TCK=$(getconf CLK_TCK)
+
+log() { echo "[compare $(date +%H:%M:%S)] $*" >&2; }
+die() { log "FATAL: $*"; exit 1; }
+
+for tool in go jq ss curl getconf /usr/bin/time; do
+  command -v "$tool" >/dev/null || die "missing tool: $tool"
+done
+for w in $WORKLOADS; do
+  case $w in put64 | put1 | range_l64 | range_s64 | range_l1 | range_s1) ;; *) die "unknown workload $w" ;; esac
+done
+
+# ---------------------------------------------------------------------------
+# Binaries. install.sh is idempotent (skips binaries already at ETCD_VERSION), so
+# it is always called: that both installs missing binaries and catches a $BIN that
+# holds another etcd version. edictkv is always rebuilt from this checkout so the
+# figures belong to the code next to the script.
+# ---------------------------------------------------------------------------
+build_binaries() {
+  log "checking etcd binaries in $BIN (install.sh)"
+  bash "$SCRIPT_DIR/install.sh" >&2
+  log "building edictkv from $REPO_ROOT"
+  (cd "$REPO_ROOT" && go build -o "$BIN/edictkv" ./cmd/edictkv)
+}
+
+# ---------------------------------------------------------------------------
+# Ports. A port counts as taken if any TCP socket other than a TIME-WAIT one uses
+# it as its local port (a listener, or a connection whose source port it is).
+# Random ports are drawn below the kernel's ephemeral range so that the benchmark's
+# own outgoing connections cannot grab them between the check and the bind.
+# ---------------------------------------------------------------------------
+port_taken() { ss -Htan "( sport = :$1 )" | grep -vq '^TIME-WAIT'; }
+
+# pick_ports COUNT OFFSET -> sets PORTS=(...) of COUNT distinct free ports.
+# With BASE_PORT set: BASE_PORT+OFFSET.. consecutive, refusing to start if one is taken.
+pick_ports() {
+  local count=$1 offset=$2 p tries=0
+  PORTS=()
+  if [[ -n $BASE_PORT ]]; then
+    for ((p = BASE_PORT + offset; p < BASE_PORT + offset + count; p++)); do
+      port_taken "$p" && die "port $p is already in use; choose another BASE_PORT"
+      PORTS+=("$p")
+    done
+    return 0
+  fi
+  local eph_low max=$PORT_MAX
+  eph_low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range)
+  ((max >= eph_low)) && max=$((eph_low - 1))
+  ((max > PORT_MIN + 100)) || die "no room for ports below the ephemeral range ($PORT_MIN..$max)"
+  while ((${#PORTS[@]} < count)); do
+    ((tries++ < 1000)) || die "could not find $count free ports"
+    p=$((PORT_MIN + RANDOM % (max - PORT_MIN + 1)))
+    [[ " ${PORTS[*]} " == *" $p "* ]] && continue
+    port_taken "$p" && continue
+    PORTS+=("$p")
+  done
+}
+
+# ---------------------------------------------------------------------------
+# Cluster lifecycle. PIDS holds exactly the server processes this script started
+# (the binaries themselves: each is launched directly, not via a wrapper, so its
+# /proc/PID/stat is the server's CPU).
+# ---------------------------------------------------------------------------
+PIDS=()
+CDIR=""   # data dir and logs of the running cluster
+EPS=""    # client (gRPC) endpoints, comma-separated
+HTTPS=()  # edictkv only: HTTP addresses for /readyz
+
+start_etcd() {
+  pick_ports $((2 * N)) 0
+  local cports=("${PORTS[@]:0:N}") pports=("${PORTS[@]:N:N}") cluster="" i
+  # one token for the whole cluster (members with different tokens never form one)
+  local token="compare-$$-$RANDOM"
+  for ((i = 0; i < N; i++)); do cluster+="${cluster:+,}m$i=http://127.0.0.1:${pports[$i]}"; done
+  EPS=""
+  for ((i = 0; i < N; i++)); do EPS+="${EPS:+,}127.0.0.1:${cports[$i]}"; done
+  for ((i = 0; i < N; i++)); do
+    # shellcheck disable=SC2086 # ETCD_EXTRA_FLAGS is a list of words on purpose
+    "$BIN/etcd" --name "m$i" --data-dir "$CDIR/m$i.etcd" \
+      --listen-client-urls "http://127.0.0.1:${cports[$i]}" \
+      --advertise-client-urls "http://127.0.0.1:${cports[$i]}" \
+      --listen-peer-urls "http://127.0.0.1:${pports[$i]}" \
+      --initial-advertise-peer-urls "http://127.0.0.1:${pports[$i]}" \
+      --initial-cluster "$cluster" \
+      --initial-cluster-token "$token" --initial-cluster-state new \
+      --log-level warn --log-outputs "$CDIR/m$i.log" \
+      $ETCD_EXTRA_FLAGS >"$CDIR/m$i.stdout" 2>&1 &
+    PIDS+=($!)
+  done
+}
+
+start_edictkv() {
+  pick_ports $((3 * N)) 20
+  local rports=("${PORTS[@]:0:N}") hports=("${PORTS[@]:N:N}") gports=("${PORTS[@]:2*N:N}")
+  local peers="" i
+  for ((i = 0; i < N; i++)); do
+    peers+="${peers:+,}$((i + 1))=127.0.0.1:${rports[$i]}/127.0.0.1:${hports[$i]}"
+  done
+  EPS="" HTTPS=()
+  for ((i = 0; i < N; i++)); do
+    EPS+="${EPS:+,}127.0.0.1:${gports[$i]}"
+    HTTPS+=("127.0.0.1:${hports[$i]}")
+  done
+  for ((i = 0; i < N; i++)); do
+    # shellcheck disable=SC2086 # EDICTKV_EXTRA_FLAGS is a list of words on purpose
+    "$BIN/edictkv" serve --id $((i + 1)) --data-dir "$CDIR/m$i.edictkv" \
+      --raft-addr "127.0.0.1:${rports[$i]}" --http-addr "127.0.0.1:${hports[$i]}" \
+      --grpc-addr "127.0.0.1:${gports[$i]}" --peers "$peers" --log-level warn \
+      $EDICTKV_EXTRA_FLAGS >"$CDIR/m$i.log" 2>&1 &
+    PIDS+=($!)
+  done
+}
+
+ctl() { "$BIN/etcdctl" --endpoints="$EPS" --dial-timeout=2s --command-timeout=5s "$@"; }
+
+# check_alive SYS WHAT -> dies (with log tails, via cleanup) if a server has exited.
+check_alive() {
+  local pid
+  for pid in "${PIDS[@]}"; do
+    kill -0 "$pid" 2>/dev/null || die "$1: server pid $pid exited ($2)"
+  done
+}
+
+# wait_ready SYS: up to READY_TIMEOUT s for every member to be healthy. For edictkv
+# also /readyz (200 once the process knows a leader) on every process.
+wait_ready() {
+  local sys=$1 h ok deadline=$((SECONDS + READY_TIMEOUT))
+  while ((SECONDS < deadline)); do
+    check_alive "$sys" "during startup"
+    ok=1
+    if [[ $sys == edictkv ]]; then
+      for h in "${HTTPS[@]}"; do
+        [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "http://$h/readyz") == 200 ]] || ok=0
+      done
+    fi
+    if [[ $ok == 1 ]] && ctl endpoint health >/dev/null 2>&1; then return 0; fi
+    sleep 0.2
+  done
+  die "$sys: cluster not ready after ${READY_TIMEOUT}s"
+}
+
+# leader_ep -> the endpoint whose status says it is the leader (same rule as etcd's
+# own tooling: .Status.leader == .Status.header.member_id). Exactly one, or die.
+leader_ep() {
+  local l
+  l=$(ctl endpoint status -w json | jq -r '.[] | select(.Status.leader == .Status.header.member_id) | .Endpoint')
+  [[ -n $l && $l != *$'\n'* ]] || die "could not determine a single leader (got: '${l//$'\n'/ }')"
+  echo "$l"
+}
+
+# stop_cluster: SIGTERM every started server, SIGKILL those still alive after
+# STOP_TIMEOUT, reap them, delete the data dir (unless KEEP_TMP=1).
+stop_cluster() {
+  ((${#PIDS[@]} > 0)) || return 0
+  local pid forced=0 deadline
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  deadline=$((SECONDS + STOP_TIMEOUT))
+  for pid in "${PIDS[@]}"; do
+    while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; forced=$((forced + 1)); fi
+    wait "$pid" 2>/dev/null || true
+  done
+  log "stopped ${#PIDS[@]} server processes ($forced needed SIGKILL)"
+  PIDS=()
+  if [[ $KEEP_TMP != 1 && -n $CDIR ]]; then rm -rf "${CDIR:?}"/m*.etcd "${CDIR:?}"/m*.edictkv; fi
+}
+
+WORK=""
+cleanup() {
+  local rc=$?
+  set +e
+  if ((rc != 0)) && [[ -n $CDIR ]]; then
+    for f in "$CDIR"/m*.log; do
+      [[ -f $f ]] || continue
+      echo "--- tail of $f ---" >&2
+      tail -n 15 "$f" >&2
+    done
+  fi
+  stop_cluster
+  if [[ -n $WORK ]]; then
+    if [[ $KEEP_TMP == 1 ]]; then log "kept $WORK"; else rm -rf "$WORK"; fi
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------------------
+# Measuring.
+# ---------------------------------------------------------------------------
+srv_cpu_ticks() { # utime+stime of the running cluster's servers, in clock ticks
+  local t=0 pid
+  for pid in "${PIDS[@]}"; do
+    # fields after the ")" of comm: utime is field 12, stime field 13 (1-based),
+    # so a comm with spaces cannot shift them
+    t=$((t + $(sed 's/^.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}')))
+  done
+  echo "$t"
+}
+# host-wide "busy total" ticks from /proc/stat: shows saturation and other tenants
+host_ticks() { awk '/^cpu / {t=0; for (i=2;i<=NF;i++) t+=$i; print t-$5-$6, t}' /proc/stat; }
+
+declare -A R   # R[round,sys,workload,metric] = value
+ERRORS=0
+
+# run_bench ROUND SYS WORKLOAD NREQ benchmark-args... : one benchmark invocation;
+# stores rps, p50_ms, p99_ms, cpu_s, cpu_ms_per_req, busy_pct, cli_cpu_s in R.
+run_bench() {
+  local round=$1 sys=$2 w=$3 nreq=$4
+  shift 4
+  local out="$WORK/r$round-$sys-$w.txt" c0 c1 h0 h1 k=$round,$sys,$w
+  check_alive "$sys" "before $w"
+  c0=$(srv_cpu_ticks); h0=$(host_ticks)
+  if ! /usr/bin/time -f '%U %S' -o "$out.time" \
+    timeout "$BENCH_TIMEOUT" "$BIN/benchmark" --precise "$@" >"$out" 2>&1; then
+    bench_failed "$sys" "$w" "benchmark exited non-zero or timed out after ${BENCH_TIMEOUT}s" "$out" "$k"
+    return 0
+  fi
+  c1=$(srv_cpu_ticks); h1=$(host_ticks)
+  check_alive "$sys" "after $w"
+  if grep -q 'Error distribution' "$out"; then
+    bench_failed "$sys" "$w" "benchmark reported errors" "$out" "$k"
+    return 0
+  fi
+  # The report follows "Summary:"; progress bars use \r, hence the tr.
+  local rps p50 p99
+  read -r rps p50 p99 < <(tr '\r' '\n' <"$out" | awk '
+    /Requests\/sec:/ {rps=$2}
+    / 50% in /       {p50=$3*1000}
+    / 99% in /       {p99=$3*1000}
+    function f(x, fmt) { return x == "" ? "na" : sprintf(fmt, x) }
+    END {print f(rps, "%.1f"), f(p50, "%.3f"), f(p99, "%.3f")}')
+  [[ $rps != na ]] || { bench_failed "$sys" "$w" "no Requests/sec in the benchmark output" "$out" "$k"; return 0; }
+  R[$k,rps]=$rps R[$k,p50_ms]=$p50 R[$k,p99_ms]=$p99
+  R[$k,cpu_s]=$(awk -v a="$c0" -v b="$c1" -v t="$CLK_TCK" 'BEGIN{printf "%.2f", (b-a)/t}')
+  R[$k,cpu_ms_per_req]=$(awk -v a="$c0" -v b="$c1" -v t="$CLK_TCK" -v n="$nreq" 'BEGIN{printf "%.4f", 1000*(b-a)/t/n}')
+  R[$k,busy_pct]=$(echo "$h0 $h1" | awk '{printf "%.1f", 100*($3-$1)/($4-$2)}')
+  R[$k,cli_cpu_s]=$(awk 'NF==2 {printf "%.2f", $1+$2}' "$out.time")
+  log "$(printf '%-8s %-10s %9.1f req/s  p50 %7.3f ms  p99 %7.3f ms  server CPU %6.2f s (%.4f ms/req)  host busy %s%%' \
+    "$sys" "$w" "$rps" "$p50" "$p99" "${R[$k,cpu_s]}" "${R[$k,cpu_ms_per_req]}" "${R[$k,busy_pct]}")"
+}
+
+# bench_failed SYS WORKLOAD WHY OUTFILE KEY: fail loudly with the benchmark's own
+# error text; with CONTINUE_ON_ERROR=1 mark the figures ERR and carry on.
+bench_failed() {
+  local sys=$1 w=$2 why=$3 out=$4 k=$5
+  log "ERROR: $sys / $w: $why. Benchmark output (client log lines and progress bars left out):"
+  # The client logs one JSON line per failed attempt: show the report, then the
+  # distinct error texts of those lines with their counts.
+  tr '\r' '\n' <"$out" | grep -v -e '^{"level"' -e 'INFO: \[core\]' -e '^ *$' -e '|' -e ' p/s$' | tail -n 40 >&2
+  if grep -q '^{"level"' "$out"; then
+    echo "distinct errors in the client's log lines (count, text):" >&2
+    grep -o '"error":"[^"]*"' "$out" | sort | uniq -c | sort -rn | head -n 10 >&2
+  fi
+  ERRORS=$((ERRORS + 1))
+  [[ $CONTINUE_ON_ERROR == 1 ]] || die "$sys / $w failed (set CONTINUE_ON_ERROR=1 to carry on)"
+  R[$k,rps]=ERR R[$k,p50_ms]=ERR R[$k,p99_ms]=ERR R[$k,cpu_ms_per_req]=ERR
+}
+
+# run_system ROUND SYS: fresh cluster, all workloads, teardown.
+run_system() {
+  local round=$1 sys=$2 leader before after w
+  CDIR="$WORK/r$round-$sys"
+  mkdir -p "$CDIR"
+  local t0=$SECONDS
+  "start_$sys"
+  wait_ready "$sys"
+  leader=$(leader_ep)
+  log "round $round: $sys ready after $((SECONDS - t0))s, endpoints $EPS, leader $leader"
+
+  local key val all=(--endpoints="$EPS" --clients="$CLIENTS" --conns="$CONNS")
+  key=$(head -c "$KEY_SIZE" </dev/zero | tr '\0' 'r')
+  val=$(head -c "$VAL_SIZE" </dev/zero | tr '\0' 'v')
+  local wrote_key=0
+  for w in $WORKLOADS; do
+    if [[ $w == range_* && $wrote_key == 0 ]]; then
+      ctl put "$key" "$val" >/dev/null || die "$sys: could not write the read key"
+      wrote_key=1
+    fi
+    # "to the leader" workloads: look the leader up right before, and say so if it
+    # moved during the workload (the figure then mixes leader and follower service)
+    before=$(leader_ep)
+    local one=(--endpoints="$before" --clients=1 --conns=1)
+    case $w in
+      put64) run_bench "$round" "$sys" "$w" "$TOTAL" "${all[@]}" put --key-size="$KEY_SIZE" --val-size="$VAL_SIZE" \
+               --total="$TOTAL" --sequential-keys --key-space-size="$TOTAL" ;;
+      put1) run_bench "$round" "$sys" "$w" "$TOTAL1" "${one[@]}" put --key-size="$KEY_SIZE" --val-size="$VAL_SIZE" \
+               --total="$TOTAL1" --sequential-keys --key-space-size="$TOTAL1" ;;
+      range_l64) run_bench "$round" "$sys" "$w" "$READ_TOTAL" "${all[@]}" range "$key" --consistency=l --total="$READ_TOTAL" ;;
+      range_s64) run_bench "$round" "$sys" "$w" "$READ_TOTAL" "${all[@]}" range "$key" --consistency=s --total="$READ_TOTAL" ;;
+      range_l1) run_bench "$round" "$sys" "$w" "$READ_TOTAL1" "${one[@]}" range "$key" --consistency=l --total="$READ_TOTAL1" ;;
+      range_s1) run_bench "$round" "$sys" "$w" "$READ_TOTAL1" "${one[@]}" range "$key" --consistency=s --total="$READ_TOTAL1" ;;
+    esac
+    after=$(leader_ep)
+    if [[ $after != "$before" ]]; then
+      log "WARNING: $sys / $w: leader changed during the workload ($before -> $after)"
+      R[$round,$sys,$w,leader_changed]=1
+    fi
+  done
+  stop_cluster
+}
+
+# ---------------------------------------------------------------------------
+# Summaries.
+# ---------------------------------------------------------------------------
+# median_of SYS WORKLOAD METRIC -> median over rounds of numeric values ("na" if none,
+# "ERR" if every round failed)
+median_of() {
+  local vals=() r v
+  for ((r = 1; r <= ROUNDS; r++)); do
+    v=${R[$r,$1,$2,$3]:-}
+    [[ $v =~ ^[0-9.]+$ ]] && vals+=("$v")
+  done
+  if ((${#vals[@]} == 0)); then
+    [[ ${R[1,$1,$2,$3]:-} == ERR ]] && echo ERR || echo na
+    return 0
+  fi
+  printf '%s\n' "${vals[@]}" | sort -g | awk '{a[NR]=$1} END {m = (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2; print m}'
+}
+
+label() {
+  case $1 in
+    put64) echo "put, $CLIENTS clients ($TOTAL)" ;;
+    put1) echo "put, 1 client to the leader ($TOTAL1)" ;;
+    range_l64) echo "range linearizable, $CLIENTS clients ($READ_TOTAL)" ;;
+    range_s64) echo "range serializable, $CLIENTS clients ($READ_TOTAL)" ;;
+    range_l1) echo "range linearizable, 1 client to the leader ($READ_TOTAL1)" ;;
+    range_s1) echo "range serializable, 1 client to the leader ($READ_TOTAL1)" ;;
+  esac
+}
+
+# cell SYS WORKLOAD -> "5335 (10.80/32.00 ms)"
+cell() {
+  local rps p50 p99
+  rps=$(median_of "$1" "$2" rps); p50=$(median_of "$1" "$2" p50_ms); p99=$(median_of "$1" "$2" p99_ms)
+  [[ $rps =~ ^[0-9.]+$ ]] || { echo "$rps"; return 0; }
+  awk -v r="$rps" -v a="$p50" -v b="$p99" 'BEGIN{printf "%.0f (%.2f/%.2f ms)", r, a, b}'
+}
+
+num() { [[ $1 =~ ^[0-9.]+$ ]]; }
+
+print_report() {
+  local w e k cpu_e cpu_k ratio
+  echo
+  echo "etcd $ETCD_VERSION vs edictkv ($(cd "$REPO_ROOT" && go list -m)), 3 members each on 127.0.0.1, fsync on;"
+  echo "etcd's benchmark tool, keys $KEY_SIZE B, values $VAL_SIZE B; median of $ROUNDS round(s); $(nproc) CPUs; $(date -u +%F\ %H:%MZ)"
+  echo
+  echo "| workload | etcd req/s (p50/p99) | edictkv req/s (p50/p99) | ratio edictkv/etcd (req/s) | server CPU ms/req etcd | server CPU ms/req edictkv |"
+  echo "|---|---|---|---|---|---|"
+  for w in $WORKLOADS; do
+    e=$(median_of etcd "$w" rps); k=$(median_of edictkv "$w" rps)
+    ratio=na
+    if num "$e" && num "$k"; then ratio=$(awk -v a="$k" -v b="$e" 'BEGIN{printf "%.2f", a/b}'); fi
+    cpu_e=$(median_of etcd "$w" cpu_ms_per_req); cpu_k=$(median_of edictkv "$w" cpu_ms_per_req)
+    num "$cpu_e" && cpu_e=$(awk -v x="$cpu_e" 'BEGIN{printf "%.3f", x}')
+    num "$cpu_k" && cpu_k=$(awk -v x="$cpu_k" 'BEGIN{printf "%.3f", x}')
+    echo "| $(label "$w") | $(cell etcd "$w") | $(cell edictkv "$w") | $ratio | $cpu_e | $cpu_k |"
+  done
+  echo
+
+  local res="RESULT rounds=$ROUNDS etcd_version=$ETCD_VERSION clients=$CLIENTS conns=$CONNS total=$TOTAL total1=$TOTAL1"
+  res+=" read_total=$READ_TOTAL read_total1=$READ_TOTAL1 key_size=$KEY_SIZE val_size=$VAL_SIZE errors=$ERRORS"
+  local s m r changed
+  for w in $WORKLOADS; do
+    for s in "${SYSTEMS[@]}"; do
+      for m in rps p50_ms p99_ms cpu_s cpu_ms_per_req busy_pct cli_cpu_s; do
+        res+=" ${s}_${w}_${m}=$(median_of "$s" "$w" "$m")"
+      done
+      changed=0
+      for ((r = 1; r <= ROUNDS; r++)); do [[ -n ${R[$r,$s,$w,leader_changed]:-} ]] && changed=$((changed + 1)); done
+      ((changed == 0)) || res+=" ${s}_${w}_leader_changed_rounds=$changed"
+    done
+    e=$(median_of etcd "$w" rps); k=$(median_of edictkv "$w" rps)
+    ratio=na
+    if num "$e" && num "$k"; then ratio=$(awk -v a="$k" -v b="$e" 'BEGIN{printf "%.3f", a/b}'); fi
+    res+=" ratio_${w}_rps=$ratio"
+  done
+  echo "$res total_s=$((SECONDS - T_START))"
+}
+
+# ---------------------------------------------------------------------------
+main() {
+  T_START=$SECONDS
+  build_binaries
+  WORK=$(mktemp -d "$TMP_PARENT/edictlog-etcd-compare.XXXXXX")
+  log "work dir $WORK; ROUNDS=$ROUNDS WORKLOADS=\"$WORKLOADS\""
+  local round order
+  for ((round = 1; round <= ROUNDS; round++)); do
+    # alternate which system goes first
+    if ((round % 2 == 1)); then order=(etcd edictkv); else order=(edictkv etcd); fi
+    for s in "${order[@]}"; do run_system "$round" "$s"; done
+  done
+  print_report
+  CDIR=""
+  if ((ERRORS > 0)); then log "$ERRORS workload(s) failed"; exit 1; fi
+}
+
+main "$@"
