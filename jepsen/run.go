@@ -135,6 +135,11 @@ func Run(ctx context.Context, o Options) (Results, error) {
 	if err != nil {
 		return Results{}, err
 	}
+	// A run's nodes start from empty data directories: reusing an old
+	// report folder would start them from its state.
+	if _, err := os.Stat(filepath.Join(o.Out, "history.jsonl")); err == nil {
+		return Results{}, fmt.Errorf("jepsen: %s already holds a run; choose another --out", o.Out)
+	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return Results{}, err
 	}

@@ -136,8 +136,9 @@ func (t *testCluster) set(m map[int]bool, id int, on bool) {
 	}
 }
 
-// admin posts an admin request to any live member (which forwards it to
-// the leader) until one accepts it or ctx ends.
+// admin posts an admin request, to the leader first and then to the other
+// members (which forward it), until one accepts it or ctx ends. A 409 is
+// final unless it says a membership change is still in progress.
 func (t *testCluster) admin(ctx context.Context, path string, body any) error {
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -145,25 +146,24 @@ func (t *testCluster) admin(ctx context.Context, path string, body any) error {
 	}
 	var last error
 	for ctx.Err() == nil {
-		for _, tg := range t.targets() {
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+tg.Addr+path, bytes.NewReader(b))
-			if err != nil {
-				return err
-			}
-			resp, err := t.http.Do(req)
-			if err != nil {
+		targets := t.targets()
+		if l, err := t.c.Leader(ctx); err == nil {
+			slices.SortStableFunc(targets, func(a, b workload.Target) int { return boolInt(b.ID == l) - boolInt(a.ID == l) })
+		}
+		for _, tg := range targets {
+			code, msg, err := t.post(ctx, "http://"+tg.Addr+path, b)
+			switch {
+			case err != nil:
 				last = err
 				continue
-			}
-			msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			case code == http.StatusOK:
 				return nil
 			}
-			last = fmt.Errorf("%s: %d %s", path, resp.StatusCode, bytes.TrimSpace(msg))
-			if resp.StatusCode == http.StatusConflict || resp.StatusCode == http.StatusBadRequest {
+			last = fmt.Errorf("%s: %d %s", path, code, msg)
+			if code == http.StatusBadRequest || code == http.StatusConflict && !bytes.Contains(msg, []byte("in progress")) {
 				return last // refused: retrying will not help
 			}
+			break // the leader answered: ask it again shortly
 		}
 		select {
 		case <-ctx.Done():
@@ -171,6 +171,29 @@ func (t *testCluster) admin(ctx context.Context, path string, body any) error {
 		}
 	}
 	return errors.Join(last, ctx.Err())
+}
+
+func (t *testCluster) post(ctx context.Context, url string, body []byte) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := t.http.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	return resp.StatusCode, bytes.TrimSpace(msg), nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Replace implements nemesis.Cluster: a new process joins as a learner,

@@ -25,6 +25,7 @@
 #   BIN=/tmp/edictlog-etcd/bin   where the binaries go
 #   BUILD=/tmp/edictlog-etcd/build  where the wrapper modules live (thrown away per build)
 #   FORCE=0                      1: rebuild even if a binary of the right version exists
+#   ONLY="etcd etcdctl benchmark" which of them to build (CI builds only etcdctl)
 #
 # A binary is "of the right version" when `go version -m` says the module that
 # provides its main package is at $ETCD_VERSION.
@@ -34,6 +35,7 @@ ETCD_VERSION=${ETCD_VERSION:-v3.6.8}
 BIN=${BIN:-/tmp/edictlog-etcd/bin}
 BUILD=${BUILD:-/tmp/edictlog-etcd/build}
 FORCE=${FORCE:-0}
+ONLY=${ONLY:-"etcd etcdctl benchmark"}
 export CGO_ENABLED=0
 # The wrapper modules must not pick up a go.work or GOFLAGS=-mod=... of the caller.
 export GOWORK=off GOFLAGS=-buildvcs=false
@@ -69,7 +71,11 @@ build() {
   echo "built $BIN/$name from $pkg@$ETCD_VERSION via wrapper module $BUILD/$name"
 }
 
-build etcd      go.etcd.io/etcd/server/v3  go.etcd.io/etcd/server/v3
-build etcdctl   go.etcd.io/etcd/etcdctl/v3 go.etcd.io/etcd/etcdctl/v3
-build benchmark go.etcd.io/etcd/v3         go.etcd.io/etcd/v3/tools/benchmark
-"$BIN/etcd" --version
+for name in $ONLY; do
+  case $name in
+    etcd) build etcd go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 && "$BIN/etcd" --version ;;
+    etcdctl) build etcdctl go.etcd.io/etcd/etcdctl/v3 go.etcd.io/etcd/etcdctl/v3 ;;
+    benchmark) build benchmark go.etcd.io/etcd/v3 go.etcd.io/etcd/v3/tools/benchmark ;;
+    *) echo "ONLY: unknown binary $name (etcd, etcdctl, benchmark)" >&2; exit 2 ;;
+  esac
+done
