@@ -158,8 +158,12 @@ func Read(rd io.Reader) ([]Op, error) {
 
 // Interval is one fault's span.
 type Interval struct {
-	Nemesis, Detail string
-	Start, End      int64 // ns since the test began; End is the history's end if the fault never stopped
+	Nemesis string `json:"nemesis"`
+	Detail  string `json:"detail"`
+	// Start and End are ns since the test began; End is the history's end
+	// if the fault never stopped.
+	Start int64 `json:"start_ns"`
+	End   int64 `json:"end_ns"`
 }
 
 // Intervals pairs the nemesis's start and stop events, in order of start.
