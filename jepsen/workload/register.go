@@ -21,8 +21,8 @@ type Target struct {
 type Config struct {
 	// Clients is the number of concurrent clients (default 10).
 	Clients int
-	// Targets returns the nodes the clients may talk to now; each
-	// operation picks one at random.
+	// Targets returns the nodes the clients may talk to now; client c
+	// talks to the (c mod len)th.
 	Targets func() []Target
 	// Timeout bounds one operation (default 2s): past it, a write's
 	// outcome is unknown.
@@ -69,7 +69,7 @@ func (w *Register) Run(ctx context.Context, rec *history.Recorder) {
 			rng := rand.New(rand.NewPCG(w.Seed, uint64(c)))
 			process := c
 			for ctx.Err() == nil {
-				t, ok := pick(rng, w.Targets())
+				t, ok := bound(c, w.Targets())
 				if !ok {
 					sleep(ctx, 50*time.Millisecond)
 					continue
@@ -159,11 +159,15 @@ func (s *seen) pick(rng *rand.Rand, k int) (int64, bool) {
 	return s.vals[k][rng.IntN(len(s.vals[k]))], true
 }
 
-func pick(rng *rand.Rand, ts []Target) (Target, bool) {
+// bound is the node client c talks to: always the same one (as in
+// Jepsen), so that clients of nodes on the majority side of a partition
+// keep working while those of cut-off nodes wait, and availability shows
+// per node.
+func bound(c int, ts []Target) (Target, bool) {
 	if len(ts) == 0 {
 		return Target{}, false
 	}
-	return ts[rng.IntN(len(ts))], true
+	return ts[c%len(ts)], true
 }
 
 func sleep(ctx context.Context, d time.Duration) {

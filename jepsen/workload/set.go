@@ -3,7 +3,6 @@ package workload
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,10 +37,9 @@ func (w *Set) Run(ctx context.Context, rec *history.Recorder) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rng := rand.New(rand.NewPCG(w.Seed, uint64(c)))
 			process := c
 			for ctx.Err() == nil {
-				t, ok := pick(rng, w.Targets())
+				t, ok := bound(c, w.Targets())
 				if !ok {
 					sleep(ctx, 50*time.Millisecond)
 					continue
