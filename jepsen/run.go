@@ -199,6 +199,10 @@ func Run(ctx context.Context, o Options) (Results, error) {
 		o.progress("nemesis: %v", nemErr)
 	}
 
+	if err := ctx.Err(); err != nil {
+		_ = rec.Flush()
+		return Results{}, fmt.Errorf("jepsen: interrupted (history so far in %s): %w", o.Out, err)
+	}
 	// The final phase: everything healed, every node caught up, and what
 	// each holds read.
 	o.progress("healing and reading the final state")
