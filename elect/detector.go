@@ -157,3 +157,38 @@ func (d *LowestLive) SetMembers(members []edict.ProcessID) {
 	d.members = slices.Clone(members)
 	slices.Sort(d.members)
 }
+
+// Protocol is a weak leader election that runs its own exchange of
+// messages: the election algorithms of the papers (Garcia-Molina's Bully
+// and Invitation, Stoller's, Aguilera et al.'s Ω, Fetzer and Cristian's
+// local leader election). Like the lease Core it is a deterministic state
+// machine with no goroutines, sockets or clock of its own: the runtime, or
+// the simulator, delivers its messages, ticks it at NextTick, and sends
+// what Outbox hands out. Its WeakLeader is its current opinion.
+//
+// A crash is modelled by dropping the instance; a recovery by a new one
+// (algorithms that keep state across crashes say so and take it in their
+// constructor).
+type Protocol interface {
+	Detector
+	// Tick runs the timers due at now.
+	Tick(now edict.Time)
+	// Receive delivers payload, sent by from's Protocol (Outgoing). A
+	// payload that does not decode is dropped (and may be counted); it
+	// never panics.
+	Receive(now edict.Time, from edict.ProcessID, payload []byte)
+	// Outbox returns the messages to send since the last call, and
+	// forgets them.
+	Outbox() []Outgoing
+	// NextTick is the next reading at which Tick must run; zero if no
+	// timer is set.
+	NextTick() edict.Time
+}
+
+// Outgoing is one message a Protocol asks to send. Payload is the
+// algorithm's own encoding (a version byte and msgpack), opaque to the
+// runtime.
+type Outgoing struct {
+	To      edict.ProcessID
+	Payload []byte
+}
