@@ -141,6 +141,10 @@ func (c *Core) Step(now edict.Time, m Message) error {
 		c.onVerify(now, m)
 	case MsgRemainder:
 		c.onRemainder(now, m)
+	case MsgDetector:
+		if p, ok := c.cfg.Detector.(Protocol); ok {
+			p.Receive(now, m.From, m.Payload)
+		}
 	}
 	c.tick(now)
 	return nil
@@ -152,7 +156,7 @@ func (c *Core) Step(now edict.Time, m Message) error {
 // handlers, which ignore it until the log brings the epoch.
 func (c *Core) checkSender(m Message) error {
 	es := c.epochs[m.Epoch]
-	if es == nil || m.Type == MsgVerify || m.Type == MsgRemainder {
+	if es == nil || m.Type == MsgVerify || m.Type == MsgRemainder || m.Type == MsgDetector {
 		return nil
 	}
 	if es.qs.IsMember(m.From) {
@@ -176,6 +180,7 @@ func (c *Core) Tick(now edict.Time) {
 }
 
 func (c *Core) tick(now edict.Time) {
+	c.tickProtocol(now)
 	c.checkLapses(now)
 	c.checkAttempt(now)
 	c.checkLease(now)
@@ -227,12 +232,33 @@ func (c *Core) NextTick() edict.Time {
 	for _, w := range c.wedges {
 		due(w.retryAt)
 	}
+	if p, ok := c.cfg.Detector.(Protocol); ok {
+		due(p.NextTick())
+	}
 	if next.IsZero() {
 		// Nothing scheduled: a weak leader still retries; look again after
 		// one renewal interval.
 		next = c.lastNow.Add(c.cfg.RenewInterval)
 	}
 	return next
+}
+
+// tickProtocol runs a Protocol detector's timers when due and sends what
+// it asks to send, as MsgDetector messages of the active epoch.
+func (c *Core) tickProtocol(now edict.Time) {
+	p, ok := c.cfg.Detector.(Protocol)
+	if !ok {
+		return
+	}
+	if next := p.NextTick(); !next.IsZero() && !now.Before(next) {
+		p.Tick(now)
+	}
+	for _, o := range p.Outbox() {
+		if o.To == c.id || o.To == edict.None {
+			continue
+		}
+		c.emit(Message{Type: MsgDetector, From: c.id, To: o.To, Epoch: c.active, Start: now, Payload: o.Payload})
+	}
 }
 
 func (c *Core) emit(m Message) {

@@ -27,7 +27,14 @@ const (
 	MsgVerify
 	// MsgRemainder is ⟨remainder, p, δ, Start_q⟩ (§10.5 step 4).
 	MsgRemainder
+	// MsgDetector carries a weak leader election's own message (a
+	// Protocol's Outgoing payload), so that it travels with the lease
+	// protocol's messages.
+	MsgDetector
 )
+
+// MaxDetectorPayload bounds a MsgDetector's payload.
+const MaxDetectorPayload = 64 << 10
 
 var messageTypeNames = [...]string{
 	MsgGrantRequest: "grantRequest",
@@ -37,6 +44,7 @@ var messageTypeNames = [...]string{
 	MsgRevoke:       "revoke",
 	MsgVerify:       "verify",
 	MsgRemainder:    "remainder",
+	MsgDetector:     "detector",
 }
 
 func (t MessageType) String() string {
@@ -47,7 +55,7 @@ func (t MessageType) String() string {
 }
 
 // Valid reports whether t is a known message type.
-func (t MessageType) Valid() bool { return t >= MsgGrantRequest && t <= MsgRemainder }
+func (t MessageType) Valid() bool { return t >= MsgGrantRequest && t <= MsgDetector }
 
 // Message is one lease protocol message. It is a flat struct, as in
 // etcd-raft, so that it encodes compactly and a transport can carry it
@@ -88,6 +96,9 @@ type Message struct {
 	// its quorum (DESIGN §4, §6, §7). The lease protocol ignores them.
 	LastIndex uint64      `codec:"li"`
 	LastStamp edict.Stamp `codec:"ls"`
+
+	// Payload is a MsgDetector's content, opaque to the lease protocol.
+	Payload []byte `codec:"p"`
 }
 
 func (m Message) String() string {
@@ -111,6 +122,10 @@ func (m Message) Validate() error {
 		return fmt.Errorf("elect: %v with negative remaining %v", m.Type, m.Remaining)
 	case m.Type == MsgGrantRequest && !m.Wedge && m.Delta == 0:
 		return fmt.Errorf("elect: grant request with δ = 0")
+	case m.Type != MsgDetector && len(m.Payload) > 0:
+		return fmt.Errorf("elect: %v with a detector payload", m.Type)
+	case len(m.Payload) > MaxDetectorPayload:
+		return fmt.Errorf("elect: detector payload of %d bytes exceeds %d", len(m.Payload), MaxDetectorPayload)
 	}
 	return nil
 }

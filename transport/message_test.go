@@ -36,7 +36,7 @@ func TestLeaseWireCoversEveryField(t *testing.T) {
 	for i := range v.NumField() {
 		setNonZero(t, v.Field(i), uint64(i+1))
 	}
-	m.Type = elect.MsgGrant // keep it valid
+	m.Type = elect.MsgDetector // keep it valid: the only type that carries a payload
 	f, err := encodeMessageFrame(LeaseMessage(m), DefaultMaxFrameSize)
 	if err != nil {
 		t.Fatal(err)
@@ -62,6 +62,11 @@ func setNonZero(t *testing.T, f reflect.Value, n uint64) {
 		f.SetInt(int64(n))
 	case reflect.Bool:
 		f.SetBool(true)
+	case reflect.Slice:
+		if f.Type().Elem().Kind() != reflect.Uint8 {
+			t.Fatalf("elect.Message has a slice of %v the test does not know", f.Type().Elem())
+		}
+		f.SetBytes([]byte{byte(n), byte(n >> 8), 7})
 	case reflect.Struct:
 		for i := range f.NumField() {
 			setNonZero(t, f.Field(i), n*10+uint64(i))

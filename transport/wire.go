@@ -60,6 +60,7 @@ type wLease struct {
 	Wedged    bool
 	LastIndex uint64
 	LastStamp wStamp
+	Payload   []byte
 }
 
 type wEntry struct {
@@ -329,7 +330,7 @@ func leaseToWire(m *elect.Message, t *qtTable) *wLease {
 		Type: uint8(m.Type), From: uint64(m.From), To: uint64(m.To), Epoch: m.Epoch,
 		Start: timeToWire(m.Start), Delta: int64(m.Delta), Wedge: m.Wedge,
 		T: timeToWire(m.T), Grantee: uint64(m.Grantee), Remaining: int64(m.Remaining), Wedged: m.Wedged,
-		LastIndex: m.LastIndex, LastStamp: t.stamp(m.LastStamp),
+		LastIndex: m.LastIndex, LastStamp: t.stamp(m.LastStamp), Payload: m.Payload,
 	}
 }
 
@@ -338,6 +339,6 @@ func leaseFromWire(w *wLease, q qtRefs, e *stampErr) *elect.Message {
 		Type: elect.MessageType(w.Type), From: edict.ProcessID(w.From), To: edict.ProcessID(w.To), Epoch: w.Epoch,
 		Start: timeFromWire(w.Start), Delta: time.Duration(w.Delta), Wedge: w.Wedge,
 		T: timeFromWire(w.T), Grantee: edict.ProcessID(w.Grantee), Remaining: time.Duration(w.Remaining), Wedged: w.Wedged,
-		LastIndex: w.LastIndex, LastStamp: e.get(q, w.LastStamp),
+		LastIndex: w.LastIndex, LastStamp: e.get(q, w.LastStamp), Payload: w.Payload,
 	}
 }
