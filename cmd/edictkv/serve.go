@@ -105,6 +105,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	maxValue := fs.Int("max-value-bytes", 1<<20, "largest value a client may write")
 	snapEvery := fs.Uint64("snapshot-every", 0, "snapshot the state machine after this many entries (0: 8192)")
 	leaderWait := fs.Duration("leader-wait", 3*time.Second, "how long a request waits for a leader before 503")
+	pprofOn := fs.Bool("pprof", false, "serve Go's profiler under /debug/pprof/ on the HTTP API")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := parse(fs, args); err != nil {
@@ -152,7 +153,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	p, err := kvserver.Listen(kvserver.ProcessConfig{ID: self, DataDir: *dataDir, RaftAddr: *raftAddr, RaftAdvertise: *raftAdv,
 		HTTPAddr: *httpAddr, HTTPAdvertise: *httpAdv, GRPCAddr: *grpcAddr, GRPCAdvertise: *grpcAdv, ClusterID: *clusterID, Join: *join, TLS: tlsFiles, Rho: *rho, Lease: *lease,
-		SnapshotEvery: *snapEvery, LeaderWait: *leaderWait, Logger: logger,
+		SnapshotEvery: *snapEvery, LeaderWait: *leaderWait, Logger: logger, Pprof: *pprofOn,
 		GossipAddr: *gossipAddr, GossipAdvertise: *gossipAdv, GossipJoin: joins, ClusterKey: key,
 		Limits: kvserver.Limits{MaxKeyBytes: *maxKey, MaxValueBytes: *maxValue}})
 	if err != nil {

@@ -65,6 +65,8 @@ type ProcessConfig struct {
 	Limits        Limits
 	// LeaderWait: see Config (zero: 3s).
 	LeaderWait time.Duration
+	// Pprof serves Go's profiler under /debug/pprof/ on the HTTP API.
+	Pprof bool
 	// GossipAddr, if set, runs the memberlist weak-leader detector
 	// (elect/gossip) bound there (UDP and TCP; port 0 picks a free port)
 	// instead of the Node's default, which learns of deaths only from
@@ -220,7 +222,7 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 	}
 	p.Node = node
 	p.Server, err = New(Config{ID: p.cfg.ID, Node: node, KV: p.KV, HTTPAddrs: httpAddrs, GRPCAddrs: grpcAddrs, Clock: p.nodeClock,
-		Store: timed, Limits: p.cfg.Limits, LeaderWait: p.cfg.LeaderWait, Logger: p.cfg.Logger})
+		Store: timed, Limits: p.cfg.Limits, LeaderWait: p.cfg.LeaderWait, Logger: p.cfg.Logger, Pprof: p.cfg.Pprof})
 	if err != nil {
 		_ = node.Shutdown(context.Background())
 		p.closeGossip(false)

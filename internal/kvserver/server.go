@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,6 +69,8 @@ type Config struct {
 	Registry *prometheus.Registry
 	// Client forwards requests to the leader (default: 10s timeout).
 	Client *http.Client
+	// Pprof serves net/http/pprof under /debug/pprof/.
+	Pprof bool
 }
 
 // Server serves the HTTP API of one edictkv process.
@@ -204,6 +207,13 @@ func (s *Server) routes() {
 	s.handle("GET", "/livez", s.handleLivez)
 	s.handle("GET", "/readyz", s.handleReadyz)
 	s.handle("GET", "/metrics", s.metrics.handler().ServeHTTP)
+	if s.cfg.Pprof {
+		s.mux.HandleFunc("/debug/pprof/", pprof.Index)
+		s.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		s.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		s.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	// Without this, ServeMux answers an unknown path with a plain-text
 	// 404: every error answer is JSON.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
