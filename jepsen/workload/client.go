@@ -30,6 +30,9 @@ type outcome struct {
 	typ   history.Type
 	value *int64 // a read's value (nil: missing)
 	err   string
+	// unreachable: the node could not be connected to (it is down);
+	// the client waits a moment before trying it again.
+	unreachable bool
 }
 
 // api calls one edictkv node's HTTP API.
@@ -72,7 +75,7 @@ func (a *api) read(ctx context.Context, addr, key, level string) outcome {
 	code, b, err := a.do(ctx, http.MethodGet, addr, kvPath(key), url.Values{"consistency": {level}}, "")
 	switch {
 	case err != nil:
-		return outcome{typ: history.Fail, err: err.Error()}
+		return outcome{typ: history.Fail, err: err.Error(), unreachable: isDialError(err)}
 	case code == http.StatusNotFound:
 		return outcome{typ: history.OK}
 	case code != http.StatusOK:
@@ -108,7 +111,7 @@ func writeOutcome(code int, body []byte, err error) outcome {
 		// Sent or not, we cannot tell: a dial error is the one case
 		// that certainly sent nothing.
 		if isDialError(err) {
-			return outcome{typ: history.Fail, err: err.Error()}
+			return outcome{typ: history.Fail, err: err.Error(), unreachable: true}
 		}
 		return outcome{typ: history.Info, err: err.Error()}
 	}

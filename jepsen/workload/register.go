@@ -109,6 +109,9 @@ func (w *Register) Run(ctx context.Context, rec *history.Recorder) {
 				if out.typ == history.Info {
 					process += w.Clients // the unknown operation may still be in flight
 				}
+				if out.unreachable {
+					sleep(ctx, unreachablePause)
+				}
 			}
 		}()
 	}
@@ -131,6 +134,11 @@ func (w *Register) FinalReads(ctx context.Context, rec *history.Recorder, level 
 		}
 	}
 }
+
+// unreachablePause is how long a client whose node is down waits before
+// trying it again, rather than filling the history with refused
+// connections.
+const unreachablePause = 100 * time.Millisecond
 
 // seen keeps, per key, a few values recently written or read there: the
 // candidates a CAS expects, so that some CASes succeed.

@@ -53,6 +53,9 @@ func (w *Set) Run(ctx context.Context, rec *history.Recorder) {
 				if out.typ == history.Info {
 					process += w.Clients
 				}
+				if out.unreachable {
+					sleep(ctx, unreachablePause)
+				}
 			}
 		}()
 	}
