@@ -31,7 +31,7 @@ type lproc struct {
 	snapPos  storage.Position // what it covers
 	epochs   []storage.EpochConfig
 
-	detector *elect.LowestLive
+	detector elect.Detector
 	rng      *rand.Rand
 
 	applied uint64

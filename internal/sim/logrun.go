@@ -123,10 +123,7 @@ func (r *lrun) start(p *lproc) {
 		return
 	}
 	members := st.Epochs[len(st.Epochs)-1].Members
-	p.detector = elect.NewLowestLive(p.id, members, r.sc.MaxLease())
-	if r.sc.NoFailureDetector {
-		p.detector.SuspectAfter = r.sc.suspectAfter()
-	}
+	p.detector = r.sc.newDetector(p.id, members, p.inc)
 	core, err := log.NewCore(log.CoreConfig{ID: p.id, Elect: elect.Config{
 		Rho: r.sc.Rho, RoundTrip: r.sc.RoundTrip, RenewInterval: r.sc.RenewInterval, MaxLease: r.sc.MaxLease(),
 		Detector: p.detector, Rand: p.rng,

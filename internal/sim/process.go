@@ -28,7 +28,7 @@ type process struct {
 	records map[uint64]elect.EpochRecord
 	epochs  []elect.EpochConfig
 
-	detector *elect.LowestLive
+	detector elect.Detector
 	rng      *rand.Rand
 
 	tick tickTimer

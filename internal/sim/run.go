@@ -129,10 +129,7 @@ func (r *run) start(p *process, epochs []elect.EpochConfig) {
 	}
 	p.epochs = slices.Clone(epochs)
 	members := r.activeMembers(p)
-	p.detector = elect.NewLowestLive(p.id, members, r.sc.MaxLease())
-	if r.sc.NoFailureDetector {
-		p.detector.SuspectAfter = r.sc.suspectAfter()
-	}
+	p.detector = r.sc.newDetector(p.id, members, p.inc)
 	core, err := elect.New(elect.Config{
 		ID: p.id, Epochs: p.epochs, Mode: r.sc.Mode, Rho: r.sc.Rho, Skew: r.sc.Skew,
 		RoundTrip: r.sc.RoundTrip, RenewInterval: r.sc.RenewInterval, MaxLease: r.sc.MaxLease(),
@@ -182,7 +179,7 @@ func (r *run) call(p *process, f func(now edict.Time)) {
 		r.onEvent(p, ev)
 	}
 	if p.core.ActiveEpoch() != before {
-		p.detector.SetMembers(r.activeMembers(p))
+		setMembers(p.detector, r.activeMembers(p))
 	}
 	r.chk.checkF(p)
 	r.armTick(p)

@@ -3,6 +3,7 @@ package sim
 import (
 	"time"
 
+	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
 )
 
@@ -44,6 +45,11 @@ type Scenario struct {
 	Competing         bool          // detectors name everyone weak leader before GST
 	Transfers         bool          // leaders release and others campaign before GST
 	Reconfigure       bool          // an epoch change (stop edict, wedging) before GST
+
+	// Detector, if set, builds each process's weak leader election (for
+	// each start; incarnation counts them) instead of elect.LowestLive: a
+	// Protocol's messages travel as MsgDetector lease messages.
+	Detector func(id edict.ProcessID, members []edict.ProcessID, incarnation uint64) elect.Detector
 
 	// Negative controls: break the model's assumptions.
 	ForgetOnRestart bool // a restart wipes stable storage: no quarantine
@@ -112,6 +118,25 @@ func (sc *Scenario) stabilityDelay() time.Duration {
 // suspectAfter is the detectors' silence timeout in NoFailureDetector
 // scenarios (elect.LowestLive.SuspectAfter).
 func (sc *Scenario) suspectAfter() time.Duration { return 2 * sc.MaxLease() }
+
+// newDetector builds p's weak leader election for a start.
+func (sc *Scenario) newDetector(id edict.ProcessID, members []edict.ProcessID, incarnation uint64) elect.Detector {
+	if sc.Detector != nil {
+		return sc.Detector(id, members, incarnation)
+	}
+	d := elect.NewLowestLive(id, members, sc.MaxLease())
+	if sc.NoFailureDetector {
+		d.SuspectAfter = sc.suspectAfter()
+	}
+	return d
+}
+
+// setMembers tells a detector that can be told of a membership change.
+func setMembers(d elect.Detector, members []edict.ProcessID) {
+	if m, ok := d.(interface{ SetMembers([]edict.ProcessID) }); ok {
+		m.SetMembers(members)
+	}
+}
 
 // ElectionBound is the time after GST by which Eventual Election (eq. 5)
 // must have produced a leader. Its parts, all in real time:
