@@ -191,6 +191,21 @@ func (c *Core) learnTerminated(now edict.Time, upTo uint64) {
 	c.active = c.lowestUnterminated()
 }
 
+// EpochRan records that epoch, which must be known, has had a leader: an
+// entry its reign wrote is committed. By §10.6 a lease in an epoch is
+// granted only once its predecessor is TERMINATED, so every epoch below it
+// is; this process learns so without wedging anything. The log layer
+// calls it when it learns of an epoch from such an entry rather than from
+// the stop edict that began it (which lay inside a snapshot).
+func (c *Core) EpochRan(now edict.Time, epoch uint64) error {
+	c.advance(now)
+	if _, ok := c.epochs[epoch]; !ok {
+		return fmt.Errorf("elect: unknown epoch %d ran", epoch)
+	}
+	c.learnTerminated(now, epoch)
+	return nil
+}
+
 // ForceTerminated is the operator's forced recovery after quorum loss (the
 // paper's "manual intervention", §10.6): it declares every epoch below
 // upTo TERMINATED without a wedged quorum. It is unsafe by design — if the

@@ -77,6 +77,14 @@ func (c *Core) learnMembership(now edict.Time, m Membership, stop bool) {
 		c.setStable(storage.EpochConfigKey(cfg.Epoch), b)
 	}
 	c.event(Event{Kind: ConfigChanged, Epoch: cfg.Epoch, Membership: &m})
+	if !stop && !c.el.EpochKnown(cfg.Epoch) {
+		// A committed config entry of an epoch the lease core does not
+		// know: its stop edict lay inside a snapshot whose metadata names
+		// the epoch active when it was taken, an older one. The entry was
+		// written by a leader of the epoch, so the epoch ran.
+		c.learnRanEpoch(now, cfg)
+		return
+	}
 	if !stop {
 		return
 	}
@@ -100,6 +108,25 @@ func (c *Core) learnMembership(now edict.Time, m Membership, stop bool) {
 		return
 	}
 	c.wedgePredecessors(now)
+}
+
+// learnRanEpoch records epoch cfg, known to have had a leader (a
+// committed entry of its reign, or a snapshot taken while it was active):
+// every epoch before it is TERMINATED (§10.6), so this process learns both
+// and wedges nothing — it may not even be a member of the epochs it would
+// wedge.
+func (c *Core) learnRanEpoch(now edict.Time, cfg storage.EpochConfig) {
+	q, err := edict.NewMajority(cfg.Members...)
+	if err != nil {
+		panic(fmt.Sprintf("log: committed configuration names a bad epoch: %v", err))
+	}
+	if err := c.el.AddEpoch(elect.EpochConfig{Epoch: cfg.Epoch, Quorum: q}); err != nil {
+		panic(fmt.Sprintf("log: committed configuration conflicts with a known epoch: %v", err))
+	}
+	if err := c.el.EpochRan(now, cfg.Epoch); err != nil {
+		panic(err)
+	}
+	c.drainElect(now)
 }
 
 // nextEpochHoldsStop reports whether every other member of the next epoch
@@ -126,12 +153,19 @@ func (c *Core) learnStopFromWedge(m elect.Message) {
 	}
 }
 
-// wedgePredecessors starts terminating every epoch before the newest known
-// (§10.6); the lease core retries until a quorum of each is wedged.
+// wedgePredecessors starts terminating the epochs before the newest known
+// that this process may wedge: those it is a member of, or whose successor
+// it is a member of (§10.6; granters refuse a wedge from anyone else). The
+// lease core retries until a quorum of each is wedged. An epoch further
+// back is learned TERMINATED when a later one's wedge completes.
 func (c *Core) wedgePredecessors(now edict.Time) {
 	top := slices.Max(slices.Collect(maps.Keys(c.epochs)))
+	mayWedge := func(e uint64) bool {
+		next, ok := c.epochs[e+1]
+		return slices.Contains(c.epochs[e].Members, c.id) || ok && slices.Contains(next.Members, c.id)
+	}
 	for e := range c.epochs {
-		if e < top && !c.el.Terminated(e) {
+		if e < top && mayWedge(e) && !c.el.Terminated(e) {
 			if err := c.el.Wedge(now, e); err != nil {
 				panic(err)
 			}

@@ -96,8 +96,14 @@ func (c *Core) SnapshotInstalled(now edict.Time, from edict.ProcessID, meta tran
 	c.acceptReign(meta.Reign)
 	cfg := storage.EpochConfig{Epoch: meta.Epoch, Members: meta.Members, Learners: meta.Learners}
 	if old, known := c.epochs[meta.Epoch]; !known {
-		// The snapshot spans a stop edict this process never saw.
-		c.learnMembership(now, Membership{Config: cfg}, true)
+		// The snapshot spans a stop edict this process never saw. Its
+		// epoch was active where the snapshot was taken: it ran.
+		c.epochs[cfg.Epoch] = cfg
+		if b, err := storage.EncodeEpochConfig(cfg); err == nil {
+			c.setStable(storage.EpochConfigKey(cfg.Epoch), b)
+		}
+		c.event(Event{Kind: ConfigChanged, Epoch: cfg.Epoch, Membership: &Membership{Config: cfg}})
+		c.learnRanEpoch(now, cfg)
 	} else if !slices.Equal(old.Learners, cfg.Learners) {
 		// It spans config edicts that added or removed learners: without
 		// them this process, should it lead, would not replicate to a

@@ -120,12 +120,19 @@ func (s *Sim) reading(p *proc, t time.Duration) edict.Time {
 	return edict.Time{Incarnation: p.incarnation, Nanos: int64(float64(t) * p.rate)}
 }
 
-// virtual is the virtual time at which p's clock reads r (not before now).
+// virtual is the first virtual time, not before now, at which p's clock
+// reads at least r: rounding must never deliver a tick a nanosecond early,
+// or a protocol that checks "now ≥ deadline" is ticked at the same instant
+// forever.
 func (s *Sim) virtual(p *proc, r edict.Time) time.Duration {
 	if r.Incarnation != p.incarnation {
 		return s.now
 	}
-	return max(s.now, time.Duration(float64(r.Nanos)/p.rate))
+	t := time.Duration(float64(r.Nanos) / p.rate)
+	for s.reading(p, t).Nanos < r.Nanos {
+		t++
+	}
+	return max(s.now, t)
 }
 
 func (s *Sim) start(p *proc) {

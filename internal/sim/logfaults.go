@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
@@ -83,12 +84,16 @@ func (r *lrun) report(target edict.ProcessID, kind elect.ObservationKind) {
 	}
 }
 
-// membershipPlan adds a learner, promotes it, then removes a member, each
-// step retried until the leader takes it.
+// membershipPlan replaces members one at a time: it adds a learner,
+// promotes it, then removes the lowest-id member, each step retried until
+// the leader takes it, Replacements times.
 func (r *lrun) membershipPlan() {
-	newID := r.ids[len(r.ids)-1]
-	step := 0
+	round, step := 0, 0
 	r.every(400*time.Millisecond, r.gst-int64(time.Second), func() {
+		if round == r.sc.Replacements {
+			return
+		}
+		newID := edict.ProcessID(r.sc.N + 1 + round)
 		l := r.leader()
 		if l == nil {
 			return
@@ -116,12 +121,12 @@ func (r *lrun) membershipPlan() {
 				})
 			}
 		case 2:
-			if len(st.Members) == r.sc.N+1 {
+			if slices.Contains(st.Members, newID) && len(st.Members) == r.sc.N+1 {
 				victim := st.Members[0]
 				r.call(l, func(now edict.Time) {
 					if _, err := l.core.Remove(now, victim); err == nil {
 						l.core.Flush(now)
-						step++
+						round, step = round+1, 0
 					}
 				})
 			}

@@ -83,8 +83,8 @@ func RunLog(sc LogScenario, seed uint64) LogResult {
 		r.ids = append(r.ids, edict.ProcessID(i+1))
 	}
 	r.epoch0 = storage.EpochConfig{Epoch: 0, Members: slices.Clone(r.ids)}
-	if sc.Membership {
-		r.ids = append(r.ids, edict.ProcessID(sc.N+1))
+	for k := range sc.Replacements {
+		r.ids = append(r.ids, edict.ProcessID(sc.N+1+k))
 	}
 	for _, id := range r.ids {
 		p := &lproc{id: id, clock: newClock(float64(r.w.rng.Int64N(int64(time.Hour))), 1), stable: map[string][]byte{},

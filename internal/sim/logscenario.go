@@ -16,9 +16,11 @@ type LogScenario struct {
 	// Levels are the read levels clients use, chosen at random.
 	Levels []log.ReadLevel
 	// Membership adds a learner, promotes it and removes a member before
-	// GST; Snapshots compacts the log often so followers need snapshots.
-	Membership bool
-	Snapshots  bool
+	// GST, Replacements times (default 1); Snapshots compacts the log
+	// often so followers need snapshots.
+	Membership   bool
+	Replacements int
+	Snapshots    bool
 	// StaleAsLinearizable is a negative control: stale reads are checked
 	// as if they were linearizable, which they are not.
 	StaleAsLinearizable bool
@@ -31,6 +33,9 @@ func (ls LogScenario) withDefaults() LogScenario {
 	}
 	if ls.Keys == 0 {
 		ls.Keys = 3
+	}
+	if ls.Membership && ls.Replacements == 0 {
+		ls.Replacements = 1
 	}
 	if len(ls.Levels) == 0 {
 		ls.Levels = []log.ReadLevel{log.ReadLease, log.ReadFollower, log.ReadStale}
@@ -50,6 +55,12 @@ func LogScenarios() []LogScenario {
 		{Scenario: Scenario{Name: "log-drift", DriftExtreme: true, Partitions: true}},
 		{Scenario: Scenario{Name: "log-transfers", Transfers: true, Competing: true, Loss: 0.02}},
 		{Scenario: Scenario{Name: "log-membership", N: 3}, Membership: true},
+		// Successive replacements with compaction: a learner that joins
+		// after an epoch change installs a snapshot naming the epoch that
+		// was active when it was taken (the Jepsen membership nemesis
+		// found a panic there).
+		{Scenario: Scenario{Name: "log-replacements", N: 3, GST: 6 * time.Second, Duration: 9 * time.Second},
+			Membership: true, Replacements: 3, Snapshots: true},
 		{Scenario: Scenario{Name: "log-snapshots", Crashes: true, Partitions: true}, Snapshots: true},
 		{Scenario: Scenario{Name: "log-chaos", Partitions: true, Crashes: true, Transfers: true, DriftExtreme: true, Loss: 0.05, Duplicate: 0.02},
 			Snapshots: true, Levels: all},
