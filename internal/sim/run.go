@@ -53,6 +53,14 @@ type run struct {
 
 	restarts, terminations int
 	byType                 map[elect.MessageType]int
+	// attempts are the lease attempts begun: (sender, Start) of every grant
+	// request that is not a wedge.
+	attempts map[attempt]bool
+}
+
+type attempt struct {
+	from  edict.ProcessID
+	start edict.Time
 }
 
 // Run runs one seed of a scenario to its end or its first violation.
@@ -187,6 +195,12 @@ func (r *run) call(p *process, f func(now edict.Time)) {
 
 func (r *run) send(m elect.Message) {
 	r.byType[m.Type]++
+	if m.Type == elect.MsgGrantRequest && !m.Wedge {
+		if r.attempts == nil {
+			r.attempts = map[attempt]bool{}
+		}
+		r.attempts[attempt{m.From, m.Start}] = true
+	}
 	r.net.send(m.From, m.To, func() {
 		q := r.procs[m.To]
 		if q == nil || !q.up {

@@ -69,10 +69,10 @@ func (w *world) step(end int64) bool {
 	if len(w.queue) == 0 {
 		return false
 	}
-	e := heap.Pop(&w.queue).(*event)
-	if e.at > end {
-		return false
+	if w.queue[0].at > end {
+		return false // left queued: a scripted run goes on past end later
 	}
+	e := heap.Pop(&w.queue).(*event)
 	// Real time strictly increases between events (see package doc).
 	if e.at <= w.now && w.events > 0 {
 		e.at = w.now + quantum
