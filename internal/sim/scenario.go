@@ -180,3 +180,7 @@ func Scenarios() []Scenario {
 		{Name: "chaos", Partitions: true, Crashes: true, Competing: true, Transfers: true, DriftExtreme: true, Loss: 0.1, Duplicate: 0.05, LongDelay: 0.02},
 	}
 }
+
+// Defaults returns sc with every unset timing filled in, as a run would
+// use it.
+func (sc Scenario) Defaults() Scenario { return sc.withDefaults() }
