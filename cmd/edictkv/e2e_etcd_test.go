@@ -318,3 +318,20 @@ func TestEtcdctl(t *testing.T) {
 	assert.Equal(t, 1, leaders, status)
 	assert.Contains(t, ctl("", "endpoint", "health"), "is healthy")
 }
+
+// A paper's weak leader election runs in real processes: the cluster
+// elects a leader, and another after the leader is killed.
+func TestPaperDetectorEndToEnd(t *testing.T) {
+	for _, det := range []string{"omega-6stable", "fetzer"} {
+		t.Run(det, func(t *testing.T) {
+			c := newClusterWith(t, 3, false, func(c *cluster, p *proc) []string { return []string{"--detector", det} })
+			leader := c.leader()
+			c.put(c.other(leader), "k", "1")
+			next := c.killLeader(leader)
+			c.put(next, "k", "2")
+			if v, code := c.get(c.other(next), "k", "lease"); v != "2" {
+				t.Fatalf("read k: %q (%d), want 2", v, code)
+			}
+		})
+	}
+}

@@ -10,12 +10,14 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/elect/detectors"
 	"github.com/edictlog/edictlog/internal/kvserver"
 	"github.com/edictlog/edictlog/transport"
 )
@@ -94,6 +96,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	gossipAddr := fs.String("gossip-addr", "", "gossip (memberlist) bind address, UDP and TCP; empty: no gossip, the default lapse-and-silence detector")
 	gossipAdv := fs.String("gossip-advertise", "", "gossip address other processes use, if not --gossip-addr")
 	gossipJoin := fs.String("gossip-join", "", "other processes' gossip addresses, comma-separated: joined at start and re-joined while not live")
+	detector := fs.String("detector", "memberlist", "weak leader election: memberlist (gossip's with --gossip-addr, else lowest-live), lowest-live, or one of the papers' ("+strings.Join(detectors.Names(), ", ")+"); see docs/detectors.md")
 	clusterKey := fs.String("cluster-key", "", "gossip encryption key: base64 or hex of 16, 24 or 32 bytes (every process the same)")
 	rho := fs.Float64("rho", 1e-3, "clock drift bound ρ every process's clock must meet")
 	lease := fs.Duration("lease", 0, "longest lease a leader holds (0: the library default, 420ms)")
@@ -136,6 +139,13 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if *grpcAdv != "" && *grpcAddr == "" {
 		return errors.New("--grpc-advertise needs --grpc-addr (the etcd API is off without it)")
 	}
+	switch {
+	case *detector == "memberlist":
+	case !slices.Contains(detectors.Names(), *detector):
+		return fmt.Errorf("--detector %q: want memberlist or one of %s", *detector, strings.Join(detectors.Names(), ", "))
+	case *gossipAddr != "":
+		return fmt.Errorf("--gossip-addr runs the memberlist detector; it cannot be combined with --detector %s", *detector)
+	}
 	key, err := parseClusterKey(*clusterKey)
 	if err != nil {
 		return err
@@ -154,7 +164,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	p, err := kvserver.Listen(kvserver.ProcessConfig{ID: self, DataDir: *dataDir, RaftAddr: *raftAddr, RaftAdvertise: *raftAdv,
 		HTTPAddr: *httpAddr, HTTPAdvertise: *httpAdv, GRPCAddr: *grpcAddr, GRPCAdvertise: *grpcAdv, ClusterID: *clusterID, Join: *join, TLS: tlsFiles, Rho: *rho, Lease: *lease,
 		SnapshotEvery: *snapEvery, LeaderWait: *leaderWait, Logger: logger, Pprof: *pprofOn,
-		GossipAddr: *gossipAddr, GossipAdvertise: *gossipAdv, GossipJoin: joins, ClusterKey: key,
+		GossipAddr: *gossipAddr, GossipAdvertise: *gossipAdv, GossipJoin: joins, ClusterKey: key, Detector: *detector,
 		Limits: kvserver.Limits{MaxKeyBytes: *maxKey, MaxValueBytes: *maxValue}})
 	if err != nil {
 		return err

@@ -76,8 +76,13 @@ type ProcessConfig struct {
 	// member; ClusterKey, if set, encrypts gossip (16, 24 or 32 bytes).
 	GossipAddr, GossipAdvertise string
 	GossipJoin                  []string
-	ClusterKey                  []byte
-	Logger                      *slog.Logger
+	// Detector names the weak leader election (elect/detectors): empty or
+	// "memberlist" for gossip's when GossipAddr is set and the Node's
+	// default (lowest-live) otherwise, or one of the papers' algorithms.
+	// A paper's algorithm runs among the members known at start.
+	Detector   string
+	ClusterKey []byte
+	Logger     *slog.Logger
 }
 
 // Process is one running edictkv process: store, transport, log node,
@@ -205,12 +210,20 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 	p.KV = fsm.NewKV()
 	timed := NewTimedStore(p.store)
 	var det elect.Detector // nil: the Node's default (elect.LowestLive)
-	if p.cfg.GossipAddr != "" {
+	switch {
+	case p.cfg.GossipAddr != "":
 		if err := p.startGossip(raft); err != nil {
 			p.closeResources()
 			return err
 		}
 		det = p.gossip
+	case p.cfg.Detector != "" && p.cfg.Detector != "memberlist" && p.cfg.Detector != "lowest-live":
+		d, err := p.paperDetector(raft)
+		if err != nil {
+			p.closeResources()
+			return err
+		}
+		det = d
 	}
 	node, err := log.Start(log.Config{ID: p.cfg.ID, Peers: raft, Join: p.cfg.Join, Store: clockStore{timed, p.clock},
 		Snapshots: p.snaps, Transport: p.faults.wrapTransport(p.trans), FSM: p.KV, Clock: p.nodeClock, Detector: det, Rho: p.cfg.Rho,
