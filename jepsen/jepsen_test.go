@@ -2,15 +2,20 @@ package jepsen
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edictlog/edictlog/internal/kvserver"
 	"github.com/edictlog/edictlog/jepsen/check"
 	"github.com/edictlog/edictlog/jepsen/cluster"
 )
@@ -84,4 +89,56 @@ func TestJepsenSetUnderKills(t *testing.T) {
 	assert.Empty(t, res.Set.Lost)
 	assert.Positive(t, res.Set.Acknowledged)
 	assert.Equal(t, res.Nodes, res.Set.FinalReads)
+}
+
+// Under Fetzer and Cristian's election, a minority partition gets a local
+// leader that edictkv reports as not authoritative (Nerio §10.3), and a
+// stale read there says it was served in a minority partition; the
+// majority's local leader is authoritative.
+func TestMinorityPartitionLocalLeader(t *testing.T) {
+	c, err := cluster.Start(context.Background(), cluster.Config{N: 5, Binary: binary, Dir: t.TempDir(),
+		Mode: cluster.Mode(mode(t)), ExtraArgs: []string{"--detector", "fetzer"}})
+	require.NoError(t, err)
+	defer c.Close()
+	call := func(method string, id int, path, body string) (*http.Response, []byte) {
+		req, err := http.NewRequest(method, c.Node(id).URL()+path, strings.NewReader(body))
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp, b
+	}
+	require.Eventually(t, func() bool {
+		resp, _ := call(http.MethodPut, 1, "/v1/kv/k", "v")
+		return resp.StatusCode == http.StatusOK
+	}, 20*time.Second, 100*time.Millisecond)
+	require.Eventually(t, func() bool {
+		resp, _ := call(http.MethodGet, 2, "/v1/kv/k?consistency=stale", "")
+		return resp.StatusCode == http.StatusOK
+	}, 20*time.Second, 50*time.Millisecond, "node 2 applies k")
+
+	require.NoError(t, c.Partition([][]int{{1, 2}, {3, 4, 5}}))
+	status := func(id int) *kvserver.LocalLeaderJSON {
+		_, b := call(http.MethodGet, id, "/v1/status", "")
+		var st kvserver.StatusJSON
+		require.NoError(t, json.Unmarshal(b, &st))
+		return st.LocalLeader
+	}
+	require.Eventually(t, func() bool {
+		minority, majority := status(2), status(3)
+		return minority != nil && !minority.Authoritative && majority != nil && majority.Authoritative
+	}, 20*time.Second, 100*time.Millisecond, "local leaders: minority %+v, majority %+v", status(2), status(3))
+	assert.Subset(t, []uint64{1, 2}, status(2).Support, "the minority's leader has only the minority's support")
+
+	resp, b := call(http.MethodGet, 2, "/v1/kv/k?consistency=stale", "")
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+	assert.Equal(t, "minority", resp.Header.Get(kvserver.HeaderPartition))
+	var g kvserver.GetResponse
+	require.NoError(t, json.Unmarshal(b, &g))
+	require.NotNil(t, g.LocalLeader)
+	assert.False(t, g.LocalLeader.Authoritative)
+	resp, _ = call(http.MethodGet, 3, "/v1/kv/k?consistency=stale", "")
+	assert.Empty(t, resp.Header.Get(kvserver.HeaderPartition), "the majority's reads are not marked")
 }

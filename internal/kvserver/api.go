@@ -19,6 +19,9 @@ const (
 	HeaderStamp       = "X-Edictkv-Stamp"       // the value's edict stamp, as StampJSON.Token
 	HeaderConsistency = "X-Edictkv-Consistency" // how a read was served: lease, follower or stale
 	HeaderServedBy    = "X-Edictkv-Served-By"   // the process that served the request
+	// HeaderPartition is "minority" on a stale read served in a minority
+	// partition (a non-authoritative local leader, --detector fetzer).
+	HeaderPartition   = "X-Edictkv-Partition"
 	HeaderForwardedBy = "X-Edictkv-Forwarded-By"
 )
 
@@ -135,6 +138,22 @@ type GetResponse struct {
 	// StalenessMS bounds, for a stale read, how old the answer may be (-1:
 	// no leader heard from since this process started).
 	StalenessMS *int64 `json:"staleness_ms,omitempty"`
+	// LocalLeader, on a stale read under an election with local leaders
+	// (--detector fetzer), is this process's partition's leader; when it
+	// is not authoritative the process is in a minority partition and the
+	// answer may be arbitrarily old.
+	LocalLeader *LocalLeaderJSON `json:"local_leader,omitempty"`
+}
+
+// LocalLeaderJSON is the leader of this process's partition under an
+// election with local leaders (Nerio §10.3): Authoritative when its
+// support is a majority of the members. A non-authoritative local leader
+// leads nothing: it only says a minority partition has formed, whose
+// processes serve stale reads alone.
+type LocalLeaderJSON struct {
+	ID            uint64   `json:"id"`
+	Support       []uint64 `json:"support"`
+	Authoritative bool     `json:"authoritative"`
 }
 
 // WriteResponse answers a PUT or DELETE that took effect.

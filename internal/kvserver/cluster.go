@@ -34,6 +34,10 @@ type StatusJSON struct {
 	Members          []uint64 `json:"members"`
 	Learners         []uint64 `json:"learners"`
 	Ready            bool     `json:"ready"`
+	// LocalLeader is this process's partition's leader under an election
+	// with local leaders (--detector fetzer); not authoritative in a
+	// minority partition.
+	LocalLeader *LocalLeaderJSON `json:"local_leader,omitempty"`
 }
 
 // MemberJSON is one process in GET /v1/cluster.
@@ -70,6 +74,9 @@ func (s *Server) status() StatusJSON {
 	if d, ok := s.leaseRemaining(st); ok {
 		ms := d.Milliseconds()
 		out.LeaseRemainingMS = &ms
+	}
+	if s.cfg.LocalLeader != nil {
+		out.LocalLeader, _ = s.cfg.LocalLeader()
 	}
 	return out
 }

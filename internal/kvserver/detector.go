@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
@@ -43,5 +44,75 @@ func (p *Process) paperDetector(raft map[edict.ProcessID]string) (elect.Detector
 	case !errors.Is(err, storage.ErrNotFound):
 		return nil, fmt.Errorf("kvserver: detector: %w", err)
 	}
-	return factory(p.cfg.ID, members, inc), nil
+	d := factory(p.cfg.ID, members, inc)
+	if proto, ok := d.(elect.Protocol); ok {
+		return &lockedProtocol{p: proto}, nil
+	}
+	return d, nil
+}
+
+// lockedProtocol lets the HTTP handlers ask a paper's algorithm for its
+// local leader while the Node's loop drives it: every call holds mu.
+type lockedProtocol struct {
+	mu sync.Mutex
+	p  elect.Protocol
+}
+
+func (l *lockedProtocol) Observe(o elect.Observation) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.p.Observe(o)
+}
+
+func (l *lockedProtocol) WeakLeader(now edict.Time) edict.ProcessID {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.p.WeakLeader(now)
+}
+
+func (l *lockedProtocol) Tick(now edict.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.p.Tick(now)
+}
+
+func (l *lockedProtocol) Receive(now edict.Time, from edict.ProcessID, payload []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.p.Receive(now, from, payload)
+}
+
+func (l *lockedProtocol) Outbox() []elect.Outgoing {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.p.Outbox()
+}
+
+func (l *lockedProtocol) NextTick() edict.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.p.NextTick()
+}
+
+// localLeaderer is an election with local leaders of partitions (Fetzer
+// and Cristian's): who leads this process's partition, with which
+// support, and whether that support is a majority.
+type localLeaderer interface {
+	LocalLeader(now edict.Time) (leader edict.ProcessID, support []edict.ProcessID, authoritative bool)
+}
+
+// localLeader reports this process's local leader (Nerio §10.3), if the
+// election has local leaders and this process has one.
+func (l *lockedProtocol) localLeader(now edict.Time) (*LocalLeaderJSON, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ll, ok := l.p.(localLeaderer)
+	if !ok {
+		return nil, false
+	}
+	leader, support, auth := ll.LocalLeader(now)
+	if leader == edict.None {
+		return nil, false
+	}
+	return &LocalLeaderJSON{ID: uint64(leader), Support: ids(support), Authoritative: auth}, true
 }

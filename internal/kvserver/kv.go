@@ -194,6 +194,14 @@ func (s *Server) answerRead(w http.ResponseWriter, key, requested string, res lo
 			ms = -1
 		}
 		resp.StalenessMS = &ms
+		if s.cfg.LocalLeader != nil {
+			if ll, ok := s.cfg.LocalLeader(); ok {
+				resp.LocalLeader = ll
+				if !ll.Authoritative {
+					w.Header().Set(HeaderPartition, "minority")
+				}
+			}
+		}
 	}
 	setValueHeaders(w, res.Index, kv)
 	writeJSON(w, http.StatusOK, resp)

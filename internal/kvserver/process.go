@@ -234,7 +234,11 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 		return fmt.Errorf("kvserver: start node %d: %w", p.cfg.ID, err)
 	}
 	p.Node = node
-	p.Server, err = New(Config{ID: p.cfg.ID, Node: node, KV: p.KV, HTTPAddrs: httpAddrs, GRPCAddrs: grpcAddrs, Clock: p.nodeClock,
+	var localLeader func() (*LocalLeaderJSON, bool)
+	if lp, ok := det.(*lockedProtocol); ok {
+		localLeader = func() (*LocalLeaderJSON, bool) { return lp.localLeader(p.nodeClock.Now()) }
+	}
+	p.Server, err = New(Config{ID: p.cfg.ID, Node: node, KV: p.KV, HTTPAddrs: httpAddrs, GRPCAddrs: grpcAddrs, Clock: p.nodeClock, LocalLeader: localLeader,
 		Store: timed, Limits: p.cfg.Limits, LeaderWait: p.cfg.LeaderWait, Logger: p.cfg.Logger, Pprof: p.cfg.Pprof})
 	if err != nil {
 		_ = node.Shutdown(context.Background())

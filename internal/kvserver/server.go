@@ -71,6 +71,9 @@ type Config struct {
 	Client *http.Client
 	// Pprof serves net/http/pprof under /debug/pprof/.
 	Pprof bool
+	// LocalLeader, if set, reports this process's partition's leader
+	// under an election with local leaders (see LocalLeaderJSON).
+	LocalLeader func() (*LocalLeaderJSON, bool)
 }
 
 // Server serves the HTTP API of one edictkv process.
