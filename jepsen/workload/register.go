@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,11 +43,25 @@ func (c *Config) defaults() {
 
 // Register is the per-key register workload: reads at Level, writes of
 // unique values, and compare-and-sets from a value recently seen, over
-// Keys keys ("r0", "r1", ...), so that the checker can partition by key.
+// Keys keys at a time, so that the checker can partition by key. Every
+// KeyLife the clients move on to fresh keys ("r3.7": key 3 of the eighth
+// period), as Jepsen's independent keys do: each key's history stays short
+// enough for the checker even when many operations end with an unknown
+// outcome, each of which may take effect at any later time.
 type Register struct {
 	Config
-	Keys  int    // default 8
-	Level string // lease, follower or stale (default lease)
+	Keys    int           // default 8
+	KeyLife time.Duration // default 5s
+	Level   string        // lease, follower or stale (default lease)
+
+	used sync.Map // every key name used, for the final reads
+}
+
+// key names key k of the current period.
+func (w *Register) key(start time.Time, k int) string {
+	name := fmt.Sprintf("r%d.%d", k, int(time.Since(start)/w.KeyLife))
+	w.used.Store(name, true)
+	return name
 }
 
 // Run runs the clients until ctx ends, recording into rec.
@@ -58,9 +73,13 @@ func (w *Register) Run(ctx context.Context, rec *history.Recorder) {
 	if w.Level == "" {
 		w.Level = "lease"
 	}
+	if w.KeyLife <= 0 {
+		w.KeyLife = 5 * time.Second
+	}
+	start := time.Now()
 	a := newAPI(w.Timeout)
 	var next atomic.Int64 // unique values
-	seen := newSeen(w.Keys)
+	seen := newSeen()
 	var wg sync.WaitGroup
 	for c := range w.Clients {
 		wg.Add(1)
@@ -75,7 +94,7 @@ func (w *Register) Run(ctx context.Context, rec *history.Recorder) {
 					continue
 				}
 				k := rng.IntN(w.Keys)
-				key := fmt.Sprintf("r%d", k)
+				key := w.key(start, k)
 				op := history.Op{Process: process, Type: history.Invoke, Key: key, Node: t.ID}
 				var out outcome
 				switch r := rng.Float64(); {
@@ -84,22 +103,22 @@ func (w *Register) Run(ctx context.Context, rec *history.Recorder) {
 					rec.Add(op)
 					out = a.read(context.WithoutCancel(ctx), t.Addr, key, w.Level)
 					if out.typ == history.OK && out.value != nil {
-						seen.add(k, *out.value)
+						seen.add(key, *out.value)
 					}
 				case r < 0.8:
 					op.F, op.Value = history.FWrite, history.Int(next.Add(1))
 					rec.Add(op)
 					out = a.write(context.WithoutCancel(ctx), t.Addr, key, *op.Value, nil)
-					seen.add(k, *op.Value)
+					seen.add(key, *op.Value)
 				default:
-					prev, ok := seen.pick(rng, k)
+					prev, ok := seen.pick(rng, key)
 					if !ok {
 						continue
 					}
 					op.F, op.Value, op.Prev = history.FCAS, history.Int(next.Add(1)), history.Int(prev)
 					rec.Add(op)
 					out = a.write(context.WithoutCancel(ctx), t.Addr, key, *op.Value, op.Prev)
-					seen.add(k, *op.Value)
+					seen.add(key, *op.Value)
 				}
 				op.Type, op.Error = out.typ, out.err
 				if op.F == history.FRead {
@@ -118,14 +137,20 @@ func (w *Register) Run(ctx context.Context, rec *history.Recorder) {
 	wg.Wait()
 }
 
-// FinalReads reads every key through every node at level, recording the
-// reads as ordinary operations so the checker checks them too.
+// FinalReads reads every key the clients used through every node at
+// level, recording the reads as ordinary operations so the checker checks
+// them too.
 func (w *Register) FinalReads(ctx context.Context, rec *history.Recorder, level string, process int) {
 	w.defaults()
 	a := newAPI(w.Timeout)
+	var keys []string
+	w.used.Range(func(k, _ any) bool {
+		keys = append(keys, k.(string))
+		return true
+	})
+	slices.Sort(keys)
 	for _, t := range w.Targets() {
-		for k := range w.Keys {
-			key := fmt.Sprintf("r%d", k)
+		for _, key := range keys {
 			op := history.Op{Process: process, Type: history.Invoke, F: history.FRead, Key: key, Node: t.ID, Level: level}
 			rec.Add(op)
 			out := a.read(ctx, t.Addr, key, level)
@@ -144,27 +169,28 @@ const unreachablePause = 100 * time.Millisecond
 // candidates a CAS expects, so that some CASes succeed.
 type seen struct {
 	mu   sync.Mutex
-	vals [][]int64
+	vals map[string][]int64
 }
 
-func newSeen(keys int) *seen { return &seen{vals: make([][]int64, keys)} }
+func newSeen() *seen { return &seen{vals: map[string][]int64{}} }
 
-func (s *seen) add(k int, v int64) {
+func (s *seen) add(key string, v int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.vals[k] = append(s.vals[k], v)
-	if len(s.vals[k]) > 4 {
-		s.vals[k] = s.vals[k][1:]
+	s.vals[key] = append(s.vals[key], v)
+	if len(s.vals[key]) > 4 {
+		s.vals[key] = s.vals[key][1:]
 	}
 }
 
-func (s *seen) pick(rng *rand.Rand, k int) (int64, bool) {
+func (s *seen) pick(rng *rand.Rand, key string) (int64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.vals[k]) == 0 {
+	vs := s.vals[key]
+	if len(vs) == 0 {
 		return 0, false
 	}
-	return s.vals[k][rng.IntN(len(s.vals[k]))], true
+	return vs[rng.IntN(len(vs))], true
 }
 
 // bound is the node client c talks to: always the same one (as in
