@@ -18,6 +18,7 @@ import (
 	"github.com/edictlog/edictlog/elect/bully"
 	"github.com/edictlog/edictlog/elect/fetzer"
 	"github.com/edictlog/edictlog/elect/omega"
+	"github.com/edictlog/edictlog/elect/stoller"
 )
 
 // Factory builds process id's detector for one start (incarnation counts
@@ -60,6 +61,16 @@ var registry = map[string]entry{
 	"omega-3stable":  {"Aguilera et al.'s 3-stable Ω, Fig. 2", omegaFactory(omega.Stable3)},
 	"omega-6stable":  {"Aguilera et al.'s 6-stable Ω, Fig. 4", omegaFactory(omega.Stable6)},
 	"omega-constant": {"Aguilera et al.'s Ω with constant election time, Figs. 4 and 5", omegaFactory(omega.ConstantTime)},
+	"stoller-bully": {"Stoller's Bully with a failure detector (§4; its oracle detector)", func(o Options) Factory {
+		return func(id edict.ProcessID, members []edict.ProcessID, inc uint64) elect.Detector {
+			return stoller.NewBully(stoller.Config{ID: id, Members: members, Incarnation: inc, Hold: o.MaxDelay})
+		}
+	}},
+	"stoller-async": {"Stoller's Asynchronous Bully (§7) with the ping failure detector (§6)", func(o Options) Factory {
+		return func(id edict.ProcessID, members []edict.ProcessID, inc uint64) elect.Detector {
+			return stoller.NewAsync(stoller.Config{ID: id, Members: members, Incarnation: inc, Hold: o.MaxDelay})
+		}
+	}},
 	"fetzer": {"Fetzer and Cristian's local leader election", func(o Options) Factory {
 		return func(id edict.ProcessID, members []edict.ProcessID, inc uint64) elect.Detector {
 			return fetzer.New(fetzer.Config{ID: id, Members: members, Incarnation: inc})
