@@ -88,7 +88,9 @@ func route[T any](s *Server, ctx context.Context, method string, write bool,
 		case st.IsLeader:
 			out, err := local(ctx)
 			var nle *log.NotLeaderError
-			if !errors.As(err, &nle) && !errors.Is(err, log.ErrTransferring) {
+			// A transfer or an ending epoch refuses a write before
+			// appending it: look for the leader again.
+			if !errors.As(err, &nle) && !errors.Is(err, log.ErrTransferring) && !errors.Is(err, log.ErrStopped) {
 				return out, s.statusOf(method, err)
 			}
 		case forwarded(ctx):

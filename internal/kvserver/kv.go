@@ -262,9 +262,15 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, req kvRequest, bo
 		res, err := s.cfg.Node.Apply(ctx, data)
 		if err != nil {
 			var nle *log.NotLeaderError
-			if !errors.As(err, &nle) {
-				writeError(w, s.failure("write", err))
+			if errors.As(err, &nle) {
+				return err
 			}
+			if errors.Is(err, log.ErrTransferring) || errors.Is(err, log.ErrStopped) {
+				// Refused, not appended: leadership or the epoch is about
+				// to change. Look for the leader again, as for a non-leader.
+				return &log.NotLeaderError{Leader: s.cfg.ID, Err: err}
+			}
+			writeError(w, s.failure("write", err))
 			return err
 		}
 		s.metrics.writeSeconds.Observe(time.Since(start).Seconds())
@@ -329,6 +335,8 @@ func (s *Server) failure(what string, err error) *apiError {
 	case errors.Is(err, log.ErrOutcomeUnknown):
 		return errorf(http.StatusGatewayTimeout, CodeOutcomeUnknown,
 			fmt.Sprintf("%s: the outcome is unknown (it may still commit); read the key to find out: %v", what, err))
+	case errors.Is(err, log.ErrTransferring), errors.Is(err, log.ErrStopped):
+		return errorf(http.StatusServiceUnavailable, CodeNoLeader, fmt.Sprintf("%s: refused, nothing written (%v); retry", what, err))
 	case errors.Is(err, log.ErrShutdown):
 		return errorf(http.StatusServiceUnavailable, CodeShuttingDown, fmt.Sprintf("%s: process %d is shutting down", what, s.cfg.ID))
 	case errors.Is(err, context.DeadlineExceeded):
