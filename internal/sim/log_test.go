@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -76,6 +77,24 @@ func TestNegativeControlLog(t *testing.T) {
 				return
 			}
 			t.Fatal("porcupine found no violation in 100 seeds: the check can no longer fail")
+		})
+	}
+}
+
+// TestLogKnownBugs runs the scenarios that fail today (see
+// KnownBugLogScenarios), when EDICT_SIM_KNOWN_BUGS=1: they are the next
+// work, kept runnable rather than forgotten.
+func TestLogKnownBugs(t *testing.T) {
+	if os.Getenv("EDICT_SIM_KNOWN_BUGS") != "1" {
+		t.Skip("known failing scenarios (membership changes under partitions and crashes); EDICT_SIM_KNOWN_BUGS=1 runs them")
+	}
+	for _, sc := range KnownBugLogScenarios() {
+		t.Run(sc.Name, func(t *testing.T) {
+			for _, seed := range seedList(t, 100) {
+				if res := RunLog(sc, seed); res.Violation != "" {
+					t.Fatalf("%v\nreplay: EDICT_SIM_KNOWN_BUGS=1 EDICT_SIM_SEED=%d go test ./internal/sim/ -run 'TestLogKnownBugs/%s$' -count=1 -v", res, seed, sc.Name)
+				}
+			}
 		})
 	}
 }
