@@ -90,7 +90,16 @@ func (p *lproc) restartState() (log.State, error) {
 		}
 	}
 	if len(st.Epochs) == 0 {
+		// A first start records its bootstrap configuration, as
+		// log.Start does: later records of that epoch need it.
 		st.Epochs = p.epochs
+		for _, ec := range p.epochs {
+			b, err := storage.EncodeEpochConfig(ec)
+			if err != nil {
+				return st, err
+			}
+			p.stable[storage.EpochConfigKey(ec.Epoch)] = b
+		}
 	}
 	for _, e := range p.stored {
 		if e.Index > p.snapPos.Index {

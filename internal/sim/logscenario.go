@@ -71,11 +71,16 @@ func LogScenarios() []LogScenario {
 // (EDICT_SIM_KNOWN_BUGS=1) until they are fixed and join LogScenarios.
 func KnownBugLogScenarios() []LogScenario {
 	return []LogScenario{
-		// Replacements under partitions and crashes, with compaction. Seed
-		// 3: a restarted process is refused by NewCore, "persisted record
-		// for epoch 0, which Config.Epochs does not name". The Jepsen
-		// membership nemesis with a member cut off saw a cluster lose its
-		// leader for good after seven replacements.
+		// Replacements under partitions and crashes, with compaction.
+		// Seed 5 loses liveness for good, as the Jepsen membership nemesis
+		// did with a member cut off: every process of epoch 3 names p2
+		// weak leader (the lowest live member), but p2 missed the stop
+		// edict that began epoch 3 (its log ends before it) and campaigns
+		// in epoch 2, which is wedged; nobody else campaigns, and with no
+		// leader nobody replicates the missing entries to p2. A process
+		// told its epoch is wedged needs a way to fetch the log that
+		// moved on (or the detector must pass over a member that cannot
+		// lead).
 		{Scenario: Scenario{Name: "log-replacements-faults", N: 5, GST: 8 * time.Second, Duration: 11 * time.Second, Partitions: true, Crashes: true},
 			Membership: true, Replacements: 4, Snapshots: true},
 	}
