@@ -133,7 +133,15 @@ func (c *Core) Step(now edict.Time, m Message) error {
 	// this message can replace its grantee, or the lapse goes unseen and
 	// the detector keeps naming a dead process.
 	c.checkLapses(now)
-	c.cfg.Detector.Observe(Observation{Kind: Heard, Process: m.From, At: now})
+	kind := Heard
+	if m.Type == MsgGrantRequest && !m.Wedge && m.Epoch < c.active && c.epochs[m.Epoch] != nil && c.epochs[m.Epoch].terminated {
+		// A campaign in an epoch that has ended: the sender missed the
+		// change and cannot lead until a leader of the new epoch
+		// replicates it to it — which no one will if everyone waits for
+		// it as weak leader.
+		kind = Lagging
+	}
+	c.cfg.Detector.Observe(Observation{Kind: kind, Process: m.From, At: now})
 	switch m.Type {
 	case MsgGrantRequest, MsgGrant, MsgNack, MsgRelease, MsgRevoke:
 		c.send(now, m) // the same handlers as local delivery

@@ -24,6 +24,10 @@ const (
 	LeaseLapsed
 	// LeaderSeen: the process holds (or was just granted) the lease.
 	LeaderSeen
+	// Lagging: the process asked for the lease in an epoch this process
+	// knows has ended: it missed the change and cannot lead until it
+	// catches up. Suspected until heard from in a later epoch (Heard).
+	Lagging
 )
 
 // Observation is one input to a Detector.
@@ -66,6 +70,7 @@ type LowestLive struct {
 	members []edict.ProcessID
 	down    map[edict.ProcessID]bool
 	lapsed  map[edict.ProcessID]bool
+	lagging map[edict.ProcessID]bool
 	leader  edict.ProcessID
 	// leaderUntil: the leader hint goes stale if nothing confirms it.
 	leaderUntil edict.Time
@@ -84,7 +89,7 @@ type LowestLive struct {
 func NewLowestLive(self edict.ProcessID, members []edict.ProcessID, hintTTL time.Duration) *LowestLive {
 	ms := slices.Clone(members)
 	slices.Sort(ms)
-	return &LowestLive{self: self, members: ms, down: map[edict.ProcessID]bool{}, lapsed: map[edict.ProcessID]bool{},
+	return &LowestLive{self: self, members: ms, down: map[edict.ProcessID]bool{}, lapsed: map[edict.ProcessID]bool{}, lagging: map[edict.ProcessID]bool{},
 		hintTTL: hintTTL, heard: map[edict.ProcessID]edict.Time{}}
 }
 
@@ -103,7 +108,14 @@ func (d *LowestLive) Observe(o Observation) {
 		}
 	case Heard:
 		delete(d.lapsed, o.Process)
+		delete(d.lagging, o.Process)
 		d.heard[o.Process] = o.At
+	case Lagging:
+		d.lagging[o.Process] = true
+		d.heard[o.Process] = o.At
+		if d.leader == o.Process {
+			d.leader = edict.None
+		}
 	case LeaseLapsed:
 		d.lapsed[o.Process] = true
 		if d.leader == o.Process {
@@ -121,7 +133,7 @@ func (d *LowestLive) suspected(p edict.ProcessID, now edict.Time) bool {
 	if p == d.self {
 		return false
 	}
-	if d.down[p] || d.lapsed[p] {
+	if d.down[p] || d.lapsed[p] || d.lagging[p] {
 		return true
 	}
 	if d.SuspectAfter > 0 && !d.since.IsZero() {

@@ -59,3 +59,22 @@ func TestLowestLiveSuspectsSilence(t *testing.T) {
 	d.Observe(Observation{Kind: Heard, Process: 1, At: at(2100 * time.Millisecond)})
 	assert.Equal(t, edict.ProcessID(1), d.WeakLeader(at(2200*time.Millisecond)), "a campaigning lower id is heard")
 }
+
+// A member that campaigns in an ended epoch missed the change: it is
+// passed over until it is heard from in a later epoch, or everyone would
+// wait for a weak leader that cannot lead.
+func TestLowestLiveSkipsLaggingMember(t *testing.T) {
+	now := edict.Time{Incarnation: 1, Nanos: int64(time.Hour)}
+	d := NewLowestLive(3, []edict.ProcessID{2, 3, 4}, time.Second)
+	if got := d.WeakLeader(now); got != 2 {
+		t.Fatalf("weak leader %v, want 2", got)
+	}
+	d.Observe(Observation{Kind: Lagging, Process: 2, At: now})
+	if got := d.WeakLeader(now); got != 3 {
+		t.Fatalf("weak leader %v while 2 lags, want 3", got)
+	}
+	d.Observe(Observation{Kind: Heard, Process: 2, At: now.Add(time.Millisecond)})
+	if got := d.WeakLeader(now.Add(time.Millisecond)); got != 2 {
+		t.Fatalf("weak leader %v once 2 caught up, want 2", got)
+	}
+}
