@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -153,6 +154,13 @@ func NewCore(cfg CoreConfig, st State, now edict.Time) (*Core, error) {
 	c.commit, c.handed, c.applied = st.Snapshot.Index, st.Snapshot.Index, st.Snapshot.Index
 	c.configDone = st.Snapshot.Index
 	c.persisted, c.stored = c.log.lastIndex(), c.log.lastIndex()
+	// Wedging is retried until a quorum is wedged, but the retries are not
+	// durable: a process that restarts knowing a newer epoch than its
+	// active one resumes wedging, or its predecessors' members that
+	// already moved on never ask again and the epoch change stalls.
+	if top := slices.Max(slices.Collect(maps.Keys(c.epochs))); top > c.el.ActiveEpoch() {
+		c.wedgePredecessors(now)
+	}
 	c.drainElect(now)
 	return c, nil
 }
@@ -438,6 +446,21 @@ func (c *Core) Debug(now edict.Time) string {
 	if gs, ok := c.el.Grant(c.el.ActiveEpoch()); ok {
 		s += fmt.Sprintf(" grant=%v/%v/wedged=%t", gs.Grantee, gs.Finish, gs.Wedged)
 	}
+	// Every epoch this process knows: T terminated, L known to the lease
+	// core only as a configuration (no stop edict seen), and the stop
+	// edict it holds proof of.
+	s += " epochs="
+	for _, e := range slices.Sorted(maps.Keys(c.epochs)) {
+		st := "?"
+		switch {
+		case c.el.Terminated(e):
+			st = "T"
+		case c.el.EpochKnown(e):
+			st = "L"
+		}
+		s += fmt.Sprintf("%d%s,", e, st)
+	}
+	s += fmt.Sprintf(" stop=%d configDone=%d", c.stopProof.Index, c.configDone)
 	if l := c.lead; l != nil {
 		s += fmt.Sprintf(" lead{phase=%d reignIndex=%d best=%v bestPos=%d fetchFrom=%d transfer=%v stopped=%t}", l.phase, l.reignIndex, l.best, l.bestPos.Index, l.fetchFrom, l.transfer, l.stopped)
 		for _, p := range c.peers(l.epoch) {
