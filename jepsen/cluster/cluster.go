@@ -586,19 +586,28 @@ func (c *Cluster) waitUp(ctx context.Context, n *Node) error {
 func (c *Cluster) Pause(id int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n, err := c.node(id)
+	n, err := c.signalLocked(id, syscall.SIGSTOP, "pause")
 	if err != nil {
 		return err
-	}
-	if !n.running() {
-		return fmt.Errorf("cluster: node %d is not running", id)
-	}
-	if err := n.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		return fmt.Errorf("cluster: pause node %d: %w", id, err)
 	}
 	n.paused = true
 	c.log.Info("node paused", "node", id)
 	return nil
+}
+
+// signalLocked sends sig to a running node's process; c.mu is held.
+func (c *Cluster) signalLocked(id int, sig syscall.Signal, verb string) (*Node, error) {
+	n, err := c.node(id)
+	if err != nil {
+		return nil, err
+	}
+	if !n.running() {
+		return nil, fmt.Errorf("cluster: node %d is not running", id)
+	}
+	if err := n.cmd.Process.Signal(sig); err != nil {
+		return nil, fmt.Errorf("cluster: %s node %d: %w", verb, id, err)
+	}
+	return n, nil
 }
 
 // Resume SIGCONTs a paused node's process, and in portable mode tells it
@@ -606,15 +615,9 @@ func (c *Cluster) Pause(id int) error {
 func (c *Cluster) Resume(id int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n, err := c.node(id)
+	n, err := c.signalLocked(id, syscall.SIGCONT, "resume")
 	if err != nil {
 		return err
-	}
-	if !n.running() {
-		return fmt.Errorf("cluster: node %d is not running", id)
-	}
-	if err := n.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		return fmt.Errorf("cluster: resume node %d: %w", id, err)
 	}
 	n.paused = false
 	c.log.Info("node resumed", "node", id)
