@@ -34,10 +34,13 @@ import (
 // maps the file, since bbolt trusts its pages and panics or faults on a
 // damaged one.
 //
-// Every write is one bbolt transaction committed with fsync; NoSync is never
-// set. bbolt's commit writes the dirty pages, fdatasyncs, writes the meta
-// page and fdatasyncs again: the second sync is what makes the new meta page
-// durable only after the pages it points to. The freelist is not written
+// Every write is one bbolt transaction made durable by one fdatasync after
+// bbolt has written its pages and its meta page (bbolt's own commit syncs
+// twice, to keep the meta page from reaching the disk before its pages).
+// A crash during the sync can leave a meta page whose pages did not all
+// arrive; Open detects that by the checks above and the transaction id in
+// the state record, and rolls the never-acknowledged transaction back
+// (bolt_rollback.go tells why that is safe). The freelist is not written
 // (NoFreelistSync, hashmap freelist): it saves a page write per commit, and
 // bbolt rebuilds the freelist at open while walking the file, which Open
 // walks anyway. Past the used pages the file holds zero-filled blocks that
@@ -64,6 +67,8 @@ type BoltStore struct {
 	fsyncTime  atomic.Int64
 	fsyncMax   atomic.Int64
 	pageWrites atomic.Uint64
+
+	rolledBack uint64 // the torn transaction Open rolled back, or 0
 }
 
 var _ Store = (*BoltStore)(nil)
@@ -155,6 +160,16 @@ func OpenBolt(path string, opts *BoltOptions) (*BoltStore, error) {
 		// truncated; bbolt would silently start a new database in it.
 		return nil, corruptf(path, "file is empty (truncated?)")
 	}
+	s, err := openChecked(path, o)
+	if errors.Is(err, ErrCorrupt) {
+		return rollbackTorn(path, o, err)
+	}
+	return s, err
+}
+
+// openChecked verifies the file's pages, opens it with bbolt and verifies
+// its contents against the state record.
+func openChecked(path string, o BoltOptions) (*BoltStore, error) {
 	info, err := checkBoltFileLocked(path, o.Timeout)
 	if err != nil {
 		return nil, err
@@ -167,7 +182,11 @@ func OpenBolt(path string, opts *BoltOptions) (*BoltStore, error) {
 		o.Logger.Warn("storage: damaged bbolt meta page, using the other one",
 			"path", path, "page", info.damagedMeta, "problem", info.metaErr, "txid", info.txid, "older", info.olderMetaDamaged)
 	}
-	db, err := bolt.Open(path, 0o600, boltOpenOptions(o))
+	bo := boltOpenOptions(o)
+	// commit syncs once, after bbolt has written the pages and the meta
+	// page; see BoltStore and bolt_rollback.go.
+	bo.NoSync = true
+	db, err := bolt.Open(path, 0o600, bo)
 	if err != nil {
 		return nil, boltOpenError(path, err)
 	}
@@ -225,7 +244,7 @@ func createBolt(path string, o BoltOptions) error {
 		if err := m.Put(keyFormat, frame(nil, keyFormat, formatRecord)); err != nil {
 			return err
 		}
-		st := boltState{first: 1}
+		st := boltState{txid: uint64(tx.ID()), first: 1}
 		return m.Put(keyState, st.encode(nil))
 	})
 	if cerr := db.Close(); err == nil {
@@ -295,6 +314,7 @@ func (s *BoltStore) Stats() (Stats, error) {
 		FsyncTime:  time.Duration(s.fsyncTime.Load()),
 		FsyncMax:   time.Duration(s.fsyncMax.Load()),
 		PageWrites: s.pageWrites.Load(),
+		RolledBack: s.rolledBack,
 	}, nil
 }
 

@@ -32,6 +32,9 @@ func (s *BoltStore) load() error {
 	if err != nil {
 		return corruptf(s.path, "state record: %v", err)
 	}
+	if st.txid != 0 && st.txid != uint64(tx.ID()) && checkStateTxid {
+		return corruptf(s.path, "state record was written by transaction %d but the meta page is of transaction %d: pages of the last commit did not reach the disk", st.txid, tx.ID())
+	}
 	b := bounds{first: st.first, last: st.last}
 	if b.base, err = st.base(); err != nil {
 		return corruptf(s.path, "state record: %v", err)

@@ -48,17 +48,29 @@ func unframe(key, v []byte) ([]byte, uint32, error) {
 // boltState is the "state" record of the meta bucket, rewritten by every
 // transaction that changes the log or the stable bucket.
 type boltState struct {
+	// txid is the bbolt transaction that wrote the record. A commit
+	// writes its pages and its meta page under one fdatasync, so after a
+	// crash the meta page may be on disk while some of the pages it points
+	// to are not (bolt_rollback.go); a record whose txid is not the meta
+	// page's is such a leftover. 0 in records of version 1, written when
+	// every commit synced twice and the meta could not get ahead.
+	txid         uint64
 	first, last  uint64
 	logDigest    uint32 // XOR of the checksums of all log values
 	stableDigest uint32 // XOR of the checksums of all stable values
 	baseEnc      []byte // edict encoding of the stamp of entry first-1; empty for the zero stamp
 }
 
-const stateVersion byte = 1
+// stateVersion 2 adds txid after the version byte; version 1 is still read.
+const (
+	stateVersion   byte = 2
+	stateVersionV1 byte = 1
+)
 
 func (st *boltState) encode(dst []byte) []byte {
-	p := make([]byte, 0, 25+len(st.baseEnc))
+	p := make([]byte, 0, 33+len(st.baseEnc))
 	p = append(p, stateVersion)
+	p = binary.BigEndian.AppendUint64(p, st.txid)
 	p = binary.BigEndian.AppendUint64(p, st.first)
 	p = binary.BigEndian.AppendUint64(p, st.last)
 	p = binary.BigEndian.AppendUint32(p, st.logDigest)
@@ -72,13 +84,29 @@ func decodeState(v []byte) (boltState, error) {
 	if err != nil {
 		return boltState{}, err
 	}
-	if len(p) < 25 {
-		return boltState{}, fmt.Errorf("%d bytes, want at least 25", len(p))
+	if len(p) == 0 {
+		return boltState{}, fmt.Errorf("empty record")
 	}
-	if p[0] != stateVersion {
-		return boltState{}, fmt.Errorf("unknown version byte %d (want %d)", p[0], stateVersion)
+	var st boltState
+	switch p[0] {
+	case stateVersion:
+		if len(p) < 33 {
+			return boltState{}, fmt.Errorf("%d bytes, want at least 33", len(p))
+		}
+		st.txid = binary.BigEndian.Uint64(p[1:])
+		if st.txid == 0 {
+			return boltState{}, fmt.Errorf("transaction id 0 is impossible")
+		}
+		p = p[8:] // the rest is laid out as in version 1
+	case stateVersionV1:
+		if len(p) < 25 {
+			return boltState{}, fmt.Errorf("%d bytes, want at least 25", len(p))
+		}
+	default:
+		return boltState{}, fmt.Errorf("unknown version byte %d (want %d or %d)", p[0], stateVersionV1, stateVersion)
 	}
-	st := boltState{
+	st = boltState{
+		txid:         st.txid,
 		first:        binary.BigEndian.Uint64(p[1:]),
 		last:         binary.BigEndian.Uint64(p[9:]),
 		logDigest:    binary.BigEndian.Uint32(p[17:]),

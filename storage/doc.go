@@ -27,6 +27,13 @@
 //     yields an error that wraps [ErrCorrupt] and names the file and the key
 //     or offset. Decoders refuse unknown versions, unknown kinds, unknown
 //     fields and trailing bytes, and bound every size before allocating.
+//     The one exception is by design: BoltStore ends a commit with a single
+//     fdatasync, so a power loss during it can leave the new meta page on
+//     disk without some of its pages; Open then finds the newest transaction
+//     damaged and, if the one before it verifies completely, rolls it back
+//     (it was never acknowledged), logs it and reports it in
+//     [Stats].RolledBack. bolt_rollback.go says why that is safe and what
+//     it cannot tell apart.
 //
 // The on-disk layout of BoltStore is described in bolt.go; the entry encoding
 // in entry_codec.go.

@@ -102,9 +102,8 @@ type Stats struct {
 	// FirstIndex, LastIndex and Entries describe the log held.
 	FirstIndex, LastIndex, Entries uint64
 	// Fsyncs counts durable commits: each StoreBatch, Set, Delete,
-	// BumpIncarnation and compaction step that wrote something. bbolt ends
-	// each commit with two fdatasync calls, data pages and then the meta
-	// page, which is its ordering barrier. Always 0 in memory.
+	// BumpIncarnation and compaction step that wrote something, each
+	// ended by one fdatasync. Always 0 in memory.
 	Fsyncs uint64
 	// FsyncTime is the total time spent writing and syncing commits, as
 	// bbolt measures it; FsyncMax the longest single commit write.
@@ -112,6 +111,10 @@ type Stats struct {
 	// PageWrites counts the pages written by those commits (meta page
 	// included): the I/O behind the fsyncs.
 	PageWrites uint64
+	// RolledBack is the bbolt transaction that Open found cut short by a
+	// crash (its meta page on disk, some of its pages not) and rolled
+	// back, or 0. That transaction was never acknowledged.
+	RolledBack uint64
 }
 
 // FsyncMean is the mean write-and-sync time of a commit.
