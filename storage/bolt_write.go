@@ -170,8 +170,11 @@ func (s *BoltStore) applyStable(tx *bolt.Tx, set map[string][]byte, del []string
 // one fdatasync makes them all durable. Nothing is acknowledged before that
 // sync returns; a crash before it leaves either the previous transaction or,
 // if the meta page got ahead of its pages, a torn one that Open detects and
-// rolls back (bolt_rollback.go). It records how long writing and syncing
-// took.
+// rolls back (bolt_rollback.go). A read transaction that begins between
+// bbolt's commit and the sync sees the new pages before they are durable;
+// the bounds that Entries and the log's readers go by move only after the
+// sync, so only a Get racing the Set of the same key can see such a value.
+// It records how long writing and syncing took.
 func (s *BoltStore) commit(tx *bolt.Tx, st *boltState) error {
 	st.txid = uint64(tx.ID())
 	if err := tx.Bucket(bucketMeta).Put(keyState, st.encode(nil)); err != nil {
@@ -179,7 +182,7 @@ func (s *BoltStore) commit(tx *bolt.Tx, st *boltState) error {
 	}
 	err := tx.Commit()
 	stats := tx.Stats()
-	synced := time.Now()
+	syncStart := time.Now()
 	if err == nil {
 		err = s.db.Sync()
 	}
@@ -190,7 +193,7 @@ func (s *BoltStore) commit(tx *bolt.Tx, st *boltState) error {
 		s.failed = s.errf(err, "commit failed, store refuses further writes until reopened")
 		return s.failed
 	}
-	d := int64(stats.GetWriteTime() + time.Since(synced))
+	d := int64(stats.GetWriteTime() + time.Since(syncStart))
 	s.fsyncs.Add(1)
 	s.fsyncTime.Add(d)
 	s.pageWrites.Add(uint64(stats.GetWrite()))
