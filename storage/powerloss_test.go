@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -285,9 +286,7 @@ func readAll(t *testing.T, path string) []byte {
 	return b
 }
 
-func equalContents(a, b contents) bool {
-	return fmt.Sprintf("%#v", a) == fmt.Sprintf("%#v", b)
-}
+func equalContents(a, b contents) bool { return reflect.DeepEqual(a, b) }
 
 func describe(got, pre, post contents) string {
 	keys := func(c contents) []string {
