@@ -1,0 +1,18 @@
+package elect
+
+// The lease protocol's safety rules that the log's mutation runner also
+// switches off one at a time (see log/mutation.go and docs/protocol.md).
+const (
+	// RuleQuarantineGrants: a restarted process grants nothing for
+	// (1+ρ)·MaxLease (onGrantRequest): it may have forgotten a grant.
+	RuleQuarantineGrants = "quarantine-grants"
+	// RuleWedgeOnEpochChange: a granter of epoch e wedges before a member
+	// of e+1 takes a lease in e+1; e+1 grants nothing until e terminated
+	// (onWedgeReply, onGrantRequest).
+	RuleWedgeOnEpochChange = "wedge-on-epoch-change"
+	// RuleReplyAttempt: a grant counts only toward the attempt it answers,
+	// named by (p, Start_p) (onGrantReply).
+	RuleReplyAttempt = "reply-attempt"
+)
+
+var mutationRules = []string{RuleQuarantineGrants, RuleWedgeOnEpochChange, RuleReplyAttempt}

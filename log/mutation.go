@@ -1,0 +1,46 @@
+package log
+
+// The log's safety rules, by the names docs/protocol.md's table and the
+// mutation runner use. Each names a check in this package that a mutation
+// deletes or weakens (see mutation_on.go); the simulator must then find a
+// violation: the table of rules is the log's negative control.
+const (
+	// RuleCurrentReignCommit: a leader commits only an index of its own
+	// reign (maybeCommit).
+	RuleCurrentReignCommit = "current-reign-commit"
+	// RuleAcceptGrantee: a follower accepts appends only from the process
+	// it grants to, or from anyone while it grants to no one (mayAccept).
+	RuleAcceptGrantee = "accept-grantee"
+	// RuleAcceptReign: a follower accepts appends only of a reign no older
+	// than the highest it accepted (mayAccept).
+	RuleAcceptReign = "accept-reign"
+	// RuleReplyReign: a leader counts only replies to its own reign's
+	// requests (onAppendReply, onFetchReply).
+	RuleReplyReign = "reply-reign"
+	// RuleQuarantineAppends: a process in its restart quarantine accepts
+	// no append and no snapshot (mayAccept).
+	RuleQuarantineAppends = "quarantine-appends"
+	// RuleAcceptedReignMonotone: acceptedReign never decreases, snapshot
+	// installs included (acceptReign, SnapshotInstalled).
+	RuleAcceptedReignMonotone = "accepted-reign-monotone"
+	// RuleNoTruncateCommitted: a follower never truncates at or below its
+	// commit index (onAppend skips what it already committed).
+	RuleNoTruncateCommitted = "no-truncate-committed"
+	// RuleReignStartBeforeReads: no lease or follower read is answered
+	// before the reign-start edict commits (leaseRead, onReadIndex).
+	RuleReignStartBeforeReads = "reign-start-before-reads"
+	// RuleFsyncBeforeAck: a reply that promises durability leaves only
+	// after its batch is stored (onAppend).
+	RuleFsyncBeforeAck = "fsync-before-ack"
+	// RuleFollowerReadIndex: a follower read is answered only by the reply
+	// to its own request, and only once the leader's index is applied
+	// (onReadIndexReply).
+	RuleFollowerReadIndex = "follower-read-index"
+)
+
+// MutationRules lists the rules above in the order of docs/protocol.md.
+var mutationRules = []string{
+	RuleCurrentReignCommit, RuleAcceptGrantee, RuleAcceptReign, RuleReplyReign,
+	RuleQuarantineAppends, RuleAcceptedReignMonotone, RuleNoTruncateCommitted,
+	RuleReignStartBeforeReads, RuleFsyncBeforeAck, RuleFollowerReadIndex,
+}
