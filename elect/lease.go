@@ -13,12 +13,15 @@ var ErrNotLeader = errors.New("elect: not leader")
 
 // leaseState is the leader's side: E_p, QT_p and EC_p (§2, §7).
 type leaseState struct {
-	epoch   uint64
-	expiry  edict.Time // E_p
-	qt      edict.QT   // QT of the last completed instance
-	reign   edict.QT   // QT of the reign's first instance
-	counter uint64     // EC_p
-	lost    bool       // LeaseLost already reported for this lease
+	epoch  uint64
+	expiry edict.Time // E_p
+	qt     edict.QT   // QT of the last completed instance
+	reign  edict.QT   // QT of the reign's first instance
+	// since is Start_p of the reign's first instance: every E_p of the
+	// reign was measured on readings taken after it.
+	since   edict.Time
+	counter uint64 // EC_p
+	lost    bool   // LeaseLost already reported for this lease
 }
 
 func (l *leaseState) held() bool                { return l.qt != nil && !l.lost }
@@ -48,6 +51,19 @@ func (c *Core) Lease(now edict.Time) (epoch uint64, expiry edict.Time, reign edi
 		return 0, edict.Time{}, nil, false
 	}
 	return c.lease.epoch, c.lease.expiry, c.lease.reign, true
+}
+
+// LeaseSince returns Start_p of the first lease instance of the reign this
+// process leads at now: the lease's expiry was measured on this clock from
+// then on, so a suspend of the host at any moment since (which the raw
+// clock does not count) may have outlived it. The runtime asks its clock
+// whether it was suspended since this reading, before it lets anything
+// that rests on the lease happen (DESIGN §3).
+func (c *Core) LeaseSince(now edict.Time) (edict.Time, bool) {
+	if !c.lease.valid(now) {
+		return edict.Time{}, false
+	}
+	return c.lease.since, true
 }
 
 // Issue creates an edict stamp (§7) if and only if C_p < E_p at now (eq. 2):
@@ -213,7 +229,7 @@ func (c *Core) complete(now edict.Time, a *attempt, qt edict.QT) {
 		}
 		c.lease.qt = qt
 	} else {
-		c.lease = leaseState{epoch: a.epoch, expiry: a.deadline, qt: qt, reign: qt, counter: c.lease.counter}
+		c.lease = leaseState{epoch: a.epoch, expiry: a.deadline, qt: qt, reign: qt, since: a.start, counter: c.lease.counter}
 	}
 	c.event(Event{Kind: LeaseAcquired, Epoch: a.epoch, QT: qt, Reign: c.lease.reign, NewReign: !wasLeader, Expiry: c.lease.expiry, Start: a.start, Leader: c.id})
 }

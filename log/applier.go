@@ -37,7 +37,7 @@ type applyJob struct {
 }
 
 type restoreJob struct {
-	r     io.Reader
+	open  func() (io.ReadCloser, error)
 	index uint64
 	stamp edict.Stamp
 	after func(error)
@@ -215,8 +215,22 @@ func persistSnapshot(store storage.SnapshotStore, meta storage.SnapshotMeta, s f
 	return nil
 }
 
+// restore replaces the state machine with a snapshot the Core installed.
+// The Core installs only a snapshot ahead of its commit index, and every
+// entry handed out before was at or below it: the state is never moved
+// back (asserted, since a state machine moved back would apply entries it
+// has already applied, or never apply some).
 func (a *applier) restore(j *restoreJob) {
-	err := a.n.cfg.FSM.Restore(j.r)
+	var err error
+	if j.index <= a.lastIndex {
+		err = fmt.Errorf("snapshot at %d is not ahead of the applied index %d", j.index, a.lastIndex)
+	} else {
+		var rc io.ReadCloser
+		if rc, err = j.open(); err == nil {
+			err = a.n.cfg.FSM.Restore(rc)
+			rc.Close()
+		}
+	}
 	if err == nil {
 		a.lastIndex, a.last, a.sinceSnap = j.index, storage.Entry{}, 0
 		if j.index > a.reignIndex.Load() {

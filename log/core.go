@@ -348,9 +348,13 @@ func (c *Core) durablePosition() storage.Position {
 	return storage.Position{Index: i, Stamp: st}
 }
 
-// acceptReign records a newer reign durably.
+// acceptReign records a newer reign durably. acceptedReign never
+// decreases: it is the fence that keeps a deposed reign's appends out, and
+// moving it back — as a snapshot accepted before a newer reign and
+// installed after it once did — readmits them (issue 13, hole 3).
 func (c *Core) acceptReign(r edict.Stamp) {
-	if c.acceptedReign.Equal(r) {
+	cmp, err := r.Compare(c.acceptedReign)
+	if err != nil || cmp <= 0 && !mutated(RuleAcceptedReignMonotone) || cmp == 0 {
 		return
 	}
 	c.acceptedReign = r

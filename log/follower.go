@@ -13,9 +13,20 @@ import (
 // of Raft's currentTerm). An epoch newer than the active one is accepted
 // on the same terms: a member that has not yet learned the epoch catches
 // up from its leader. An older epoch has terminated: its leader is stale.
+//
+// A process in its restart quarantine accepts nothing. "Grants to no one"
+// is only true of a process that remembers its grants: a restarted one may
+// have granted to a candidate, reporting where its log ended, just before
+// it crashed. Accepting another leader's append now would let that leader
+// commit an entry the candidate's catch-up, taken from the reported
+// position, never sees (issue 13, hole 2). The quarantine outlasts every
+// grant made before the restart, as it does for grants (DESIGN §3).
 func (c *Core) mayAccept(now edict.Time, from edict.ProcessID, epoch uint64, reign edict.Stamp) bool {
 	active := c.el.ActiveEpoch()
 	if epoch < active {
+		return false
+	}
+	if c.el.Quarantined(now) && !mutated(RuleQuarantineAppends) {
 		return false
 	}
 	if gs, ok := c.el.Grant(active); ok {
@@ -23,20 +34,20 @@ func (c *Core) mayAccept(now edict.Time, from edict.ProcessID, epoch uint64, rei
 		if gs.Wedged && epoch == active {
 			return false
 		}
-		if granting && gs.Grantee != from {
+		if granting && gs.Grantee != from && !mutated(RuleAcceptGrantee) {
 			return false
 		}
 	}
 	cmp, err := reign.Compare(c.acceptedReign)
-	return err == nil && cmp >= 0
+	return err == nil && (cmp >= 0 || mutated(RuleAcceptReign))
 }
 
 func (c *Core) onAppend(now edict.Time, from edict.ProcessID, a *transport.Append) {
-	reply := &transport.AppendReply{Epoch: a.Epoch, LastIndex: a.PrevIndex}
+	reply := &transport.AppendReply{Epoch: a.Epoch, Reign: a.Reign, LastIndex: a.PrevIndex}
 	defer func() {
-		reply.Reign = c.acceptedReign
+		reply.Accepted = c.acceptedReign
 		// The reply promises durability: it leaves after the batch.
-		c.send(transport.Message{To: from, AppendReply: reply}, false)
+		c.send(transport.Message{To: from, AppendReply: reply}, mutated(RuleFsyncBeforeAck))
 	}()
 	if !c.mayAccept(now, from, a.Epoch, a.Reign) {
 		// Not a log mismatch: the leader learns our reign from the reply
@@ -83,8 +94,16 @@ func (c *Core) onAppend(now edict.Time, from edict.ProcessID, a *transport.Appen
 		c.appendEntries(batch...)
 		break
 	}
+	// The leader vouches for its commit index only as far as this append
+	// showed our logs to match: beyond lastNew this log may hold another
+	// reign's entries, which a later append truncates. Committing no
+	// further is what keeps truncation above the commit index.
 	lastNew := prev + uint64(len(es))
-	if n := min(a.LeaderCommit, lastNew); n > c.commit {
+	n := min(a.LeaderCommit, lastNew)
+	if mutated(RuleNoTruncateCommitted) {
+		n = min(a.LeaderCommit, c.log.lastIndex())
+	}
+	if n > c.commit {
 		c.commit = n
 	}
 	reply.Success, reply.LastIndex = true, lastNew

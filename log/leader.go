@@ -31,6 +31,10 @@ type leader struct {
 	best      edict.ProcessID // whom to fetch from
 	bestPos   storage.Position
 	fetchFrom uint64 // the logs match up to here
+	// attempt is Start_p of the lease instance that began this reign; with
+	// fetchID it names a fetch, so that no reply to another reign's fetch
+	// counts (fetch IDs start at 1 every reign).
+	attempt   edict.Time
 	fetchID   uint64
 	fetchSent edict.Time
 
@@ -53,6 +57,11 @@ type progress struct {
 	lastReply edict.Time
 	snapshot  bool // a snapshot is being streamed to it
 	probing   bool // its log is not known to match ours yet
+	// retryAt: it refused our appends (it grants to another process, or is
+	// in its restart quarantine); probe it again no sooner than this.
+	// Probing at once would ping-pong refusals as fast as the network
+	// carries them, for as long as the quarantine lasts.
+	retryAt edict.Time
 }
 
 // startReign runs when a lease completes that starts a reign (DESIGN §6):
@@ -60,7 +69,7 @@ type progress struct {
 // positions and this process's own, fetch what is missing, then append the
 // reign-start edict.
 func (c *Core) startReign(now edict.Time, ev elect.Event) {
-	l := &leader{epoch: ev.Epoch, best: c.id, bestPos: c.log.last()}
+	l := &leader{epoch: ev.Epoch, best: c.id, bestPos: c.log.last(), attempt: ev.Start}
 	for _, r := range ev.QT {
 		if r.Process == c.id {
 			continue
@@ -102,13 +111,13 @@ func (c *Core) sendFetch(now edict.Time) {
 	st, _ := c.log.stampAt(l.fetchFrom)
 	l.fetchID++
 	l.fetchSent = now
-	c.send(transport.Message{To: l.best, Fetch: &transport.Fetch{Epoch: l.epoch, ID: l.fetchID, PrevIndex: l.fetchFrom, PrevStamp: st, Max: uint32(c.cfg.MaxAppendEntries)}}, true)
+	c.send(transport.Message{To: l.best, Fetch: &transport.Fetch{Epoch: l.epoch, ID: l.fetchID, Attempt: l.attempt, PrevIndex: l.fetchFrom, PrevStamp: st, Max: uint32(c.cfg.MaxAppendEntries)}}, true)
 }
 
 // onFetch answers a new leader's fetch with entries after (PrevIndex,
 // PrevStamp), if the logs match there.
 func (c *Core) onFetch(now edict.Time, from edict.ProcessID, f *transport.Fetch) {
-	r := &transport.FetchReply{Epoch: f.Epoch, ID: f.ID}
+	r := &transport.FetchReply{Epoch: f.Epoch, ID: f.ID, Attempt: f.Attempt}
 	last := c.log.last()
 	r.LastIndex, r.LastStamp = last.Index, last.Stamp
 	switch {
@@ -132,6 +141,9 @@ func (c *Core) onFetchReply(now edict.Time, from edict.ProcessID, r *transport.F
 	l := c.lead
 	if l == nil || l.phase != phaseFetching || from != l.best || r.ID != l.fetchID || r.Epoch != l.epoch {
 		return
+	}
+	if r.Attempt != l.attempt && !mutated(RuleReplyReign) {
+		return // an earlier reign's fetch, answered late
 	}
 	if r.Compacted || !r.OK {
 		// The best log's holder compacted what we lack, or the logs do
@@ -222,7 +234,7 @@ func (c *Core) sendAppends(now edict.Time) {
 			pr = &progress{next: 1, probing: true}
 			l.progress[p] = pr
 		}
-		if pr.snapshot {
+		if pr.snapshot || now.Before(pr.retryAt) {
 			continue
 		}
 		if pr.inflight > 0 && !now.Before(pr.lastSend.Add(silence)) && !now.Before(pr.lastReply.Add(silence)) {
@@ -294,17 +306,25 @@ func (c *Core) onAppendReply(now edict.Time, from edict.ProcessID, r *transport.
 	if pr == nil {
 		return
 	}
+	if cmp, err := r.Accepted.Compare(l.reign); err == nil && cmp > 0 {
+		// A newer reign exists: ours is over whatever our lease says. This
+		// holds however late the reply is: reigns only grow.
+		c.release(now, "a follower accepted a newer reign")
+		return
+	}
+	if !r.Reign.Equal(l.reign) && !mutated(RuleReplyReign) {
+		// A reply to an earlier reign of ours, delivered late. What it
+		// acknowledged may have been overwritten since by another reign;
+		// counting it could commit an index the quorum does not hold
+		// (issue 13, hole 1).
+		return
+	}
 	pr.lastReply = now
 	if !r.Success {
-		if cmp, err := r.Reign.Compare(l.reign); err == nil && cmp > 0 {
-			// A newer reign exists: ours is over whatever our lease says.
-			c.release(now, "a follower accepted a newer reign")
-			return
-		}
 		if r.Refused {
 			// It does not grant to us (yet): probe again later, from where
 			// we were; a refusal says nothing about its log.
-			pr.probing, pr.inflight = true, 0
+			pr.probing, pr.inflight, pr.retryAt = true, 0, now.Add(c.cfg.Heartbeat)
 			return
 		}
 		var next uint64
@@ -374,7 +394,7 @@ func (c *Core) maybeCommit(now edict.Time) {
 	slices.Sort(cands)
 	slices.Reverse(cands)
 	for _, n := range cands {
-		if n <= c.commit || n < l.reignIndex {
+		if n <= c.commit || n < l.reignIndex && !mutated(RuleCurrentReignCommit) {
 			break
 		}
 		var have []edict.ProcessID
@@ -388,7 +408,7 @@ func (c *Core) maybeCommit(now edict.Time) {
 			break
 		}
 	}
-	if l.phase == phaseStarting && c.commit >= l.reignIndex {
+	if l.phase == phaseStarting && (c.commit >= l.reignIndex || mutated(RuleReignStartBeforeReads)) {
 		l.phase = phaseReady
 		c.event(Event{Kind: BecameLeader, Leader: c.id, Epoch: l.epoch, Reign: l.reign})
 	}
@@ -556,8 +576,14 @@ func (c *Core) Resign(now edict.Time) {
 	}
 }
 
-// onTimeoutNow: the leader hands over; campaign at once.
+// onTimeoutNow: the leader hands over; campaign at once. A hand-over from
+// a reign older than one this process accepted comes late, from a leader
+// that was superseded since: campaigning on it would only unsettle the
+// newer reign.
 func (c *Core) onTimeoutNow(now edict.Time, from edict.ProcessID, t *transport.TimeoutNow) {
+	if cmp, err := t.Reign.Compare(c.acceptedReign); err != nil || cmp < 0 {
+		return
+	}
 	if t.Epoch > c.el.ActiveEpoch() {
 		c.campaignIn = t.Epoch
 		return

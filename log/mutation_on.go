@@ -4,6 +4,7 @@ package log
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"sync/atomic"
 )
@@ -13,6 +14,16 @@ import (
 // the simulator must find the violation that follows.
 
 var mutation atomic.Pointer[string]
+
+// EDICT_MUTATE names a rule to switch off from the start, so that any
+// test can be run against one mutation:
+//
+//	EDICT_MUTATE=reply-reign go test -tags edictmutate ./log/ -run TestStale
+func init() {
+	if rule := os.Getenv("EDICT_MUTATE"); rule != "" && slices.Contains(mutationRules, rule) {
+		Mutate(rule)
+	}
+}
 
 // Mutate switches rule's check off ("" switches every check back on). It
 // panics on a rule this package does not have.

@@ -55,6 +55,8 @@ type Node struct {
 	reads     chan *readRequest
 	ops       chan func()
 	applyDone chan applied
+	// fatal stops the loop with an error from another goroutine (stopWith).
+	fatal chan error
 
 	pending     map[uint64]*proposal // by index, awaiting apply
 	readWaits   []*readRequest       // awaiting apply of their index
@@ -139,7 +141,7 @@ func Start(cfg Config) (*Node, error) {
 	n := &Node{
 		cfg: cfg, clock: clock, log: cfg.Logger.With("node", uint64(cfg.ID)), core: core,
 		proposals: make(chan *proposal, cfg.MaxBatch), reads: make(chan *readRequest, 1024),
-		ops: make(chan func(), 64), applyDone: make(chan applied, 64),
+		ops: make(chan func(), 64), applyDone: make(chan applied, 64), fatal: make(chan error, 1),
 		pending: map[uint64]*proposal{}, readsByID: map[uint64]*readRequest{}, appliedIdx: snapIdx,
 		leaderCh: make(chan LeaderChange, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -182,12 +184,15 @@ func (n *Node) run() {
 		select {
 		case <-n.stop:
 			return
+		case err := <-n.fatal:
+			n.fail(err)
+			return
 		case m, ok := <-recv:
 			if !ok {
 				n.fail(ErrShutdown)
 				return
 			}
-			if err := n.core.Step(n.clock.Now(), m); err != nil {
+			if err := n.core.Step(n.now(), m); err != nil {
 				n.log.Warn("refused message", "from", uint64(m.From), "kind", m.Kind().String(), "err", err)
 			}
 		case p := <-n.proposals:
@@ -203,14 +208,13 @@ func (n *Node) run() {
 				n.receiveSnapshot(in)
 			}
 		case <-timer.C:
-			n.core.Tick(n.clock.Now())
+			n.core.Tick(n.now())
 		}
 		// Timers are due whatever woke the loop: under a steady stream of
 		// events the tick timer, reset every iteration, might never fire.
-		if now := n.clock.Now(); !now.Before(n.core.NextTick()) {
+		if now := n.now(); !now.Before(n.core.NextTick()) {
 			n.core.Tick(now)
 		}
-		n.checkSuspend()
 		if err := n.handleReady(); err != nil {
 			n.fail(err)
 			return
@@ -220,7 +224,7 @@ func (n *Node) run() {
 }
 
 func (n *Node) resetTimer(t *time.Timer) {
-	now := n.clock.Now()
+	now := n.now()
 	d, ok := n.core.NextTick().Sub(now)
 	if !ok || d < 0 {
 		d = 0
@@ -228,11 +232,25 @@ func (n *Node) resetTimer(t *time.Timer) {
 	t.Reset(max(d, 100*time.Microsecond))
 }
 
-// checkSuspend gives up a lease the host's suspend may have outlived
-// (DESIGN §3): a leader must never see time pass slower than it does.
-func (n *Node) checkSuspend() {
-	if n.leading && n.clock.Suspended(n.leaderSince) {
-		n.core.release(n.clock.Now(), "the clock was suspended while leading")
+// now reads the clock for a call into the Core, and first gives up a lease
+// the host's suspend may have outlived (DESIGN §3): a leader must never see
+// time pass slower than it does. Every input reaches the Core through a
+// reading taken here, so no lease-backed answer — a lease read, a follower
+// read's index, a commit — is made on a lease a suspend ended. The check
+// measures from the reign's first lease attempt (Core.LeaseSince), not from
+// when the runtime noticed it leads: a suspend in between counts too
+// (issue 13, hole 5). Only the loop goroutine may call it.
+func (n *Node) now() edict.Time {
+	now := n.clock.Now()
+	checkSuspend(n.core, n.clock, now)
+	return now
+}
+
+// checkSuspend gives up core's lease if clock was suspended since the
+// reading the lease was measured from.
+func checkSuspend(core *Core, clock edict.Clock, now edict.Time) {
+	if since, ok := core.LeaseSince(now); ok && clock.Suspended(since) {
+		core.ClockSuspended(now)
 	}
 }
 
@@ -262,7 +280,7 @@ func (n *Node) handleReady() error {
 		for _, ev := range rd.Events {
 			n.onEvent(ev)
 		}
-		n.core.Advance(n.clock.Now(), rd)
+		n.core.Advance(n.now(), rd)
 		n.publishStatus()
 	}
 }
@@ -324,22 +342,32 @@ func (n *Node) onEvent(ev Event) {
 	case EpochChanged:
 		n.log.Info("epoch changed", "epoch", ev.Epoch)
 	}
-	if !n.leading && n.core.CanServeLease(n.clock.Now()) {
+	if !n.leading && n.core.CanServeLease(n.now()) {
 		n.leading = true
-		n.leaderSince = n.clock.Now()
+		n.leaderSince = n.now()
 		n.notifyLeader(LeaderChange{Leader: n.cfg.ID, IsLeader: true, Epoch: n.core.el.ActiveEpoch()})
 	}
 }
 
 func (n *Node) publishStatus() {
-	s := n.core.Status(n.clock.Now())
+	s := n.core.Status(n.now())
 	n.statusMu.Lock()
 	n.status = s
 	n.statusMu.Unlock()
 	if !n.leading && s.IsLeader {
 		n.leading = true
-		n.leaderSince = n.clock.Now()
+		n.leaderSince = n.now()
 		n.notifyLeader(LeaderChange{Leader: n.cfg.ID, IsLeader: true, Epoch: s.Epoch})
+	}
+}
+
+// stopWith stops the Node with err, from any goroutine: for failures after
+// which the runtime must not go on, such as a state machine that could not
+// follow the log.
+func (n *Node) stopWith(err error) {
+	select {
+	case n.fatal <- err:
+	default: // already stopping with an earlier error
 	}
 }
 
@@ -415,7 +443,7 @@ func (n *Node) ReignIndex() uint64 { return n.applier.reignIndex.Load() }
 // close the transport after Shutdown returns, or the hand-over is lost.
 func (n *Node) Shutdown(ctx context.Context) error {
 	_ = n.do(ctx, func() {
-		n.core.Resign(n.clock.Now())
+		n.core.Resign(n.now())
 		if err := n.handleReady(); err != nil {
 			n.log.Error("release on shutdown", "err", err)
 		}
@@ -440,7 +468,7 @@ var _ = storage.Position{}
 // diagnostics and failure reports.
 func (n *Node) Debug(ctx context.Context) string {
 	var s string
-	if err := n.do(ctx, func() { s = n.core.Debug(n.clock.Now()) }); err != nil {
+	if err := n.do(ctx, func() { s = n.core.Debug(n.now()) }); err != nil {
 		return err.Error()
 	}
 	return s

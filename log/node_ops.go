@@ -94,7 +94,7 @@ func (n *Node) propose(first *proposal) {
 		}
 		break
 	}
-	now := n.clock.Now()
+	now := n.now()
 	for _, p := range batch {
 		var e storage.Entry
 		var err error
@@ -123,7 +123,7 @@ func (n *Node) propose(first *proposal) {
 func (n *Node) Issue(ctx context.Context, payload []byte) (Edict, error) {
 	var st edict.Stamp
 	var err error
-	if derr := n.do(ctx, func() { st, err = n.core.Issue(n.clock.Now()) }); derr != nil {
+	if derr := n.do(ctx, func() { st, err = n.core.Issue(n.now()) }); derr != nil {
 		return Edict{}, derr
 	}
 	if err != nil {
@@ -142,7 +142,7 @@ type Edict struct {
 // leads, or ctx ends.
 func (n *Node) TransferLeadership(ctx context.Context, target edict.ProcessID) error {
 	var err error
-	if derr := n.do(ctx, func() { err = n.core.TransferLeadership(n.clock.Now(), target) }); derr != nil {
+	if derr := n.do(ctx, func() { err = n.core.TransferLeadership(n.now(), target) }); derr != nil {
 		return derr
 	}
 	if err != nil {
@@ -189,7 +189,7 @@ func (n *Node) admin(ctx context.Context, f func(now edict.Time) (storage.Entry,
 func (n *Node) ForceRecovery(ctx context.Context, survivors []edict.ProcessID) (uint64, error) {
 	var epoch uint64
 	var err error
-	if derr := n.do(ctx, func() { epoch, err = n.core.ForceRecovery(n.clock.Now(), survivors) }); derr != nil {
+	if derr := n.do(ctx, func() { epoch, err = n.core.ForceRecovery(n.now(), survivors) }); derr != nil {
 		return 0, derr
 	}
 	return epoch, err
@@ -210,7 +210,7 @@ func (n *Node) Snapshot(ctx context.Context) error {
 
 // onApplied resolves the writes and reads waiting for what was applied.
 func (n *Node) onApplied(a applied) {
-	now := n.clock.Now()
+	now := n.now()
 	for _, r := range a.results {
 		if p, ok := n.pending[r.index]; ok {
 			delete(n.pending, r.index)

@@ -89,7 +89,7 @@ func (n *Node) startRead(r *readRequest) {
 	n.nextReadID++
 	r.id = n.nextReadID
 	n.readsByID[r.id] = r
-	n.core.Read(n.clock.Now(), r.id, r.level)
+	n.core.Read(n.now(), r.id, r.level)
 }
 
 func (n *Node) onReadState(rs ReadState) {
@@ -114,9 +114,9 @@ func (n *Node) onReadState(rs ReadState) {
 
 // serveReads lets go the reads whose index is applied. A lease read is
 // let go only if C_p < E_p at this moment and no suspend happened since
-// the reign began (DESIGN §3, §6).
+// the reign began (DESIGN §3, §6; n.now checks the suspend).
 func (n *Node) serveReads() {
-	now := n.clock.Now()
+	now := n.now()
 	keep := n.readWaits[:0]
 	for _, r := range n.readWaits {
 		if r.index > n.appliedIdx {
@@ -124,7 +124,7 @@ func (n *Node) serveReads() {
 			continue
 		}
 		delete(n.readsByID, r.id)
-		if r.lease && (!n.core.CanServeLease(now) || n.clock.Suspended(n.leaderSince)) {
+		if r.lease && !n.core.CanServeLease(now) {
 			r.finish(ReadResult{}, &NotLeaderError{Leader: n.core.leaderHint, Err: ErrNotLeader})
 			continue
 		}

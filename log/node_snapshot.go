@@ -3,6 +3,7 @@ package log
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
@@ -14,7 +15,7 @@ import (
 // TrailingEntries, in memory (on the loop) and then in the store.
 func (n *Node) compactAfterSnapshot(index uint64) {
 	_ = n.do(context.Background(), func() {
-		upTo, err := n.core.Compact(n.clock.Now(), index, n.cfg.TrailingEntries)
+		upTo, err := n.core.Compact(n.now(), index, n.cfg.TrailingEntries)
 		if err != nil || upTo == 0 {
 			return
 		}
@@ -31,7 +32,7 @@ func (n *Node) compactAfterSnapshot(index uint64) {
 func (n *Node) sendSnapshot(peer edict.ProcessID) {
 	fail := func(err error) {
 		n.log.Warn("snapshot to follower", "peer", uint64(peer), "err", err)
-		n.core.SnapshotSent(n.clock.Now(), peer, 0, err)
+		n.core.SnapshotSent(n.now(), peer, 0, err)
 	}
 	metas, err := n.cfg.Snapshots.List()
 	if err != nil || len(metas) == 0 {
@@ -56,65 +57,85 @@ func (n *Node) sendSnapshot(peer edict.ProcessID) {
 			if err != nil {
 				n.log.Warn("snapshot to follower", "peer", uint64(peer), "err", err)
 			}
-			n.core.SnapshotSent(n.clock.Now(), peer, m.Index, err)
+			n.core.SnapshotSent(n.now(), peer, m.Index, err)
 		})
 	}()
 }
 
-// receiveSnapshot installs a snapshot from the leader: stored and
-// restored in one pass over the stream, then the log reset to it.
+// receiveSnapshot installs a snapshot from the leader in three steps: the
+// acceptance rule is checked when the stream starts; the stream is stored
+// whole in the snapshot store, off the loop, unpublished; then, on the loop,
+// the Core checks the rule again (SnapshotInstalled) — while the snapshot
+// streamed this process may have accepted a newer reign or committed past
+// it — and only then is the snapshot published and the state machine
+// restored from it. Restoring before the second check once let a refused
+// install leave the state machine ahead of, or behind, the log.
 func (n *Node) receiveSnapshot(in *transport.IncomingSnapshot) {
-	now := n.clock.Now()
-	if err := n.core.AcceptSnapshot(now, in.From, in.Meta); err != nil {
+	if err := n.core.AcceptSnapshot(n.now(), in.From, in.Meta); err != nil {
 		_ = in.Finish(err)
 		return
 	}
-	meta := storage.SnapshotMeta{Index: in.Meta.LastIndex, Reign: in.Meta.Reign, Stamp: in.Meta.LastStamp,
-		Config: storage.EpochConfig{Epoch: in.Meta.Epoch, Members: in.Meta.Members, Learners: in.Meta.Learners}}
+	tm := in.Meta
+	meta := storage.SnapshotMeta{Index: tm.LastIndex, Reign: tm.Reign, Stamp: tm.LastStamp,
+		Config: storage.EpochConfig{Epoch: tm.Epoch, Members: tm.Members, Learners: tm.Learners}}
 	sink, err := n.cfg.Snapshots.Create(meta)
 	if err != nil {
 		_ = in.Finish(fmt.Errorf("create snapshot: %w", err))
 		return
 	}
-	tm := in.Meta
+	go func() {
+		if _, err := io.Copy(sink, in); err != nil {
+			_ = sink.Cancel()
+			_ = in.Finish(fmt.Errorf("receive snapshot: %w", err))
+			return
+		}
+		handled := false
+		derr := n.do(context.Background(), func() {
+			handled = true
+			if err := n.installSnapshot(in, tm, sink); err != nil {
+				_ = in.Finish(err)
+				return
+			}
+			_ = in.Finish(nil)
+		})
+		if derr != nil && !handled {
+			_ = sink.Cancel()
+			_ = in.Finish(derr)
+		}
+	}()
+}
+
+// installSnapshot runs on the loop once the stream is stored: the second
+// check, the publication, the Core's install, and the restore, which the
+// applier runs after every entry it was handed before (all at or below the
+// commit index, which the snapshot is ahead of).
+func (n *Node) installSnapshot(in *transport.IncomingSnapshot, tm transport.SnapshotMeta, sink storage.SnapshotSink) error {
+	now := n.now()
+	if err := n.core.AcceptSnapshot(now, in.From, tm); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("snapshot refused at install: %w", err)
+	}
+	if err := sink.Close(); err != nil {
+		return fmt.Errorf("store snapshot: %w", err)
+	}
+	if err := n.core.SnapshotInstalled(now, in.From, tm); err != nil {
+		// Checked a moment ago on this goroutine: nothing can have changed.
+		panic(fmt.Sprintf("log: snapshot install refused right after it was accepted: %v", err))
+	}
+	id := sink.ID()
 	n.applier.enqueue(applyJob{restore: &restoreJob{
-		r: teeReader{in, sink}, index: tm.LastIndex, stamp: tm.LastStamp,
+		open: func() (io.ReadCloser, error) {
+			_, rc, err := n.cfg.Snapshots.Open(id)
+			return rc, err
+		},
+		index: tm.LastIndex, stamp: tm.LastStamp,
 		after: func(err error) {
 			if err != nil {
-				_ = sink.Cancel()
-				_ = in.Finish(err)
-				return
+				// The Core has moved to the snapshot; a state machine that
+				// cannot follow it must not go on applying.
+				n.stopWith(fmt.Errorf("log: restore installed snapshot %s: %w", id, err))
 			}
-			if err := sink.Close(); err != nil {
-				_ = in.Finish(err)
-				return
-			}
-			go func() {
-				_ = n.do(context.Background(), func() {
-					n.core.SnapshotInstalled(n.clock.Now(), in.From, tm)
-					if err := n.handleReady(); err != nil {
-						n.log.Error("after snapshot install", "err", err)
-					}
-					_ = in.Finish(nil)
-				})
-			}()
 		},
 	}})
-}
-
-// teeReader writes what it reads to w, like io.TeeReader, but fails the
-// read if the write fails, so a snapshot is never restored unsaved.
-type teeReader struct {
-	r interface{ Read([]byte) (int, error) }
-	w interface{ Write([]byte) (int, error) }
-}
-
-func (t teeReader) Read(p []byte) (int, error) {
-	n, err := t.r.Read(p)
-	if n > 0 {
-		if _, werr := t.w.Write(p[:n]); werr != nil {
-			return n, werr
-		}
-	}
-	return n, err
+	return nil
 }

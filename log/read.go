@@ -38,7 +38,7 @@ func (c *Core) Read(now edict.Time, id uint64, level ReadLevel) {
 			return
 		}
 		c.reads = append(c.reads, pendingRead{id: id, leader: c.leaderHint, sent: now})
-		c.send(transport.Message{To: c.leaderHint, ReadIndex: &transport.ReadIndexRequest{Epoch: c.el.ActiveEpoch(), ID: id}}, true)
+		c.send(transport.Message{To: c.leaderHint, ReadIndex: &transport.ReadIndexRequest{Epoch: c.el.ActiveEpoch(), ID: id, Sent: now}}, true)
 	}
 }
 
@@ -49,10 +49,27 @@ func (c *Core) leaseRead(now edict.Time, id uint64) ReadState {
 	switch {
 	case l == nil:
 		return ReadState{ID: id, Leader: c.leaderHint, Err: ErrNotLeader}
-	case l.phase != phaseReady || !c.el.IsLeader(now):
+	case l.phase != phaseReady && !mutated(RuleReignStartBeforeReads) || !c.el.IsLeader(now):
 		return ReadState{ID: id, Leader: c.id, Err: ErrNotReady}
 	}
 	return ReadState{ID: id, Index: c.commit, Leader: c.id}
+}
+
+// LeaseSince returns the reading since which this process's lease was
+// measured, if it holds one: the runtime asks its clock whether the host
+// was suspended since then (edict.Clock.Suspended) before every input, and
+// calls ClockSuspended if so.
+func (c *Core) LeaseSince(now edict.Time) (edict.Time, bool) { return c.el.LeaseSince(now) }
+
+// ClockSuspended tells the Core that its clock may have stopped while the
+// host was suspended, after the reading LeaseSince returned: the lease may
+// have ended in real time, so it is given up at once.
+func (c *Core) ClockSuspended(now edict.Time) {
+	c.advanceClock(now)
+	if c.lead == nil && !c.el.IsLeader(now) {
+		return
+	}
+	c.release(now, "the clock was suspended while leading")
 }
 
 // CanServeLease reports, at the moment a lease read is answered, that this
@@ -67,20 +84,27 @@ func (c *Core) CanServeLease(now edict.Time) bool {
 // the request arrived, because the reign-start edict, committed before
 // any read is answered, follows every earlier reign's entries.
 func (c *Core) onReadIndex(now edict.Time, from edict.ProcessID, r *transport.ReadIndexRequest) {
-	rep := &transport.ReadIndexReply{Epoch: r.Epoch, ID: r.ID, Leader: c.leaderHint}
-	if c.lead != nil && c.lead.phase == phaseReady && c.el.IsLeader(now) && r.Epoch == c.lead.epoch {
+	rep := &transport.ReadIndexReply{Epoch: r.Epoch, ID: r.ID, Sent: r.Sent, Leader: c.leaderHint}
+	if c.lead != nil && (c.lead.phase == phaseReady || mutated(RuleReignStartBeforeReads)) && c.el.IsLeader(now) && r.Epoch == c.lead.epoch {
 		rep.OK, rep.Index, rep.Reign, rep.Leader = true, c.commit, c.lead.reign, c.id
 	}
 	c.send(transport.Message{To: from, ReadIndexReply: rep}, true)
 }
 
+// onReadIndexReply answers the follower read the reply names by its id
+// and the reading at which it was asked: ids restart with every life of
+// this process, readings do not (their incarnation), so a reply to an
+// earlier life's read — which would carry an older index — answers nothing.
 func (c *Core) onReadIndexReply(now edict.Time, from edict.ProcessID, r *transport.ReadIndexReply) {
 	for i, p := range c.reads {
-		if p.id != r.ID || p.leader != from {
+		if p.id != r.ID || p.leader != from || p.sent != r.Sent && !mutated(RuleReplyReign) {
 			continue
 		}
 		c.reads = append(c.reads[:i], c.reads[i+1:]...)
 		rs := ReadState{ID: r.ID, Index: r.Index, Leader: from}
+		if mutated(RuleFollowerReadIndex) {
+			rs.Index = c.applied // serve what is applied here, not the leader's commit
+		}
 		if !r.OK {
 			rs.Err, rs.Leader = ErrNotLeader, r.Leader
 		}

@@ -68,8 +68,15 @@ func (c *Core) SnapshotSent(now edict.Time, peer edict.ProcessID, lastIndex uint
 
 // AcceptSnapshot decides whether a snapshot from a peer may be installed:
 // by the acceptance rule of appends, and only if it is ahead of the log.
+// The runtime asks when the stream starts, so as not to receive one it
+// would refuse, and SnapshotInstalled asks again when it ends: anything
+// may have happened while it streamed.
 func (c *Core) AcceptSnapshot(now edict.Time, from edict.ProcessID, meta transport.SnapshotMeta) error {
 	c.advanceClock(now)
+	return c.mayInstall(now, from, meta)
+}
+
+func (c *Core) mayInstall(now edict.Time, from edict.ProcessID, meta transport.SnapshotMeta) error {
 	if !c.mayAccept(now, from, meta.Epoch, meta.Reign) {
 		return fmt.Errorf("log: snapshot from %v refused: not from the process this one grants to, or of an older reign", from)
 	}
@@ -79,11 +86,20 @@ func (c *Core) AcceptSnapshot(now edict.Time, from edict.ProcessID, meta transpo
 	return nil
 }
 
-// SnapshotInstalled tells the Core the state machine was restored from a
-// snapshot ending at meta's position and the store reset to it. The log is
-// replaced: what follows comes by Append.
-func (c *Core) SnapshotInstalled(now edict.Time, from edict.ProcessID, meta transport.SnapshotMeta) {
+// SnapshotInstalled tells the Core that a snapshot ending at meta's
+// position is durable in the snapshot store and is to replace the state
+// machine and the log; what follows comes by Append. It first checks the
+// acceptance rule again, as of now: while the snapshot streamed, this
+// process may have accepted a newer reign, begun to grant to another
+// process, restarted, or committed past it. On an error nothing changed,
+// and the runtime must discard the snapshot rather than restore it.
+func (c *Core) SnapshotInstalled(now edict.Time, from edict.ProcessID, meta transport.SnapshotMeta) error {
 	c.advanceClock(now)
+	if !mutated(RuleAcceptedReignMonotone) {
+		if err := c.mayInstall(now, from, meta); err != nil {
+			return err
+		}
+	}
 	pos := storage.Position{Index: meta.LastIndex, Stamp: meta.LastStamp}
 	if c.log.matches(pos.Index, pos.Stamp) && pos.Index <= c.log.lastIndex() {
 		c.log.compact(pos.Index) // keep the entries after it
@@ -118,4 +134,5 @@ func (c *Core) SnapshotInstalled(now edict.Time, from edict.ProcessID, meta tran
 		c.event(Event{Kind: LeaderChanged, Leader: from, Epoch: meta.Epoch, Reign: meta.Reign})
 	}
 	c.afterStep(now)
+	return nil
 }

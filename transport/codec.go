@@ -122,20 +122,20 @@ func messageToWire(m Message) (*wMessage, error) {
 			Entries: entriesToWire(a.Entries, &t)}
 	case KindAppendReply:
 		r := m.AppendReply
-		w.AppendReply = &wAppendReply{Epoch: r.Epoch, Reign: t.stamp(r.Reign), Success: r.Success, Refused: r.Refused, LastIndex: r.LastIndex, HintIndex: r.HintIndex, HintStamp: t.stamp(r.HintStamp)}
+		w.AppendReply = &wAppendReply{Epoch: r.Epoch, Reign: t.stamp(r.Reign), Accepted: t.stamp(r.Accepted), Success: r.Success, Refused: r.Refused, LastIndex: r.LastIndex, HintIndex: r.HintIndex, HintStamp: t.stamp(r.HintStamp)}
 	case KindReadIndex:
-		w.ReadIndex = &wReadIndex{Epoch: m.ReadIndex.Epoch, ID: m.ReadIndex.ID}
+		w.ReadIndex = &wReadIndex{Epoch: m.ReadIndex.Epoch, ID: m.ReadIndex.ID, Sent: timeToWire(m.ReadIndex.Sent)}
 	case KindReadIndexReply:
 		r := m.ReadIndexReply
-		w.ReadIndexReply = &wReadIndexReply{Epoch: r.Epoch, ID: r.ID, Reign: t.stamp(r.Reign), OK: r.OK, Index: r.Index, Leader: uint64(r.Leader)}
+		w.ReadIndexReply = &wReadIndexReply{Epoch: r.Epoch, ID: r.ID, Sent: timeToWire(r.Sent), Reign: t.stamp(r.Reign), OK: r.OK, Index: r.Index, Leader: uint64(r.Leader)}
 	case KindTimeoutNow:
 		w.TimeoutNow = &wTimeoutNow{Epoch: m.TimeoutNow.Epoch, Reign: t.stamp(m.TimeoutNow.Reign)}
 	case KindFetch:
 		f := m.Fetch
-		w.Fetch = &wFetch{Epoch: f.Epoch, ID: f.ID, PrevIndex: f.PrevIndex, PrevStamp: t.stamp(f.PrevStamp), Max: f.Max}
+		w.Fetch = &wFetch{Epoch: f.Epoch, ID: f.ID, Attempt: timeToWire(f.Attempt), PrevIndex: f.PrevIndex, PrevStamp: t.stamp(f.PrevStamp), Max: f.Max}
 	case KindFetchReply:
 		r := m.FetchReply
-		wr := &wFetchReply{Epoch: r.Epoch, ID: r.ID, LastIndex: r.LastIndex, LastStamp: t.stamp(r.LastStamp), Compacted: r.Compacted, OK: r.OK,
+		wr := &wFetchReply{Epoch: r.Epoch, ID: r.ID, Attempt: timeToWire(r.Attempt), LastIndex: r.LastIndex, LastStamp: t.stamp(r.LastStamp), Compacted: r.Compacted, OK: r.OK,
 			Entries: entriesToWire(r.Entries, &t)}
 		if len(r.Entries) > 0 {
 			wr.First = r.Entries[0].Index
@@ -189,15 +189,15 @@ func messageFromWire(w *wMessage) (Message, error) {
 		}
 	case KindAppendReply:
 		if r := w.AppendReply; r != nil {
-			m.AppendReply = &AppendReply{Epoch: r.Epoch, Reign: e.get(q, r.Reign), Success: r.Success, Refused: r.Refused, LastIndex: r.LastIndex, HintIndex: r.HintIndex, HintStamp: e.get(q, r.HintStamp)}
+			m.AppendReply = &AppendReply{Epoch: r.Epoch, Reign: e.get(q, r.Reign), Accepted: e.get(q, r.Accepted), Success: r.Success, Refused: r.Refused, LastIndex: r.LastIndex, HintIndex: r.HintIndex, HintStamp: e.get(q, r.HintStamp)}
 		}
 	case KindReadIndex:
 		if r := w.ReadIndex; r != nil {
-			m.ReadIndex = &ReadIndexRequest{Epoch: r.Epoch, ID: r.ID}
+			m.ReadIndex = &ReadIndexRequest{Epoch: r.Epoch, ID: r.ID, Sent: timeFromWire(r.Sent)}
 		}
 	case KindReadIndexReply:
 		if r := w.ReadIndexReply; r != nil {
-			m.ReadIndexReply = &ReadIndexReply{Epoch: r.Epoch, ID: r.ID, Reign: e.get(q, r.Reign), OK: r.OK, Index: r.Index, Leader: edict.ProcessID(r.Leader)}
+			m.ReadIndexReply = &ReadIndexReply{Epoch: r.Epoch, ID: r.ID, Sent: timeFromWire(r.Sent), Reign: e.get(q, r.Reign), OK: r.OK, Index: r.Index, Leader: edict.ProcessID(r.Leader)}
 		}
 	case KindTimeoutNow:
 		if r := w.TimeoutNow; r != nil {
@@ -205,14 +205,14 @@ func messageFromWire(w *wMessage) (Message, error) {
 		}
 	case KindFetch:
 		if f := w.Fetch; f != nil {
-			m.Fetch = &Fetch{Epoch: f.Epoch, ID: f.ID, PrevIndex: f.PrevIndex, PrevStamp: e.get(q, f.PrevStamp), Max: f.Max}
+			m.Fetch = &Fetch{Epoch: f.Epoch, ID: f.ID, Attempt: timeFromWire(f.Attempt), PrevIndex: f.PrevIndex, PrevStamp: e.get(q, f.PrevStamp), Max: f.Max}
 		}
 	case KindFetchReply:
 		if r := w.FetchReply; r != nil {
 			if len(r.Entries) == 0 && r.First != 0 {
 				return Message{}, errors.New("fetch reply names a first index but has no entries")
 			}
-			m.FetchReply = &FetchReply{Epoch: r.Epoch, ID: r.ID, LastIndex: r.LastIndex, LastStamp: e.get(q, r.LastStamp), Compacted: r.Compacted, OK: r.OK,
+			m.FetchReply = &FetchReply{Epoch: r.Epoch, ID: r.ID, Attempt: timeFromWire(r.Attempt), LastIndex: r.LastIndex, LastStamp: e.get(q, r.LastStamp), Compacted: r.Compacted, OK: r.OK,
 				Entries: entriesFromWire(r.Entries, r.First, q, &e)}
 		}
 	}

@@ -140,7 +140,7 @@ func (m Message) String() string {
 		return fmt.Sprintf("append %v→%v e%d prev=%d entries=%d commit=%d", m.From, m.To, a.Epoch, a.PrevIndex, len(a.Entries), a.LeaderCommit)
 	case KindAppendReply:
 		r := m.AppendReply
-		return fmt.Sprintf("appendReply %v→%v e%d ok=%t last=%d hint=%d", m.From, m.To, r.Epoch, r.Success, r.LastIndex, r.HintIndex)
+		return fmt.Sprintf("appendReply %v→%v e%d reign=%v ok=%t refused=%t last=%d hint=%d", m.From, m.To, r.Epoch, r.Reign, r.Success, r.Refused, r.LastIndex, r.HintIndex)
 	case KindReadIndex:
 		return fmt.Sprintf("readIndex %v→%v e%d id=%d", m.From, m.To, m.ReadIndex.Epoch, m.ReadIndex.ID)
 	case KindReadIndexReply:
@@ -261,10 +261,15 @@ func (a *Append) Validate() error {
 // AppendReply answers an Append.
 type AppendReply struct {
 	Epoch uint64
-	// Reign is the highest reign the follower has accepted; a stale leader
-	// learns from it that it has been superseded.
-	Reign   edict.Stamp
-	Success bool
+	// Reign is the reign of the Append this reply answers: a leader counts
+	// only replies to its own reign's appends. A reply that arrives late,
+	// after its leader lost and regained leadership, answers an earlier
+	// reign and is dropped (issue 13, hole 1).
+	Reign edict.Stamp
+	// Accepted is the highest reign the follower has accepted; a stale
+	// leader learns from it that it has been superseded.
+	Accepted edict.Stamp
+	Success  bool
 	// Refused, on failure, says the follower did not consider the append
 	// at all (DESIGN §6's acceptance rule: it grants to another process,
 	// or Reign is newer than the append's): not a log mismatch, so the
@@ -284,7 +289,10 @@ type AppendReply struct {
 
 // Validate checks the structure of r.
 func (r *AppendReply) Validate() error {
-	if err := checkStamps(r.Reign, r.HintStamp); err != nil {
+	if r.Reign.IsZero() {
+		return errors.New("append reply without the reign it answers")
+	}
+	if err := checkStamps(r.Reign, r.Accepted, r.HintStamp); err != nil {
 		return err
 	}
 	if r.Success {
@@ -300,10 +308,13 @@ func (r *AppendReply) Validate() error {
 }
 
 // ReadIndexRequest asks the leader for its commit index (a follower read,
-// DESIGN §6). ID is the requester's correlation id.
+// DESIGN §6). ID and Sent, the requester's reading when it asked, name the
+// request: readings increase across restarts (the incarnation), so a reply
+// meant for an earlier life of the requester never answers a new read.
 type ReadIndexRequest struct {
 	Epoch uint64
 	ID    uint64
+	Sent  edict.Time
 }
 
 // Validate checks the structure of r.
@@ -320,6 +331,7 @@ func (r *ReadIndexRequest) Validate() error {
 type ReadIndexReply struct {
 	Epoch  uint64
 	ID     uint64
+	Sent   edict.Time // the request's, echoed
 	Reign  edict.Stamp
 	OK     bool
 	Index  uint64
@@ -358,8 +370,12 @@ func (t *TimeoutNow) Validate() error {
 // lacks, before it appends its reign-start edict (DESIGN §6). ID correlates
 // the reply.
 type Fetch struct {
-	Epoch     uint64
-	ID        uint64
+	Epoch uint64
+	ID    uint64
+	// Attempt is Start_p of the lease instance that began the fetching
+	// reign: with ID it names the request, so a reply to an earlier
+	// reign's fetch (whose IDs also started at 1) is dropped.
+	Attempt   edict.Time
 	PrevIndex uint64
 	PrevStamp edict.Stamp
 	Max       uint32
@@ -380,6 +396,7 @@ func (f *Fetch) Validate() error {
 type FetchReply struct {
 	Epoch     uint64
 	ID        uint64
+	Attempt   edict.Time // the request's, echoed
 	LastIndex uint64
 	LastStamp edict.Stamp
 	Compacted bool

@@ -85,6 +85,7 @@ type wAppendReply struct {
 	_struct   bool `codec:",toarray"`
 	Epoch     uint64
 	Reign     wStamp
+	Accepted  wStamp
 	Success   bool
 	Refused   bool
 	LastIndex uint64
@@ -96,12 +97,14 @@ type wReadIndex struct {
 	_struct bool `codec:",toarray"`
 	Epoch   uint64
 	ID      uint64
+	Sent    wTime
 }
 
 type wReadIndexReply struct {
 	_struct bool `codec:",toarray"`
 	Epoch   uint64
 	ID      uint64
+	Sent    wTime
 	Reign   wStamp
 	OK      bool
 	Index   uint64
@@ -118,6 +121,7 @@ type wFetch struct {
 	_struct   bool `codec:",toarray"`
 	Epoch     uint64
 	ID        uint64
+	Attempt   wTime
 	PrevIndex uint64
 	PrevStamp wStamp
 	Max       uint32
@@ -127,6 +131,7 @@ type wFetchReply struct {
 	_struct   bool `codec:",toarray"`
 	Epoch     uint64
 	ID        uint64
+	Attempt   wTime
 	LastIndex uint64
 	LastStamp wStamp
 	Compacted bool
