@@ -154,7 +154,7 @@ func (c *Core) onWedgeReply(now edict.Time, m Message) {
 	}
 	w.wedged = append(w.wedged, m.From)
 	qt, err := edict.NewQT(readingsOf(w.wedged)...)
-	if err == nil && es.qs.IsQuorum(qt.Processes()) {
+	if err == nil && (es.qs.IsQuorum(qt.Processes()) || mutated(RuleWedgeOnEpochChange)) {
 		c.learnTerminated(now, m.Epoch+1)
 	}
 }

@@ -122,7 +122,7 @@ func (c *Core) onGrantRequest(now edict.Time, m Message) {
 		return // its sender aborted this attempt before we saw it
 	}
 	switch {
-	case now.Before(c.quarantineUntil):
+	case now.Before(c.quarantineUntil) && !mutated(RuleQuarantineGrants):
 		d, _ := c.quarantineUntil.Sub(now)
 		c.nack(now, m, es, edict.None, d)
 		return

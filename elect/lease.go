@@ -167,7 +167,7 @@ func (c *Core) start(now edict.Time, renewal bool) {
 // onGrantReply is steps 7–8 for one ok or nack.
 func (c *Core) onGrantReply(now edict.Time, m Message) {
 	a := c.attempt
-	if a == nil || m.Epoch != a.epoch || m.Start != a.start {
+	if a == nil || m.Epoch != a.epoch || m.Start != a.start && !mutated(RuleReplyAttempt) {
 		return // a reply to an aborted or superseded instance
 	}
 	qs := c.epochs[a.epoch].qs
