@@ -45,13 +45,7 @@ type restoreJob struct {
 
 type applied struct {
 	index   uint64
-	results []applyResult
-}
-
-type applyResult struct {
-	index    uint64
-	stamp    edict.Stamp
-	response any
+	results []ApplyResult
 }
 
 func newApplier(n *Node, index uint64) *applier {
@@ -145,9 +139,9 @@ func (a *applier) apply(es []storage.Entry) {
 			responses[i] = a.n.cfg.FSM.Apply(e)
 		}
 	}
-	out := applied{index: a.lastIndex, results: make([]applyResult, len(batch))}
+	out := applied{index: a.lastIndex, results: make([]ApplyResult, len(batch))}
 	for i, e := range batch {
-		out.results[i] = applyResult{index: e.Index, stamp: e.Stamp, response: responses[i]}
+		out.results[i] = ApplyResult{Index: e.Index, Stamp: e.Stamp, Response: responses[i]}
 	}
 	a.report(out)
 	a.sinceSnap += uint64(len(batch))

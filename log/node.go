@@ -40,16 +40,17 @@ func (e *NotLeaderError) Error() string {
 
 func (e *NotLeaderError) Unwrap() error { return e.Err }
 
-// Node is the replicated log's runtime: it drives a Core with a real
-// clock, storage, transport and state machine. One goroutine owns the
-// Core; another applies committed entries to the FSM. All methods are safe
-// for concurrent use.
+// Node is the replicated log's runtime: it runs a Driver with a real
+// clock, storage, transport and state machine. One goroutine, the loop,
+// owns the Driver and its Core; another applies committed entries to the
+// FSM. All methods are safe for concurrent use.
 type Node struct {
 	cfg   Config
 	clock edict.Clock
 	log   *slog.Logger
 
-	core *Core // owned by the loop goroutine
+	d    *Driver // owned by the loop goroutine
+	core *Core   // d's Core
 
 	proposals chan *proposal
 	reads     chan *readRequest
@@ -58,11 +59,6 @@ type Node struct {
 	// fatal stops the loop with an error from another goroutine (stopWith).
 	fatal chan error
 
-	pending     map[uint64]*proposal // by index, awaiting apply
-	readWaits   []*readRequest       // awaiting apply of their index
-	readsByID   map[uint64]*readRequest
-	nextReadID  uint64
-	appliedIdx  uint64
 	leaderSince edict.Time
 	leading     bool
 
@@ -142,9 +138,9 @@ func Start(cfg Config) (*Node, error) {
 		cfg: cfg, clock: clock, log: cfg.Logger.With("node", uint64(cfg.ID)), core: core,
 		proposals: make(chan *proposal, cfg.MaxBatch), reads: make(chan *readRequest, 1024),
 		ops: make(chan func(), 64), applyDone: make(chan applied, 64), fatal: make(chan error, 1),
-		pending: map[uint64]*proposal{}, readsByID: map[uint64]*readRequest{}, appliedIdx: snapIdx,
 		leaderCh: make(chan LeaderChange, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
+	n.d = NewDriver(core, clock, nodeEnv{n}, snapIdx)
 	n.applier = newApplier(n, snapIdx)
 	// Status is right from the start, not only after the loop's first
 	// event. The core is read here before the loop owns it.
@@ -192,7 +188,7 @@ func (n *Node) run() {
 				n.fail(ErrShutdown)
 				return
 			}
-			if err := n.core.Step(n.now(), m); err != nil {
+			if err := n.d.Step(m); err != nil {
 				n.log.Warn("refused message", "from", uint64(m.From), "kind", m.Kind().String(), "err", err)
 			}
 		case p := <-n.proposals:
@@ -208,12 +204,12 @@ func (n *Node) run() {
 				n.receiveSnapshot(in)
 			}
 		case <-timer.C:
-			n.core.Tick(n.now())
+			n.d.Tick()
 		}
 		// Timers are due whatever woke the loop: under a steady stream of
 		// events the tick timer, reset every iteration, might never fire.
-		if now := n.now(); !now.Before(n.core.NextTick()) {
-			n.core.Tick(now)
+		if now := n.d.Now(); !now.Before(n.core.NextTick()) {
+			n.d.Tick()
 		}
 		if err := n.handleReady(); err != nil {
 			n.fail(err)
@@ -224,7 +220,7 @@ func (n *Node) run() {
 }
 
 func (n *Node) resetTimer(t *time.Timer) {
-	now := n.now()
+	now := n.d.Now()
 	d, ok := n.core.NextTick().Sub(now)
 	if !ok || d < 0 {
 		d = 0
@@ -232,58 +228,22 @@ func (n *Node) resetTimer(t *time.Timer) {
 	t.Reset(max(d, 100*time.Microsecond))
 }
 
-// now reads the clock for a call into the Core, and first gives up a lease
-// the host's suspend may have outlived (DESIGN §3): a leader must never see
-// time pass slower than it does. Every input reaches the Core through a
-// reading taken here, so no lease-backed answer — a lease read, a follower
-// read's index, a commit — is made on a lease a suspend ended. The check
-// measures from the reign's first lease attempt (Core.LeaseSince), not from
-// when the runtime noticed it leads: a suspend in between counts too
-// (issue 13, hole 5). Only the loop goroutine may call it.
-func (n *Node) now() edict.Time {
-	now := n.clock.Now()
-	checkSuspend(n.core, n.clock, now)
-	return now
-}
-
-// checkSuspend gives up core's lease if clock was suspended since the
-// reading the lease was measured from.
-func checkSuspend(core *Core, clock edict.Clock, now edict.Time) {
-	if since, ok := core.LeaseSince(now); ok && clock.Suspended(since) {
-		core.ClockSuspended(now)
-	}
-}
-
-// handleReady does what the Core asks, in Ready's order.
+// handleReady has the Driver carry out what the Core asks, then publishes
+// the status it led to.
 func (n *Node) handleReady() error {
-	for {
-		rd := n.core.Ready()
-		if rd.IsEmpty() {
-			return nil
-		}
-		n.sendAll(rd.Immediate)
-		if !batchEmpty(&rd.Batch) {
-			if err := n.cfg.Store.StoreBatch(rd.Batch); err != nil {
-				return fmt.Errorf("log: store batch: %w", err)
-			}
-		}
-		n.sendAll(rd.Messages)
-		if len(rd.Apply) > 0 {
-			n.applier.enqueue(applyJob{entries: rd.Apply})
-		}
-		for _, rs := range rd.Reads {
-			n.onReadState(rs)
-		}
-		for _, p := range rd.Snapshots {
-			n.sendSnapshot(p)
-		}
-		for _, ev := range rd.Events {
-			n.onEvent(ev)
-		}
-		n.core.Advance(n.now(), rd)
-		n.publishStatus()
-	}
+	err := n.d.HandleReady()
+	n.publishStatus()
+	return err
 }
+
+// nodeEnv is the Node's I/O for its Driver.
+type nodeEnv struct{ n *Node }
+
+func (e nodeEnv) Send(m transport.Message)          { e.n.sendAll([]transport.Message{m}) }
+func (e nodeEnv) StoreBatch(b storage.Batch) error  { return e.n.cfg.Store.StoreBatch(b) }
+func (e nodeEnv) Apply(es []storage.Entry)          { e.n.applier.enqueue(applyJob{entries: es}) }
+func (e nodeEnv) SendSnapshot(peer edict.ProcessID) { e.n.sendSnapshot(peer) }
+func (e nodeEnv) Event(ev Event)                    { e.n.onEvent(ev) }
 
 // sendAll hands messages to the transport without ever waiting: a
 // message that finds its peer's queue or append window full is dropped,
@@ -313,18 +273,6 @@ func (n *Node) onEvent(ev Event) {
 	case SteppedDown:
 		n.log.Warn("stepped down", "reason", ev.Reason, "epoch", ev.Epoch)
 		n.leading = false
-		// Writes appended but not committed may still commit under the
-		// next leader, or not: their outcome is unknown. Those already
-		// committed are handed to the applier and resolve when it has
-		// applied them: a step-down right after a commit — as every
-		// membership change ends with, when the leader wedges its epoch
-		// — must not report a committed write as unknown.
-		for idx, p := range n.pending {
-			if idx > n.core.commit {
-				p.finish(nil, ErrOutcomeUnknown)
-				delete(n.pending, idx)
-			}
-		}
 		n.notifyLeader(LeaderChange{Leader: edict.None, Epoch: ev.Epoch})
 	case LeaderChanged:
 		n.notifyLeader(LeaderChange{Leader: ev.Leader, Epoch: ev.Epoch})
@@ -342,21 +290,21 @@ func (n *Node) onEvent(ev Event) {
 	case EpochChanged:
 		n.log.Info("epoch changed", "epoch", ev.Epoch)
 	}
-	if !n.leading && n.core.CanServeLease(n.now()) {
+	if !n.leading && n.core.CanServeLease(n.d.Now()) {
 		n.leading = true
-		n.leaderSince = n.now()
+		n.leaderSince = n.d.Now()
 		n.notifyLeader(LeaderChange{Leader: n.cfg.ID, IsLeader: true, Epoch: n.core.el.ActiveEpoch()})
 	}
 }
 
 func (n *Node) publishStatus() {
-	s := n.core.Status(n.now())
+	s := n.core.Status(n.d.Now())
 	n.statusMu.Lock()
 	n.status = s
 	n.statusMu.Unlock()
 	if !n.leading && s.IsLeader {
 		n.leading = true
-		n.leaderSince = n.now()
+		n.leaderSince = n.d.Now()
 		n.notifyLeader(LeaderChange{Leader: n.cfg.ID, IsLeader: true, Epoch: s.Epoch})
 	}
 }
@@ -376,12 +324,7 @@ func (n *Node) fail(err error) {
 		n.log.Error("node stopped", "err", err)
 	}
 	n.failErr = err
-	for _, p := range n.pending {
-		p.finish(nil, ErrOutcomeUnknown)
-	}
-	for _, r := range n.readsByID {
-		r.finish(ReadResult{}, err)
-	}
+	n.d.Close(err)
 	n.applier.close()
 }
 
@@ -443,7 +386,7 @@ func (n *Node) ReignIndex() uint64 { return n.applier.reignIndex.Load() }
 // close the transport after Shutdown returns, or the hand-over is lost.
 func (n *Node) Shutdown(ctx context.Context) error {
 	_ = n.do(ctx, func() {
-		n.core.Resign(n.now())
+		n.core.Resign(n.d.Now())
 		if err := n.handleReady(); err != nil {
 			n.log.Error("release on shutdown", "err", err)
 		}
@@ -461,14 +404,12 @@ func (n *Node) Shutdown(ctx context.Context) error {
 
 func peerKey(id edict.ProcessID) string { return fmt.Sprintf("peers/%016x", uint64(id)) }
 
-var _ = storage.Position{}
-
 // Debug describes the core's internal state in one line — lease, grant,
 // attempts, the weak leader, and per-follower progress when leading — for
 // diagnostics and failure reports.
 func (n *Node) Debug(ctx context.Context) string {
 	var s string
-	if err := n.do(ctx, func() { s = n.core.Debug(n.now()) }); err != nil {
+	if err := n.do(ctx, func() { s = n.core.Debug(n.d.Now()) }); err != nil {
 		return err.Error()
 	}
 	return s

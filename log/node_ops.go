@@ -2,32 +2,25 @@ package log
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/fsm"
 	"github.com/edictlog/edictlog/storage"
 )
 
-// proposal is a write on its way into the log.
+// proposal is a write on its way into the log: the Driver answers it
+// once, through finish.
 type proposal struct {
 	kind  storage.EntryKind
 	data  []byte
 	admin func(now edict.Time) (storage.Entry, error) // membership edicts
-	entry storage.Entry
 	done  chan struct{}
 	res   ApplyResult
 	err   error
 }
 
-func (p *proposal) finish(res any, err error) {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	p.res.Response, p.err = res, err
+func (p *proposal) finish(res ApplyResult, err error) {
+	p.res, p.err = res, err
 	close(p.done)
 }
 
@@ -94,27 +87,14 @@ func (n *Node) propose(first *proposal) {
 		}
 		break
 	}
-	now := n.now()
 	for _, p := range batch {
-		var e storage.Entry
-		var err error
 		if p.admin != nil {
-			e, err = p.admin(now)
+			n.d.ProposeWith(p.admin, p.finish)
 		} else {
-			e, err = n.core.Propose(now, p.kind, p.data)
+			n.d.Propose(p.kind, p.data, p.finish)
 		}
-		if err != nil {
-			if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNotReady) {
-				err = &NotLeaderError{Leader: n.core.leaderHint, Err: err}
-			}
-			p.finish(nil, err)
-			continue
-		}
-		p.entry = e
-		p.res.Index, p.res.Stamp = e.Index, e.Stamp
-		n.pending[e.Index] = p
 	}
-	n.core.Flush(now)
+	n.d.Flush()
 }
 
 // Issue creates a stamped edict to send outside the log (DESIGN §5): the
@@ -123,7 +103,7 @@ func (n *Node) propose(first *proposal) {
 func (n *Node) Issue(ctx context.Context, payload []byte) (Edict, error) {
 	var st edict.Stamp
 	var err error
-	if derr := n.do(ctx, func() { st, err = n.core.Issue(n.now()) }); derr != nil {
+	if derr := n.do(ctx, func() { st, err = n.core.Issue(n.d.Now()) }); derr != nil {
 		return Edict{}, derr
 	}
 	if err != nil {
@@ -142,7 +122,7 @@ type Edict struct {
 // leads, or ctx ends.
 func (n *Node) TransferLeadership(ctx context.Context, target edict.ProcessID) error {
 	var err error
-	if derr := n.do(ctx, func() { err = n.core.TransferLeadership(n.now(), target) }); derr != nil {
+	if derr := n.do(ctx, func() { err = n.core.TransferLeadership(n.d.Now(), target) }); derr != nil {
 		return derr
 	}
 	if err != nil {
@@ -189,7 +169,7 @@ func (n *Node) admin(ctx context.Context, f func(now edict.Time) (storage.Entry,
 func (n *Node) ForceRecovery(ctx context.Context, survivors []edict.ProcessID) (uint64, error) {
 	var epoch uint64
 	var err error
-	if derr := n.do(ctx, func() { epoch, err = n.core.ForceRecovery(n.now(), survivors) }); derr != nil {
+	if derr := n.do(ctx, func() { epoch, err = n.core.ForceRecovery(n.d.Now(), survivors) }); derr != nil {
 		return 0, derr
 	}
 	return epoch, err
@@ -208,26 +188,8 @@ func (n *Node) Snapshot(ctx context.Context) error {
 	}
 }
 
-// onApplied resolves the writes and reads waiting for what was applied.
+// onApplied tells the Driver what the state machine applied: it answers
+// the writes and reads waiting for it.
 func (n *Node) onApplied(a applied) {
-	now := n.now()
-	for _, r := range a.results {
-		if p, ok := n.pending[r.index]; ok {
-			delete(n.pending, r.index)
-			if p.entry.Stamp.Equal(r.stamp) {
-				p.finish(r.response, nil)
-			} else {
-				// Another edict took the index: this write's entry was
-				// replaced before it committed, so it never will.
-				p.finish(nil, errors.New("log: write lost to a new reign before it committed"))
-			}
-		}
-	}
-	if a.index > n.appliedIdx {
-		n.appliedIdx = a.index
-		n.core.Applied(now, a.index)
-	}
-	n.serveReads()
+	n.d.Applied(a.index, a.results)
 }
-
-var _ = fsm.Entry{}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/fsm"
 )
 
@@ -26,20 +25,13 @@ type ReadResult struct {
 type readRequest struct {
 	level ReadLevel
 	query []byte
-	id    uint64
-	index uint64
-	lease bool // served under this process's lease: check it on answering
 	done  chan struct{}
 	res   ReadResult
 	err   error
 }
 
+// finish is the Driver's answer, given once.
 func (r *readRequest) finish(res ReadResult, err error) {
-	select {
-	case <-r.done:
-		return
-	default:
-	}
 	r.res, r.err = res, err
 	close(r.done)
 }
@@ -85,68 +77,8 @@ func (n *Node) Read(ctx context.Context, level ReadLevel, query []byte) (ReadRes
 	return r.res, nil
 }
 
+// startRead hands r to the Driver, which answers it once the state
+// machine may (Driver.Read).
 func (n *Node) startRead(r *readRequest) {
-	n.nextReadID++
-	r.id = n.nextReadID
-	n.readsByID[r.id] = r
-	n.core.Read(n.now(), r.id, r.level)
-}
-
-func (n *Node) onReadState(rs ReadState) {
-	r := n.readsByID[rs.ID]
-	if r == nil {
-		return
-	}
-	if rs.Err != nil {
-		delete(n.readsByID, rs.ID)
-		r.finish(ReadResult{}, &NotLeaderError{Leader: rs.Leader, Err: rs.Err})
-		return
-	}
-	r.index = rs.Index
-	r.lease = rs.Leader == n.cfg.ID && r.level != ReadStale
-	r.res.Level = r.level
-	if r.lease {
-		r.res.Level = ReadLease
-	}
-	n.readWaits = append(n.readWaits, r)
-	n.serveReads()
-}
-
-// serveReads lets go the reads whose index is applied. A lease read is
-// let go only if C_p < E_p at this moment and no suspend happened since
-// the reign began (DESIGN §3, §6; n.now checks the suspend).
-func (n *Node) serveReads() {
-	now := n.now()
-	keep := n.readWaits[:0]
-	for _, r := range n.readWaits {
-		if r.index > n.appliedIdx {
-			keep = append(keep, r)
-			continue
-		}
-		delete(n.readsByID, r.id)
-		if r.lease && !n.core.CanServeLease(now) {
-			r.finish(ReadResult{}, &NotLeaderError{Leader: n.core.leaderHint, Err: ErrNotLeader})
-			continue
-		}
-		r.res.Index = n.appliedIdx
-		if r.level == ReadStale {
-			r.res.Staleness = n.staleness(now)
-		}
-		r.finish(r.res, nil)
-	}
-	n.readWaits = keep
-}
-
-func (n *Node) staleness(now edict.Time) time.Duration {
-	if n.core.CanServeLease(now) {
-		return 0
-	}
-	if n.core.lastContact.IsZero() {
-		return -1
-	}
-	d, ok := now.Sub(n.core.lastContact)
-	if !ok {
-		return -1
-	}
-	return d
+	n.d.Read(r.level, r.finish)
 }

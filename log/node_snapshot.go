@@ -15,7 +15,7 @@ import (
 // TrailingEntries, in memory (on the loop) and then in the store.
 func (n *Node) compactAfterSnapshot(index uint64) {
 	_ = n.do(context.Background(), func() {
-		upTo, err := n.core.Compact(n.now(), index, n.cfg.TrailingEntries)
+		upTo, err := n.core.Compact(n.d.Now(), index, n.cfg.TrailingEntries)
 		if err != nil || upTo == 0 {
 			return
 		}
@@ -32,7 +32,7 @@ func (n *Node) compactAfterSnapshot(index uint64) {
 func (n *Node) sendSnapshot(peer edict.ProcessID) {
 	fail := func(err error) {
 		n.log.Warn("snapshot to follower", "peer", uint64(peer), "err", err)
-		n.core.SnapshotSent(n.now(), peer, 0, err)
+		n.d.SnapshotSent(peer, 0, err)
 	}
 	metas, err := n.cfg.Snapshots.List()
 	if err != nil || len(metas) == 0 {
@@ -57,7 +57,7 @@ func (n *Node) sendSnapshot(peer edict.ProcessID) {
 			if err != nil {
 				n.log.Warn("snapshot to follower", "peer", uint64(peer), "err", err)
 			}
-			n.core.SnapshotSent(n.now(), peer, m.Index, err)
+			n.d.SnapshotSent(peer, m.Index, err)
 		})
 	}()
 }
@@ -71,7 +71,7 @@ func (n *Node) sendSnapshot(peer edict.ProcessID) {
 // restored from it. Restoring before the second check once let a refused
 // install leave the state machine ahead of, or behind, the log.
 func (n *Node) receiveSnapshot(in *transport.IncomingSnapshot) {
-	if err := n.core.AcceptSnapshot(n.now(), in.From, in.Meta); err != nil {
+	if err := n.d.AcceptSnapshot(in.From, in.Meta); err != nil {
 		_ = in.Finish(err)
 		return
 	}
@@ -110,17 +110,9 @@ func (n *Node) receiveSnapshot(in *transport.IncomingSnapshot) {
 // applier runs after every entry it was handed before (all at or below the
 // commit index, which the snapshot is ahead of).
 func (n *Node) installSnapshot(in *transport.IncomingSnapshot, tm transport.SnapshotMeta, sink storage.SnapshotSink) error {
-	now := n.now()
-	if err := n.core.AcceptSnapshot(now, in.From, tm); err != nil {
+	if err := n.d.InstallSnapshot(in.From, tm, sink.Close); err != nil {
 		_ = sink.Cancel()
-		return fmt.Errorf("snapshot refused at install: %w", err)
-	}
-	if err := sink.Close(); err != nil {
-		return fmt.Errorf("store snapshot: %w", err)
-	}
-	if err := n.core.SnapshotInstalled(now, in.From, tm); err != nil {
-		// Checked a moment ago on this goroutine: nothing can have changed.
-		panic(fmt.Sprintf("log: snapshot install refused right after it was accepted: %v", err))
+		return err
 	}
 	id := sink.ID()
 	n.applier.enqueue(applyJob{restore: &restoreJob{
