@@ -36,11 +36,15 @@ const (
 	// to its own request, and only once the leader's index is applied
 	// (onReadIndexReply).
 	RuleFollowerReadIndex = "follower-read-index"
+	// RuleIncarnationBump: a process bumps its incarnation durably before
+	// it sends anything (Recover), so its readings grow across restarts
+	// and a restarted process is quarantined.
+	RuleIncarnationBump = "incarnation-bump"
 )
 
 // MutationRules lists the rules above in the order of docs/protocol.md.
 var mutationRules = []string{
 	RuleCurrentReignCommit, RuleAcceptGrantee, RuleAcceptReign, RuleReplyReign,
 	RuleQuarantineAppends, RuleAcceptedReignMonotone, RuleNoTruncateCommitted,
-	RuleReignStartBeforeReads, RuleFsyncBeforeAck, RuleFollowerReadIndex,
+	RuleReignStartBeforeReads, RuleFsyncBeforeAck, RuleFollowerReadIndex, RuleIncarnationBump,
 }

@@ -89,10 +89,11 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	inc, err := cfg.Store.BumpIncarnation()
+	rec, err := Recover(cfg.ID, cfg.Store, cfg.Snapshots, cfg.FSM.Restore, cfg.Peers, cfg.Join)
 	if err != nil {
-		return nil, fmt.Errorf("log: bump incarnation: %w", err)
+		return nil, err
 	}
+	st, peers, snapIdx, inc := rec.State, rec.Peers, rec.Applied, rec.Incarnation
 	clock := cfg.Clock
 	if clock == nil {
 		sc, err := edict.NewSystemClock(inc, max(cfg.Rho, 1e-3))
@@ -100,14 +101,6 @@ func Start(cfg Config) (*Node, error) {
 			return nil, err
 		}
 		clock = sc
-	}
-	st, peers, err := loadState(cfg)
-	if err != nil {
-		return nil, err
-	}
-	snapIdx, err := restoreSnapshot(cfg, &st)
-	if err != nil {
-		return nil, err
 	}
 	det := cfg.Detector
 	if det == nil {

@@ -3,6 +3,8 @@ package log
 import (
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,12 +13,55 @@ import (
 	"github.com/edictlog/edictlog/storage"
 )
 
-// loadState reads what the stores remember. On a first start (no epoch
-// known) it bootstraps epoch 0 from Config.Peers — without this process
-// if it joins a running cluster (Config.Join) — and stores it.
-func loadState(cfg Config) (State, map[edict.ProcessID]string, error) {
+// Recovery is what a process starts from: what its stores remember, and
+// the state machine restored to the newest snapshot.
+type Recovery struct {
+	State State
+	// Peers are the transport addresses known: the bootstrap ones and
+	// those the log taught (stored under peers/).
+	Peers map[edict.ProcessID]string
+	// Incarnation is this life's, already stored.
+	Incarnation uint64
+	// Applied is the index of the snapshot the state machine was restored
+	// to (0 without one).
+	Applied uint64
+}
+
+// Recover prepares a start from the stores, in the order safety needs.
+// First the incarnation is bumped durably, so that every reading of this
+// life is above every earlier life's (DESIGN §3; the restart quarantine
+// keys on it too): the caller must send nothing before Recover returns.
+// Then the epochs, lease records and accepted reign are loaded — on a
+// first start (no epoch known) epoch 0 is bootstrapped from peers, without
+// id if it joins a running cluster, and stored — and the newest snapshot
+// is restored into the state machine through restore, and the log after
+// it loaded. A damaged snapshot or a gap between it and the log is an
+// error naming it, never a silent start from an older state. log.Node and
+// the simulator both start this way.
+func Recover(id edict.ProcessID, store storage.Store, snaps storage.SnapshotStore, restore func(io.Reader) error,
+	peers map[edict.ProcessID]string, join bool) (Recovery, error) {
+	inc, err := store.BumpIncarnation()
+	if err != nil {
+		return Recovery{}, fmt.Errorf("log: bump incarnation: %w", err)
+	}
+	if mutated(RuleIncarnationBump) {
+		inc = 1 // every life reads as the first: no quarantine, readings may repeat
+	}
+	st, known, err := loadState(id, store, peers, join)
+	if err != nil {
+		return Recovery{}, err
+	}
+	applied, err := restoreSnapshot(store, snaps, restore, &st)
+	if err != nil {
+		return Recovery{}, err
+	}
+	return Recovery{State: st, Peers: known, Incarnation: inc, Applied: applied}, nil
+}
+
+// loadState reads what the stores remember, bootstrapping on a first
+// start (see Recover).
+func loadState(id edict.ProcessID, s storage.Store, bootstrap map[edict.ProcessID]string, join bool) (State, map[edict.ProcessID]string, error) {
 	var st State
-	s := cfg.Store
 	keys, err := s.Keys(storage.EpochKeyPrefix)
 	if err != nil {
 		return st, nil, fmt.Errorf("log: list epochs: %w", err)
@@ -46,15 +91,15 @@ func loadState(cfg Config) (State, map[edict.ProcessID]string, error) {
 		}
 	}
 	if len(st.Epochs) == 0 {
-		if len(cfg.Peers) == 0 {
+		if len(bootstrap) == 0 {
 			return st, nil, errors.New("log: a first start needs Config.Peers (the bootstrap members)")
 		}
 		members := slices.Sorted(func(yield func(edict.ProcessID) bool) {
-			for id := range cfg.Peers {
-				if cfg.Join && id == cfg.ID {
+			for p := range bootstrap {
+				if join && p == id {
 					continue
 				}
-				if !yield(id) {
+				if !yield(p) {
 					return
 				}
 			}
@@ -69,16 +114,16 @@ func loadState(cfg Config) (State, map[edict.ProcessID]string, error) {
 	if err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return st, nil, err
 	}
-	peers := map[edict.ProcessID]string{}
-	for id, addr := range cfg.Peers {
-		peers[id] = addr
+	peers := maps.Clone(bootstrap)
+	if peers == nil {
+		peers = map[edict.ProcessID]string{}
 	}
 	pk, err := s.Keys("peers/")
 	if err != nil {
 		return st, nil, err
 	}
 	for _, k := range pk {
-		id, err := strconv.ParseUint(strings.TrimPrefix(k, "peers/"), 16, 64)
+		p, err := strconv.ParseUint(strings.TrimPrefix(k, "peers/"), 16, 64)
 		if err != nil {
 			return st, nil, fmt.Errorf("log: stable key %q: %w", k, err)
 		}
@@ -86,7 +131,7 @@ func loadState(cfg Config) (State, map[edict.ProcessID]string, error) {
 		if err != nil {
 			return st, nil, err
 		}
-		peers[edict.ProcessID(id)] = string(b)
+		peers[edict.ProcessID(p)] = string(b)
 	}
 	return st, peers, nil
 }
@@ -94,29 +139,29 @@ func loadState(cfg Config) (State, map[edict.ProcessID]string, error) {
 // restoreSnapshot restores the newest snapshot into the FSM and loads the
 // log entries after it. A damaged snapshot is an error naming it, never a
 // silent start from an older state.
-func restoreSnapshot(cfg Config, st *State) (uint64, error) {
-	metas, err := cfg.Snapshots.List()
+func restoreSnapshot(store storage.LogStore, snaps storage.SnapshotStore, restore func(io.Reader) error, st *State) (uint64, error) {
+	metas, err := snaps.List()
 	if err != nil {
 		return 0, fmt.Errorf("log: list snapshots: %w", err)
 	}
 	if len(metas) > 0 {
 		m := metas[0]
-		_, rc, err := cfg.Snapshots.Open(m.ID)
+		_, rc, err := snaps.Open(m.ID)
 		if err != nil {
 			return 0, fmt.Errorf("log: open snapshot %s: %w", m.ID, err)
 		}
-		err = cfg.FSM.Restore(rc)
+		err = restore(rc)
 		rc.Close()
 		if err != nil {
 			return 0, fmt.Errorf("log: restore snapshot %s (index %d): %w", m.ID, m.Index, err)
 		}
 		st.Snapshot = storage.Position{Index: m.Index, Stamp: m.Stamp}
 	}
-	first, err := cfg.Store.FirstIndex()
+	first, err := store.FirstIndex()
 	if err != nil {
 		return 0, err
 	}
-	last, err := cfg.Store.LastIndex()
+	last, err := store.LastIndex()
 	if err != nil {
 		return 0, err
 	}
@@ -126,13 +171,13 @@ func restoreSnapshot(cfg Config, st *State) (uint64, error) {
 		// The store is behind the snapshot (a crash after installing it):
 		// start the log over at the snapshot.
 		pos := st.Snapshot
-		if err := cfg.Store.StoreBatch(storage.Batch{Reset: &pos}); err != nil {
+		if err := store.StoreBatch(storage.Batch{Reset: &pos}); err != nil {
 			return 0, fmt.Errorf("log: reset the log to snapshot %d: %w", snap, err)
 		}
 	case first > snap+1 && last >= first:
 		return 0, fmt.Errorf("log: the log store starts at index %d but the newest snapshot ends at %d: entries %d..%d are missing", first, snap, snap+1, first-1)
 	case last > snap:
-		es, err := cfg.Store.Entries(max(first, snap+1), last+1, 0)
+		es, err := store.Entries(max(first, snap+1), last+1, 0)
 		if err != nil {
 			return 0, fmt.Errorf("log: load entries: %w", err)
 		}
@@ -143,7 +188,7 @@ func restoreSnapshot(cfg Config, st *State) (uint64, error) {
 		if snap > 0 && first <= snap {
 			// Entries the snapshot covers: their stamp at snap anchors log
 			// matching.
-			if pre, err := cfg.Store.Entries(snap, snap+1, 0); err == nil && len(pre) == 1 && !pre[0].Stamp.Equal(st.Snapshot.Stamp) {
+			if pre, err := store.Entries(snap, snap+1, 0); err == nil && len(pre) == 1 && !pre[0].Stamp.Equal(st.Snapshot.Stamp) {
 				return 0, fmt.Errorf("log: entry %d in the store does not match the snapshot's stamp", snap)
 			}
 		}
