@@ -276,9 +276,12 @@ func (c *Core) stepLease(now edict.Time, m elect.Message) error {
 		c.learnStopFromWedge(m)
 		c.processCommitted(now)
 	}
-	if m.Type == elect.MsgGrant && !m.Wedge {
+	if g, ok := c.grants[m.From]; m.Type == elect.MsgGrant && !m.Wedge && (!ok || !m.Start.Before(g.start)) {
 		// Remember where the granter's log stood; the attempt's Start
-		// names which instance the grant belongs to.
+		// names which instance the grant belongs to. A grant to an
+		// earlier attempt, delivered late, must not replace the current
+		// attempt's: the reign would start without the granter's
+		// position and give its lease back.
 		c.grants[m.From] = grantPosition{start: m.Start, pos: storage.Position{Index: m.LastIndex, Stamp: m.LastStamp}}
 	}
 	if err := c.el.Step(now, m); err != nil {
