@@ -3,41 +3,23 @@
 package log
 
 import (
-	"fmt"
-	"os"
 	"slices"
-	"sync/atomic"
+
+	"github.com/edictlog/edictlog/elect"
 )
 
-// Built only with -tags edictmutate, for the mutation runner
-// (internal/sim's TestMutations): one rule at a time is switched off, and
-// the simulator must find the violation that follows.
+// Built only with -tags edictmutate, for the mutation runner: the log's
+// rules go through elect's switch (elect.Mutate), so that one rule at a
+// time is off across both packages, and EDICT_MUTATE names one for any
+// test run.
 
-var mutation atomic.Pointer[string]
+func init() { elect.RegisterMutationRules(mutationRules...) }
 
-// EDICT_MUTATE names a rule to switch off from the start, so that any
-// test can be run against one mutation:
-//
-//	EDICT_MUTATE=reply-reign go test -tags edictmutate ./log/ -run TestStale
-func init() {
-	if rule := os.Getenv("EDICT_MUTATE"); rule != "" && slices.Contains(mutationRules, rule) {
-		Mutate(rule)
-	}
-}
+// Mutate switches rule's check off ("" switches every check back on);
+// it is elect.Mutate, for the log's rules as well as the lease protocol's.
+func Mutate(rule string) { elect.Mutate(rule) }
 
-// Mutate switches rule's check off ("" switches every check back on). It
-// panics on a rule this package does not have.
-func Mutate(rule string) {
-	if rule != "" && !slices.Contains(mutationRules, rule) {
-		panic(fmt.Sprintf("log: no rule %q to mutate", rule))
-	}
-	mutation.Store(&rule)
-}
-
-// MutationRules lists the rules Mutate knows, in docs/protocol.md's order.
+// MutationRules lists the log's rules, in docs/protocol.md's order.
 func MutationRules() []string { return slices.Clone(mutationRules) }
 
-func mutated(rule string) bool {
-	m := mutation.Load()
-	return m != nil && *m == rule
-}
+func mutated(rule string) bool { return elect.Mutated(rule) }
