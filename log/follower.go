@@ -53,6 +53,11 @@ func (c *Core) onAppend(now edict.Time, from edict.ProcessID, a *transport.Appen
 		// Not a log mismatch: the leader learns our reign from the reply
 		// and, if its own is older, steps down; it does not back up.
 		reply.Refused = true
+		if cmp, err := a.Reign.Compare(c.acceptedReign); err == nil && cmp >= 0 && c.el.Quarantined(now) {
+			// Refused only for the quarantine: its sender is still the
+			// best guess at the leader, for routing requests meanwhile.
+			c.learnLeader(from, a.Epoch, a.Reign)
+		}
 		return
 	}
 	if c.lead != nil && !c.lead.reign.Equal(a.Reign) && from != c.id {
@@ -60,10 +65,7 @@ func (c *Core) onAppend(now edict.Time, from edict.ProcessID, a *transport.Appen
 	}
 	c.acceptReign(a.Reign)
 	c.lastContact = now
-	if c.leaderHint != from {
-		c.leaderHint = from
-		c.event(Event{Kind: LeaderChanged, Leader: from, Epoch: a.Epoch, Reign: a.Reign})
-	}
+	c.learnLeader(from, a.Epoch, a.Reign)
 
 	prev, prevStamp, es := a.PrevIndex, a.PrevStamp, a.Entries
 	if prev < c.log.snap.Index {
@@ -107,6 +109,15 @@ func (c *Core) onAppend(now edict.Time, from edict.ProcessID, a *transport.Appen
 		c.commit = n
 	}
 	reply.Success, reply.LastIndex = true, lastNew
+}
+
+// learnLeader records who leads, as far as this process knows: a hint for
+// routing, never a basis for safety.
+func (c *Core) learnLeader(p edict.ProcessID, epoch uint64, reign edict.Stamp) {
+	if c.leaderHint != p {
+		c.leaderHint = p
+		c.event(Event{Kind: LeaderChanged, Leader: p, Epoch: epoch, Reign: reign})
+	}
 }
 
 // conflictHint guesses where the leader should resume after a mismatch at

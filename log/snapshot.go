@@ -129,10 +129,7 @@ func (c *Core) SnapshotInstalled(now edict.Time, from edict.ProcessID, meta tran
 	c.commit = max(c.commit, pos.Index)
 	c.handed, c.applied, c.configDone = max(c.handed, pos.Index), max(c.applied, pos.Index), max(c.configDone, pos.Index)
 	c.persisted, c.stored = max(c.persisted, pos.Index), max(c.stored, pos.Index)
-	if c.leaderHint != from {
-		c.leaderHint = from
-		c.event(Event{Kind: LeaderChanged, Leader: from, Epoch: meta.Epoch, Reign: meta.Reign})
-	}
+	c.learnLeader(from, meta.Epoch, meta.Reign)
 	c.afterStep(now)
 	return nil
 }
