@@ -25,6 +25,12 @@ func (r *lrun) schedule() {
 	if sc.Crashes {
 		r.every(sc.CrashEvery, r.gst, r.crashOne)
 	}
+	if sc.ShortRestartEvery > 0 {
+		r.every(sc.ShortRestartEvery, r.gst, r.shortRestart)
+	}
+	if sc.SuspendEvery > 0 {
+		r.every(sc.SuspendEvery, r.gst, r.suspendOne)
+	}
 	if sc.Partitions {
 		r.every(900*time.Millisecond, r.gst, func() { r.net.partitionRandomly(r.ids) })
 	}
@@ -48,21 +54,101 @@ func (r *lrun) schedule() {
 }
 
 func (r *lrun) crashOne() {
-	ups := r.upProcs()
+	ups := r.runningProcs()
 	if len(ups) == 0 {
 		return
 	}
 	p := ups[r.w.rng.IntN(len(ups))]
+	r.crash(p, r.w.between(50*time.Millisecond, r.sc.MaxDowntime))
+}
+
+// crash stops p now and restarts it after down (at GST at the latest).
+// Its stores keep what they hold; everything else it knew is lost.
+func (r *lrun) crash(p *lproc, down time.Duration) {
 	p.up = false
 	r.dropPending(p)
 	r.report(p.id, elect.ProcessDown)
-	down := r.w.between(50*time.Millisecond, r.sc.MaxDowntime)
 	r.w.at(min(r.w.now+int64(down), r.gst), func() { r.restart(p) })
+}
+
+// runningProcs are the processes that are up and whose host is not
+// suspended: the ones a fault may crash or suspend.
+func (r *lrun) runningProcs() []*lproc {
+	var ps []*lproc
+	for _, p := range r.upProcs() {
+		if p.frozenUntil <= r.w.now {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// shortRestart crashes a process for 1–30 ms: shorter than one lease
+// attempt, so it comes back in its restart quarantine while the grants
+// it forgot still stand. Most often it is not the leader: a granter.
+func (r *lrun) shortRestart() {
+	ps := r.runningProcs()
+	if len(ps) == 0 {
+		return
+	}
+	if l := r.leader(); l != nil && len(ps) > 1 {
+		ps = slices.DeleteFunc(ps, func(p *lproc) bool { return p == l })
+	}
+	r.crash(ps[r.w.rng.IntN(len(ps))], r.w.between(time.Millisecond, 30*time.Millisecond))
+}
+
+// maybeCrashGranter, on a grant p sends, crashes p soon after for 1–30
+// ms, with the scenario's CrashGranters chance: it forgets the grant while
+// the candidate completes its attempt with the log position p reported.
+func (r *lrun) maybeCrashGranter(p *lproc) {
+	if r.w.now >= r.gst || !r.w.chance(r.sc.CrashGranters) {
+		return
+	}
+	inc := p.inc
+	r.w.after(r.w.between(0, 5*time.Millisecond), func() {
+		if p.up && p.inc == inc && p.frozenUntil <= r.w.now && r.w.now < r.gst {
+			r.crash(p, r.w.between(time.Millisecond, 30*time.Millisecond))
+		}
+	})
+}
+
+// suspendOne suspends a process's host — most often the leader's — for
+// 0.1–2 s (before GST): its clock stops and it runs nothing, while real
+// time and the others go on. On resume it must find out (Suspended) and
+// give its lease up before trusting it again.
+func (r *lrun) suspendOne() {
+	p := r.leader()
+	if p == nil || p.frozenUntil > r.w.now || r.w.chance(0.3) {
+		ps := r.runningProcs()
+		if len(ps) == 0 {
+			return
+		}
+		p = ps[r.w.rng.IntN(len(ps))]
+	}
+	until := min(r.w.now+int64(r.w.between(100*time.Millisecond, 2*time.Second)), r.gst)
+	if until <= r.w.now {
+		return
+	}
+	p.clock.suspend(r.w.now, until)
+	p.frozenUntil = until
+	r.w.at(until, func() {
+		p.clock.resume(r.w.now, p.inc)
+		p.frozenUntil = 0
+		p.tick.reset()
+		if p.up {
+			r.call(p, p.core.Tick)
+		}
+	})
 }
 
 func (r *lrun) restart(p *lproc) {
 	if p.up || !p.started || r.sc.NoFailureDetector && p.id == r.ids[0] && r.w.now >= r.gst {
 		return
+	}
+	if r.w.chance(r.sc.RebootClock) {
+		// A host reboot: CLOCK_MONOTONIC_RAW starts again near zero; only
+		// the incarnation keeps the process's readings increasing.
+		p.clock.reboot(r.w.now, float64(r.w.between(0, time.Millisecond)))
 	}
 	r.start(p)
 	r.report(p.id, elect.ProcessUp)

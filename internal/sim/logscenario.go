@@ -24,6 +24,36 @@ type LogScenario struct {
 	// StaleAsLinearizable is a negative control: stale reads are checked
 	// as if they were linearizable, which they are not.
 	StaleAsLinearizable bool
+
+	// Faults of issue 13, all before GST.
+	//
+	// CrashInReady is the chance, per Ready cycle, that the process
+	// crashes at a random point inside it: after its Immediate messages
+	// left but before its batch is stored, after the store but before
+	// its Messages, before it applies, or before Advance.
+	CrashInReady float64
+	// ShortRestartEvery is the mean spacing of crash-restarts of 1–30 ms,
+	// shorter than one lease attempt, aimed at processes other than the
+	// leader (granters); CrashGranters is the chance that a process that
+	// sends a grant crashes within 5 ms of it for 1–30 ms.
+	ShortRestartEvery time.Duration
+	CrashGranters     float64
+	// RebootClock is the chance that a restart is a host reboot, which
+	// resets the process's clock reading near zero.
+	RebootClock float64
+	// SnapshotStreamTime bounds the time between a snapshot's accept
+	// (when its stream begins) and its install (when it is complete).
+	SnapshotStreamTime time.Duration
+	// SuspendEvery is the mean spacing of host suspends (0.1–2 s, most
+	// often of the leader), during which a process's clock stops.
+	SuspendEvery time.Duration
+	// IgnoreSuspend is a negative control: the driver never asks the
+	// clock whether it was suspended, so a leader trusts a lease that a
+	// suspend outlived.
+	IgnoreSuspend bool
+	// Seeds is how many seeds TestLog runs by default (100 if 0);
+	// EDICT_SIM_SEEDS overrides it.
+	Seeds int
 }
 
 func (ls LogScenario) withDefaults() LogScenario {
