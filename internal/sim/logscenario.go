@@ -92,8 +92,22 @@ func LogScenarios() []LogScenario {
 		{Scenario: Scenario{Name: "log-replacements", N: 3, GST: 6 * time.Second, Duration: 9 * time.Second},
 			Membership: true, Replacements: 3, Snapshots: true},
 		{Scenario: Scenario{Name: "log-snapshots", Crashes: true, Partitions: true}, Snapshots: true},
-		{Scenario: Scenario{Name: "log-chaos", Partitions: true, Crashes: true, Transfers: true, DriftExtreme: true, Loss: 0.05, Duplicate: 0.02},
-			Snapshots: true, Levels: all},
+		{Scenario: Scenario{Name: "log-chaos", Partitions: true, Crashes: true, Transfers: true, DriftExtreme: true, Loss: 0.05, Duplicate: 0.02, SpanDelay: 0.005},
+			Snapshots: true, Levels: all, CrashInReady: 0.002, ShortRestartEvery: 500 * time.Millisecond, RebootClock: 0.3,
+			SnapshotStreamTime: 300 * time.Millisecond, SuspendEvery: 2 * time.Second},
+		// Issue 13's faults, one family each. Replies and appends delayed
+		// by seconds reach their sender's later reigns.
+		{Scenario: Scenario{Name: "log-long-delays", Partitions: true, Transfers: true, Loss: 0.02, Duplicate: 0.05, LongDelay: 0.02, SpanDelay: 0.2}, Clients: 8},
+		// Granters that restart within a lease attempt, in quarantine,
+		// and crashes inside a Ready cycle (a lost batch).
+		{Scenario: Scenario{Name: "log-short-restarts", Competing: true, Partitions: true, Loss: 0.02, LongDelay: 0.01},
+			ShortRestartEvery: 80 * time.Millisecond, CrashGranters: 0.3, RebootClock: 0.5, CrashInReady: 0.005},
+		// Snapshots accepted when their stream begins and installed up to
+		// a second later, while appends of newer reigns arrive.
+		{Scenario: Scenario{Name: "log-snapshot-races", Partitions: true, Crashes: true, Transfers: true, Loss: 0.02, SpanDelay: 0.005},
+			Snapshots: true, SnapshotStreamTime: time.Second},
+		// Host suspends, most often of the leader.
+		{Scenario: Scenario{Name: "log-suspends", Loss: 0.02, Transfers: true}, SuspendEvery: 600 * time.Millisecond},
 	}
 }
 
