@@ -24,7 +24,11 @@ func TestLog(t *testing.T) {
 			t.Parallel()
 			var o, c, w, u, snaps int
 			reads := map[log.ReadLevel]int{}
-			list := seedList(t, 100)
+			def := 100
+			if sc.Seeds > 0 {
+				def = sc.Seeds
+			}
+			list := seedList(t, def)
 			for _, seed := range list {
 				res := RunLog(sc, seed)
 				if res.Violation != "" {

@@ -97,11 +97,11 @@ func LogScenarios() []LogScenario {
 			SnapshotStreamTime: 300 * time.Millisecond, SuspendEvery: 2 * time.Second},
 		// Issue 13's faults, one family each. Replies and appends delayed
 		// by seconds reach their sender's later reigns.
-		{Scenario: Scenario{Name: "log-long-delays", Partitions: true, Transfers: true, Loss: 0.02, Duplicate: 0.05, LongDelay: 0.02, SpanDelay: 0.2}, Clients: 8},
+		{Scenario: Scenario{Name: "log-long-delays", Partitions: true, Transfers: true, Loss: 0.02, Duplicate: 0.05, LongDelay: 0.02, SpanDelay: 0.1}},
 		// Granters that restart within a lease attempt, in quarantine,
 		// and crashes inside a Ready cycle (a lost batch).
-		{Scenario: Scenario{Name: "log-short-restarts", Competing: true, Partitions: true, Loss: 0.02, LongDelay: 0.01},
-			ShortRestartEvery: 80 * time.Millisecond, CrashGranters: 0.3, RebootClock: 0.5, CrashInReady: 0.005},
+		{Scenario: Scenario{Name: "log-short-restarts", Competing: true, Transfers: true, RoundTrip: 30 * time.Millisecond, Loss: 0.02, LongDelay: 0.05},
+			ShortRestartEvery: 80 * time.Millisecond, CrashGranters: 0.5, RebootClock: 0.5, CrashInReady: 0.005},
 		// Snapshots accepted when their stream begins and installed up to
 		// a second later, while appends of newer reigns arrive.
 		{Scenario: Scenario{Name: "log-snapshot-races", Partitions: true, Crashes: true, Transfers: true, Loss: 0.02, SpanDelay: 0.005},

@@ -24,7 +24,7 @@ import (
 //
 //	go test -tags edictmutate ./internal/sim/ -run TestMutations -count=1 -v
 //
-// EDICT_MUTATE_SEEDS sets the seeds per scenario (default 25);
+// EDICT_MUTATE_SEEDS sets the seeds per scenario (default 40);
 // EDICT_MUTATE_RULE=<rule> runs that rule alone, and EDICT_SIM_SEED=<n>
 // one seed, to replay a row of the table.
 //
@@ -32,7 +32,7 @@ import (
 // first) prove nothing about a rule and are skipped: on a branch with a
 // known hole, the runner still attributes only what the mutation adds.
 func TestMutations(t *testing.T) {
-	n := 25
+	n := 40
 	if s := os.Getenv("EDICT_MUTATE_SEEDS"); s != "" {
 		v, err := strconv.Atoi(s)
 		if err != nil || v < 1 {
