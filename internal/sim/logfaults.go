@@ -28,6 +28,9 @@ func (r *lrun) schedule() {
 	if sc.ShortRestartEvery > 0 {
 		r.every(sc.ShortRestartEvery, r.gst, r.shortRestart)
 	}
+	if sc.LeaseCuts {
+		r.every(600*time.Millisecond, r.gst, r.cutLeaseLinks)
+	}
 	if sc.SuspendEvery > 0 {
 		r.every(sc.SuspendEvery, r.gst, r.suspendOne)
 	}
@@ -110,6 +113,23 @@ func (r *lrun) maybeCrashGranter(p *lproc) {
 			r.crash(p, r.w.between(time.Millisecond, 30*time.Millisecond))
 		}
 	})
+}
+
+// cutLeaseLinks heals every lease link, or cuts each directed one with
+// chance 0.3.
+func (r *lrun) cutLeaseLinks() {
+	r.leaseCut = nil
+	if r.w.chance(0.3) {
+		return
+	}
+	r.leaseCut = map[[2]edict.ProcessID]bool{}
+	for _, a := range r.ids {
+		for _, b := range r.ids {
+			if a != b && r.w.chance(0.3) {
+				r.leaseCut[[2]edict.ProcessID{a, b}] = true
+			}
+		}
+	}
 }
 
 // suspendOne suspends a process's host — most often the leader's — for
@@ -224,6 +244,7 @@ func (r *lrun) membershipPlan() {
 // detector learns the truth.
 func (r *lrun) stabilize() {
 	r.net.heal()
+	r.leaseCut = nil
 	if p := r.procs[r.ids[0]]; r.sc.NoFailureDetector && p.up {
 		p.up = false // the lowest id is gone for good
 		r.dropPending(p)

@@ -57,6 +57,8 @@ type lrun struct {
 	epochMembers map[uint64][]edict.ProcessID
 	maxAccepted  map[edict.ProcessID]edict.Stamp
 	maxEpochOf   map[edict.ProcessID]uint64
+	// leaseCut drops lease messages on directed links (LeaseCuts).
+	leaseCut map[[2]edict.ProcessID]bool
 
 	hist        *history
 	nextRead    uint64
@@ -280,6 +282,10 @@ func (r *lrun) send(m transport.Message) {
 	}
 	if m.Lease != nil && m.Lease.Type == elect.MsgGrant && !m.Lease.Wedge {
 		r.maybeCrashGranter(r.procs[m.From])
+	}
+	if m.Lease != nil && r.leaseCut[[2]edict.ProcessID{m.From, m.To}] {
+		r.net.lost++
+		return
 	}
 	r.net.send(m.From, m.To, func() {
 		q := r.procs[m.To]

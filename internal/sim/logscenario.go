@@ -47,6 +47,12 @@ type LogScenario struct {
 	// SuspendEvery is the mean spacing of host suspends (0.1–2 s, most
 	// often of the leader), during which a process's clock stops.
 	SuspendEvery time.Duration
+	// LeaseCuts cuts, now and then, the lease messages (not the log's) on
+	// random directed links: the transport carries them on their own
+	// connections (transport/doc.go), which can break alone. A leader
+	// then renews with some granters while its appends still reach the
+	// others, which may grant to a candidate meanwhile.
+	LeaseCuts bool
 	// IgnoreSuspend is a negative control: the driver never asks the
 	// clock whether it was suspended, so a leader trusts a lease that a
 	// suspend outlived.
@@ -97,11 +103,11 @@ func LogScenarios() []LogScenario {
 			SnapshotStreamTime: 300 * time.Millisecond, SuspendEvery: 2 * time.Second},
 		// Issue 13's faults, one family each. Replies and appends delayed
 		// by seconds reach their sender's later reigns.
-		{Scenario: Scenario{Name: "log-long-delays", Partitions: true, Transfers: true, Loss: 0.02, Duplicate: 0.05, LongDelay: 0.02, SpanDelay: 0.1}},
+		{Scenario: Scenario{Name: "log-long-delays", Partitions: true, Transfers: true, Loss: 0.02, Duplicate: 0.05, LongDelay: 0.02, SpanDelay: 0.1}, LeaseCuts: true},
 		// Granters that restart within a lease attempt, in quarantine,
 		// and crashes inside a Ready cycle (a lost batch).
 		{Scenario: Scenario{Name: "log-short-restarts", Competing: true, Transfers: true, RoundTrip: 30 * time.Millisecond, Loss: 0.02, LongDelay: 0.05},
-			ShortRestartEvery: 80 * time.Millisecond, CrashGranters: 0.5, RebootClock: 0.5, CrashInReady: 0.005},
+			ShortRestartEvery: 80 * time.Millisecond, CrashGranters: 0.5, RebootClock: 0.5, CrashInReady: 0.005, LeaseCuts: true},
 		// Snapshots accepted when their stream begins and installed up to
 		// a second later, while appends of newer reigns arrive.
 		{Scenario: Scenario{Name: "log-snapshot-races", Partitions: true, Crashes: true, Transfers: true, Loss: 0.02, SpanDelay: 0.005},
