@@ -29,7 +29,7 @@ func (r *lrun) schedule() {
 		r.every(sc.ShortRestartEvery, r.gst, r.shortRestart)
 	}
 	if sc.LeaseCuts {
-		r.every(600*time.Millisecond, r.gst, r.cutLeaseLinks)
+		r.every(300*time.Millisecond, r.gst, r.cutLeaseLinks)
 	}
 	if sc.SuspendEvery > 0 {
 		r.every(sc.SuspendEvery, r.gst, r.suspendOne)
@@ -100,11 +100,14 @@ func (r *lrun) shortRestart() {
 	r.crash(ps[r.w.rng.IntN(len(ps))], r.w.between(time.Millisecond, 30*time.Millisecond))
 }
 
-// maybeCrashGranter, on a grant p sends, crashes p soon after for 1–30
-// ms, with the scenario's CrashGranters chance: it forgets the grant while
-// the candidate completes its attempt with the log position p reported.
-func (r *lrun) maybeCrashGranter(p *lproc) {
-	if r.w.now >= r.gst || !r.w.chance(r.sc.CrashGranters) {
+// maybeCrashGranter, on a grant p sends to a candidate (a process that
+// does not hold a lease: not a renewal), crashes p soon after for 1–30 ms,
+// with the scenario's CrashGranters chance: it forgets the grant while the
+// candidate completes its attempt with the log position p reported, and
+// in its quarantine a leader still in office may reach it.
+func (r *lrun) maybeCrashGranter(p, to *lproc) {
+	if r.w.now >= r.gst || r.sc.CrashGranters == 0 || to.up && to.core.CanServeLease(to.now(r.w.now)) ||
+		!r.w.chance(r.sc.CrashGranters) {
 		return
 	}
 	inc := p.inc

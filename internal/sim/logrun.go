@@ -281,7 +281,7 @@ func (r *lrun) send(m transport.Message) {
 		return
 	}
 	if m.Lease != nil && m.Lease.Type == elect.MsgGrant && !m.Lease.Wedge {
-		r.maybeCrashGranter(r.procs[m.From])
+		r.maybeCrashGranter(r.procs[m.From], r.procs[m.To])
 	}
 	if m.Lease != nil && r.leaseCut[[2]edict.ProcessID{m.From, m.To}] {
 		r.net.lost++

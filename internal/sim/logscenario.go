@@ -107,7 +107,7 @@ func LogScenarios() []LogScenario {
 		// Granters that restart within a lease attempt, in quarantine,
 		// and crashes inside a Ready cycle (a lost batch).
 		{Scenario: Scenario{Name: "log-short-restarts", Competing: true, Transfers: true, RoundTrip: 30 * time.Millisecond, Loss: 0.02, LongDelay: 0.05},
-			ShortRestartEvery: 80 * time.Millisecond, CrashGranters: 0.5, RebootClock: 0.5, CrashInReady: 0.005, LeaseCuts: true},
+			ShortRestartEvery: 400 * time.Millisecond, CrashGranters: 0.3, RebootClock: 0.5, CrashInReady: 0.002, LeaseCuts: true},
 		// Snapshots accepted when their stream begins and installed up to
 		// a second later, while appends of newer reigns arrive.
 		{Scenario: Scenario{Name: "log-snapshot-races", Partitions: true, Crashes: true, Transfers: true, Loss: 0.02, SpanDelay: 0.005},
