@@ -28,8 +28,8 @@ func (r *lrun) schedule() {
 	if sc.ShortRestartEvery > 0 {
 		r.every(sc.ShortRestartEvery, r.gst, r.shortRestart)
 	}
-	if sc.LeaseCuts {
-		r.every(300*time.Millisecond, r.gst, r.cutLeaseLinks)
+	if sc.ConnectionCuts {
+		r.every(300*time.Millisecond, r.gst, r.cutConnections)
 	}
 	if sc.SuspendEvery > 0 {
 		r.every(sc.SuspendEvery, r.gst, r.suspendOne)
@@ -118,21 +118,27 @@ func (r *lrun) maybeCrashGranter(p, to *lproc) {
 	})
 }
 
-// cutLeaseLinks heals every lease link, or cuts each directed one with
-// chance 0.3.
-func (r *lrun) cutLeaseLinks() {
-	r.leaseCut = nil
+// cutConnections heals every connection, or breaks each directed link's
+// lease connection or log connection with chance 0.3.
+func (r *lrun) cutConnections() {
+	r.connCut = nil
 	if r.w.chance(0.3) {
 		return
 	}
-	r.leaseCut = map[[2]edict.ProcessID]bool{}
+	r.connCut = map[connection]bool{}
 	for _, a := range r.ids {
 		for _, b := range r.ids {
 			if a != b && r.w.chance(0.3) {
-				r.leaseCut[[2]edict.ProcessID{a, b}] = true
+				r.connCut[connection{a, b, r.w.chance(0.5)}] = true
 			}
 		}
 	}
+}
+
+// connection is a directed link's lease connection, or its log one.
+type connection struct {
+	from, to edict.ProcessID
+	lease    bool
 }
 
 // suspendOne suspends a process's host — most often the leader's — for
@@ -247,7 +253,7 @@ func (r *lrun) membershipPlan() {
 // detector learns the truth.
 func (r *lrun) stabilize() {
 	r.net.heal()
-	r.leaseCut = nil
+	r.connCut = nil
 	if p := r.procs[r.ids[0]]; r.sc.NoFailureDetector && p.up {
 		p.up = false // the lowest id is gone for good
 		r.dropPending(p)

@@ -57,8 +57,8 @@ type lrun struct {
 	epochMembers map[uint64][]edict.ProcessID
 	maxAccepted  map[edict.ProcessID]edict.Stamp
 	maxEpochOf   map[edict.ProcessID]uint64
-	// leaseCut drops lease messages on directed links (LeaseCuts).
-	leaseCut map[[2]edict.ProcessID]bool
+	// connCut drops the messages of broken connections (ConnectionCuts).
+	connCut map[connection]bool
 
 	hist        *history
 	nextRead    uint64
@@ -183,8 +183,8 @@ func (r *lrun) call(p *lproc, f func(now edict.Time)) {
 }
 
 // drain carries out p's Ready cycles the way log.Node does, then runs the
-// checkers. Before GST, with the scenario's CrashInReady, the process
-// crashes at a random point inside a cycle: after the leader's appends
+// checkers. Before GST, with the scenario's CrashInReady, a cycle that
+// stores entries crashes its process at a random point: after the leader's appends
 // left but before the batch is stored (the batch is lost), after the
 // store but before the replies, before the state machine, or before
 // Advance.
@@ -196,7 +196,7 @@ func (r *lrun) drain(p *lproc) {
 			break
 		}
 		crashAt := -1
-		if r.w.now < r.gst && r.w.chance(r.sc.CrashInReady) {
+		if r.w.now < r.gst && len(rd.Batch.Entries) > 0 && r.w.chance(r.sc.CrashInReady) {
 			crashAt = r.w.rng.IntN(4)
 		}
 		for _, m := range rd.Immediate {
@@ -283,7 +283,7 @@ func (r *lrun) send(m transport.Message) {
 	if m.Lease != nil && m.Lease.Type == elect.MsgGrant && !m.Lease.Wedge {
 		r.maybeCrashGranter(r.procs[m.From], r.procs[m.To])
 	}
-	if m.Lease != nil && r.leaseCut[[2]edict.ProcessID{m.From, m.To}] {
+	if r.connCut[connection{m.From, m.To, m.Lease != nil}] {
 		r.net.lost++
 		return
 	}

@@ -27,8 +27,8 @@ type LogScenario struct {
 
 	// Faults of issue 13, all before GST.
 	//
-	// CrashInReady is the chance, per Ready cycle, that the process
-	// crashes at a random point inside it: after its Immediate messages
+	// CrashInReady is the chance, per Ready cycle that stores entries,
+	// that the process crashes at a random point inside it: after its Immediate messages
 	// left but before its batch is stored, after the store but before
 	// its Messages, before it applies, or before Advance.
 	CrashInReady float64
@@ -47,12 +47,13 @@ type LogScenario struct {
 	// SuspendEvery is the mean spacing of host suspends (0.1–2 s, most
 	// often of the leader), during which a process's clock stops.
 	SuspendEvery time.Duration
-	// LeaseCuts cuts, now and then, the lease messages (not the log's) on
-	// random directed links: the transport carries them on their own
-	// connections (transport/doc.go), which can break alone. A leader
-	// then renews with some granters while its appends still reach the
-	// others, which may grant to a candidate meanwhile.
-	LeaseCuts bool
+	// ConnectionCuts breaks, now and then, one of the two connections on
+	// random directed links: the transport carries lease messages on
+	// their own connection (transport/doc.go), which can break while the
+	// log's flows, or the other way round. A leader then renews with
+	// granters its appends do not reach, or reaches followers that have
+	// stopped granting to it and may grant to a candidate.
+	ConnectionCuts bool
 	// IgnoreSuspend is a negative control: the driver never asks the
 	// clock whether it was suspended, so a leader trusts a lease that a
 	// suspend outlived.
@@ -99,15 +100,19 @@ func LogScenarios() []LogScenario {
 			Membership: true, Replacements: 3, Snapshots: true},
 		{Scenario: Scenario{Name: "log-snapshots", Crashes: true, Partitions: true}, Snapshots: true},
 		{Scenario: Scenario{Name: "log-chaos", Partitions: true, Crashes: true, Transfers: true, DriftExtreme: true, Loss: 0.05, Duplicate: 0.02, SpanDelay: 0.005},
-			Snapshots: true, Levels: all, CrashInReady: 0.002, ShortRestartEvery: 500 * time.Millisecond, RebootClock: 0.3,
+			Snapshots: true, Levels: all, CrashInReady: 0.005, ShortRestartEvery: 500 * time.Millisecond, RebootClock: 0.3,
 			SnapshotStreamTime: 300 * time.Millisecond, SuspendEvery: 2 * time.Second},
 		// Issue 13's faults, one family each. Replies and appends delayed
-		// by seconds reach their sender's later reigns.
-		{Scenario: Scenario{Name: "log-long-delays", Partitions: true, Transfers: true, Loss: 0.02, Duplicate: 0.05, LongDelay: 0.02, SpanDelay: 0.1}, LeaseCuts: true},
+		// by seconds reach their sender's later reigns; broken log
+		// connections leave a leader with an uncommitted tail on one
+		// follower, and a new reign's followers lagging.
+		{Scenario: Scenario{Name: "log-long-delays", Partitions: true, Transfers: true, Loss: 0.02, Duplicate: 0.05, LongDelay: 0.02, SpanDelay: 0.1},
+			ConnectionCuts: true},
 		// Granters that restart within a lease attempt, in quarantine,
-		// and crashes inside a Ready cycle (a lost batch).
+		// while the leader they stopped granting to still reaches them;
+		// crashes inside a Ready cycle (a lost batch); host reboots.
 		{Scenario: Scenario{Name: "log-short-restarts", Competing: true, Transfers: true, RoundTrip: 30 * time.Millisecond, Loss: 0.02, LongDelay: 0.05},
-			ShortRestartEvery: 400 * time.Millisecond, CrashGranters: 0.3, RebootClock: 0.5, CrashInReady: 0.002, LeaseCuts: true},
+			ShortRestartEvery: 400 * time.Millisecond, CrashGranters: 0.3, RebootClock: 0.5, CrashInReady: 0.005, ConnectionCuts: true},
 		// Snapshots accepted when their stream begins and installed up to
 		// a second later, while appends of newer reigns arrive.
 		{Scenario: Scenario{Name: "log-snapshot-races", Partitions: true, Crashes: true, Transfers: true, Loss: 0.02, SpanDelay: 0.005},
