@@ -102,23 +102,24 @@ func LogScenarios() []LogScenario {
 		{Scenario: Scenario{Name: "log-chaos", Partitions: true, Crashes: true, Transfers: true, DriftExtreme: true, Loss: 0.05, Duplicate: 0.02, SpanDelay: 0.005},
 			Snapshots: true, Levels: all, CrashInReady: 0.005, ShortRestartEvery: 500 * time.Millisecond, RebootClock: 0.3,
 			SnapshotStreamTime: 300 * time.Millisecond, SuspendEvery: 2 * time.Second},
-		// Issue 13's faults, one family each. Replies and appends delayed
+		// Issue 13's faults, one family each, 60 seeds each in CI to keep
+		// go test ./internal/sim/ within a few minutes on two cores. Replies and appends delayed
 		// by seconds reach their sender's later reigns; broken log
 		// connections leave a leader with an uncommitted tail on one
 		// follower, and a new reign's followers lagging.
 		{Scenario: Scenario{Name: "log-long-delays", Partitions: true, Transfers: true, Loss: 0.02, Duplicate: 0.05, LongDelay: 0.02, SpanDelay: 0.1},
-			ConnectionCuts: true},
+			ConnectionCuts: true, Seeds: 60},
 		// Granters that restart within a lease attempt, in quarantine,
 		// while the leader they stopped granting to still reaches them;
 		// crashes inside a Ready cycle (a lost batch); host reboots.
 		{Scenario: Scenario{Name: "log-short-restarts", Competing: true, Transfers: true, RoundTrip: 30 * time.Millisecond, Loss: 0.02, LongDelay: 0.05},
-			ShortRestartEvery: 400 * time.Millisecond, CrashGranters: 0.3, RebootClock: 0.5, CrashInReady: 0.005, ConnectionCuts: true},
+			ShortRestartEvery: 400 * time.Millisecond, CrashGranters: 0.3, RebootClock: 0.5, CrashInReady: 0.005, ConnectionCuts: true, Seeds: 60},
 		// Snapshots accepted when their stream begins and installed up to
 		// a second later, while appends of newer reigns arrive.
 		{Scenario: Scenario{Name: "log-snapshot-races", Partitions: true, Crashes: true, Transfers: true, Loss: 0.02, SpanDelay: 0.005},
-			Snapshots: true, SnapshotStreamTime: time.Second},
+			Snapshots: true, SnapshotStreamTime: time.Second, Seeds: 60},
 		// Host suspends, most often of the leader.
-		{Scenario: Scenario{Name: "log-suspends", Loss: 0.02, Transfers: true}, SuspendEvery: 600 * time.Millisecond},
+		{Scenario: Scenario{Name: "log-suspends", Loss: 0.02, Transfers: true}, SuspendEvery: 600 * time.Millisecond, Seeds: 60},
 	}
 }
 
