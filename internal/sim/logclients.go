@@ -171,7 +171,7 @@ func (r *lrun) serveReads(p *lproc) {
 			continue
 		}
 		delete(r.reads, op.readID)
-		if op.lease && (!p.core.CanServeLease(p.now(r.w.now)) || !r.ignoreSuspend() && p.clock.Suspended(p.leaderSince)) {
+		if now := p.now(r.w.now); op.lease && (!p.core.CanServeLease(now) || r.leaseSuspended(p, now)) {
 			r.finishOp(op, regOutput{}, true)
 			continue
 		}

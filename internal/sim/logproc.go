@@ -69,6 +69,7 @@ type pendingInstall struct {
 	data  []byte
 	pos   storage.Position
 	ready bool
+	done  func(error) // tells the sender how the stream ended
 }
 
 // storedStamp is the stamp of the entry at index i in p's stored log,

@@ -178,7 +178,9 @@ func (r *lrun) call(p *lproc, f func(now edict.Time)) {
 		r.w.at(p.frozenUntil, func() { r.call(p, f) })
 		return
 	}
-	f(p.now(r.w.now))
+	now := p.now(r.w.now)
+	r.checkSuspend(p, now)
+	f(now)
 	r.drain(p)
 }
 
@@ -189,7 +191,9 @@ func (r *lrun) call(p *lproc, f func(now edict.Time)) {
 // store but before the replies, before the state machine, or before
 // Advance.
 func (r *lrun) drain(p *lproc) {
-	r.checkSuspend(p)
+	if p.up {
+		r.checkSuspend(p, p.now(r.w.now))
+	}
 	for p.up {
 		rd := p.core.Ready()
 		if rd.IsEmpty() {
@@ -257,22 +261,6 @@ func (r *lrun) crashInReady(p *lproc, crashAt, at int) bool {
 		r.crash(p, r.w.between(time.Millisecond, r.sc.MaxDowntime))
 	}
 	return !p.up
-}
-
-// ignoreSuspend: the driver does not ask its clock about suspends (a
-// negative control, or the sim mutation).
-func (r *lrun) ignoreSuspend() bool { return r.sc.IgnoreSuspend || simMutated(SimRuleSuspendCheck) }
-
-// checkSuspend gives up a lease that a host suspend may have outlived, as
-// log.Node.checkSuspend does. The Core's release is not exported; Resign
-// releases the same way and also hands over to the best follower, which
-// only makes it campaign at once.
-func (r *lrun) checkSuspend(p *lproc) {
-	if r.ignoreSuspend() || !p.up || !p.leading || !p.clock.Suspended(p.leaderSince) {
-		return
-	}
-	p.leading = false
-	p.core.Resign(p.now(r.w.now))
 }
 
 func (r *lrun) send(m transport.Message) {
@@ -356,17 +344,22 @@ func (r *lrun) runApplyQ(p *lproc, now edict.Time) {
 			continue
 		}
 		in := j.restore
+		// The stream is complete: the core decides again whether to
+		// install it (main's log does, since issue 13), then the
+		// snapshot is published and the state machine restored; the
+		// core's Ready (the log's reset) is stored after, by drain.
+		if err := r.snapshotInstalled(p, now, in); err != nil {
+			in.done(err)
+			continue
+		}
 		kv := fsm.NewKV()
 		if err := kv.Restore(bytes.NewReader(in.data)); err != nil {
 			r.fail("%v: restore snapshot: %v", p.id, err)
 			return
 		}
-		// As log.Node: the snapshot is durable and the state machine
-		// restored before the core hears of it; its Ready (the log's
-		// reset) is stored after.
 		p.kv, p.snapshot, p.snapPos, p.applied = kv, in.data, in.pos, in.pos.Index
 		r.snapshots++
-		p.core.SnapshotInstalled(now, in.from, in.meta)
+		in.done(nil)
 	}
 }
 
@@ -440,7 +433,8 @@ func (r *lrun) streamSnapshot(p *lproc, peer edict.ProcessID) {
 				r.net.send(peer, from, func() { report(err) })
 				return
 			}
-			in := &pendingInstall{from: from, meta: meta, data: data, pos: pos}
+			in := &pendingInstall{from: from, meta: meta, data: data, pos: pos,
+				done: func(err error) { r.net.send(peer, from, func() { report(err) }) }}
 			q.applyQ = append(q.applyQ, applyJob{restore: in})
 			qinc := q.inc
 			r.w.after(streamTime, func() {
@@ -449,7 +443,6 @@ func (r *lrun) streamSnapshot(p *lproc, peer edict.ProcessID) {
 				}
 				in.ready = true
 				r.call(q, func(now edict.Time) { r.runApplyQ(q, now) })
-				r.net.send(peer, from, func() { report(nil) })
 			})
 		})
 	})
