@@ -154,7 +154,13 @@ func (r *lrun) suspendOne() {
 		}
 		p = ps[r.w.rng.IntN(len(ps))]
 	}
-	until := min(r.w.now+int64(r.w.between(100*time.Millisecond, 2*time.Second)), r.gst)
+	r.suspend(p, r.w.between(100*time.Millisecond, 2*time.Second))
+}
+
+// suspend stops p's host for d (until GST at the latest): its clock stops
+// and nothing runs on it.
+func (r *lrun) suspend(p *lproc, d time.Duration) {
+	until := min(r.w.now+int64(d), r.gst)
 	if until <= r.w.now {
 		return
 	}
@@ -166,6 +172,24 @@ func (r *lrun) suspendOne() {
 		p.tick.reset()
 		if p.up {
 			r.call(p, p.core.Tick)
+		}
+	})
+}
+
+// maybeSuspendCandidate, on a lease request p sends while it holds no
+// lease (an attempt to start a reign, not a renewal), suspends p's host
+// right after with the scenario's SuspendCandidates chance: the lease
+// completes after the resume, on a Start_p read before the suspend, so its
+// end by p's clock lies past its granters' grants in real time. The
+// suspend must count from Start_p, not from when p first leads.
+func (r *lrun) maybeSuspendCandidate(p *lproc) {
+	if r.w.now >= r.gst || r.sc.SuspendCandidates == 0 || p.core.CanServeLease(p.now(r.w.now)) ||
+		!r.w.chance(r.sc.SuspendCandidates) {
+		return
+	}
+	r.w.after(r.w.between(0, time.Millisecond), func() {
+		if p.up && p.frozenUntil <= r.w.now {
+			r.suspend(p, r.w.between(200*time.Millisecond, 2*time.Second))
 		}
 	})
 }

@@ -271,6 +271,9 @@ func (r *lrun) send(m transport.Message) {
 	if m.Lease != nil && m.Lease.Type == elect.MsgGrant && !m.Lease.Wedge {
 		r.maybeCrashGranter(r.procs[m.From], r.procs[m.To])
 	}
+	if m.Lease != nil && m.Lease.Type == elect.MsgGrantRequest && !m.Lease.Wedge {
+		r.maybeSuspendCandidate(r.procs[m.From])
+	}
 	if r.connCut[connection{m.From, m.To, m.Lease != nil}] {
 		r.net.lost++
 		return

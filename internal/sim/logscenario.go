@@ -47,6 +47,9 @@ type LogScenario struct {
 	// SuspendEvery is the mean spacing of host suspends (0.1–2 s, most
 	// often of the leader), during which a process's clock stops.
 	SuspendEvery time.Duration
+	// SuspendCandidates is the chance that a process that asks for a
+	// lease to start a reign is suspended right after, for 0.2–2 s.
+	SuspendCandidates float64
 	// ConnectionCuts breaks, now and then, one of the two connections on
 	// random directed links: the transport carries lease messages on
 	// their own connection (transport/doc.go), which can break while the
@@ -118,8 +121,9 @@ func LogScenarios() []LogScenario {
 		// a second later, while appends of newer reigns arrive.
 		{Scenario: Scenario{Name: "log-snapshot-races", Partitions: true, Crashes: true, Transfers: true, Loss: 0.02, SpanDelay: 0.005},
 			Snapshots: true, SnapshotStreamTime: time.Second, Seeds: 60},
-		// Host suspends, most often of the leader.
-		{Scenario: Scenario{Name: "log-suspends", Loss: 0.02, Transfers: true}, SuspendEvery: 600 * time.Millisecond, Seeds: 60},
+		// Host suspends, most often of the leader, and of candidates
+		// right after they asked for a lease.
+		{Scenario: Scenario{Name: "log-suspends", Loss: 0.02, Transfers: true}, SuspendEvery: 600 * time.Millisecond, SuspendCandidates: 0.05, Seeds: 60},
 	}
 }
 
