@@ -31,6 +31,7 @@ func (r *lrun) check(p *lproc) {
 	st := p.core.Status(p.now(r.w.now))
 	r.checkMonotone(p, st.AcceptedReign, "in memory")
 	r.checkEpoch(p, st.Epoch)
+	r.checkOneLeader(p)
 	if st.Commit > p.seenCommit {
 		for i := p.seenCommit + 1; i <= st.Commit && r.violation == ""; i++ {
 			r.checkCommitted(p, i)
@@ -86,6 +87,31 @@ func (r *lrun) checkCommitted(p *lproc, i uint64) {
 	if 2*len(holders) <= len(members) {
 		r.fail("log safety: %v reports index %d committed (stamp %v), but only %v of epoch %d's members %v hold it durably",
 			p.id, i, truth, holders, truth.Epoch, members)
+	}
+}
+
+// checkOneLeader: at most one running process believes it leads a ready
+// reign (C_p < E_p) at any instant of real time — Leader Uniqueness (eq.
+// 1) seen through the processes' own beliefs, which invariant (14) and
+// Lemma 3.1 make conservative: a leader's lease ends, in real time, before
+// the grants that made it, and another lease needs one of those grants. A
+// suspended host is left out: its stopped clock believes what it likes,
+// and it must give the lease up on resume, before it acts on it
+// (checkSuspend). This is what catches a granter that forgot its grant
+// without the restart quarantine, or a suspend counted from too late.
+func (r *lrun) checkOneLeader(p *lproc) {
+	if p.frozenUntil > r.w.now || !p.core.CanServeLease(p.now(r.w.now)) {
+		return
+	}
+	for _, id := range r.ids {
+		q := r.procs[id]
+		if q == p || !q.up || q.frozenUntil > r.w.now {
+			continue
+		}
+		if q.core.CanServeLease(q.now(r.w.now)) {
+			r.fail("leader uniqueness: %v and %v both lead a ready reign with C_p < E_p%s", p.id, q.id, r.describe())
+			return
+		}
 	}
 }
 

@@ -117,6 +117,10 @@ func LogScenarios() []LogScenario {
 		// crashes inside a Ready cycle (a lost batch); host reboots.
 		{Scenario: Scenario{Name: "log-short-restarts", Competing: true, Transfers: true, RoundTrip: 30 * time.Millisecond, Loss: 0.02, LongDelay: 0.05},
 			ShortRestartEvery: 400 * time.Millisecond, CrashGranters: 0.3, RebootClock: 0.5, CrashInReady: 0.005, ConnectionCuts: true, Seeds: 60},
+		// TestNerio's crash-storm under the log: most granters restart
+		// within one lease, often, while candidates compete.
+		{Scenario: Scenario{Name: "log-crash-storm", N: 3, Crashes: true, CrashEvery: 100 * time.Millisecond, MaxDowntime: 60 * time.Millisecond, Competing: true},
+			Seeds: 60},
 		// Snapshots accepted when their stream begins and installed up to
 		// a second later, while appends of newer reigns arrive.
 		{Scenario: Scenario{Name: "log-snapshot-races", Partitions: true, Crashes: true, Transfers: true, Loss: 0.02, SpanDelay: 0.005},
