@@ -14,7 +14,10 @@
 //   - Each process has a physical clock whose rate wanders inside [1−ρ,
 //     1+ρ] (eq. 15), or outside it in negative controls. The clock keeps
 //     running while the process is down, as the paper assumes; a restart
-//     bumps the incarnation.
+//     bumps the incarnation. Log scenarios may also reboot the host (the
+//     reading restarts near zero; only the incarnation keeps readings
+//     increasing) and suspend it (the clock stops while real time runs,
+//     and clock.Suspended reports it, as edict.Clock does).
 //   - A crashed process keeps its variables (the paper's assumption), so
 //     ground truth still counts its grants and its lease until they expire.
 //     After a restart, the old incarnation's grant still counts until it
@@ -24,4 +27,12 @@
 //   - The network loses, delays, duplicates and reorders messages and can
 //     partition, until GST; after GST every message arrives within d/2 and
 //     the failure detector is accurate (the premises of eqs. 4 and 5).
+//
+// The log runs (RunLog) carry out each Ready as log.Node does and, after
+// every call into a core, check against ground truth (logcheck.go): every
+// index a process reports committed holds the one committed entry and is
+// durable on a majority of its epoch; acceptedReign and the active epoch
+// never go back at a process, restarts included. Porcupine checks the
+// clients' history at the end. TestMutations (-tags edictmutate) switches
+// the protocol's rules off one at a time to show these checks can fail.
 package sim

@@ -158,7 +158,8 @@ func (r *lrun) onReadState(p *lproc, rs log.ReadState) {
 }
 
 // serveReads answers p's reads whose index is applied; a lease read only
-// while C_p < E_p at this moment (DESIGN §6).
+// while C_p < E_p at this moment and no suspend happened since the reign
+// began (DESIGN §3, §6), as log.Node.serveReads.
 func (r *lrun) serveReads(p *lproc) {
 	keep := r.readWait[p.id][:0]
 	for _, op := range r.readWait[p.id] {
@@ -170,7 +171,7 @@ func (r *lrun) serveReads(p *lproc) {
 			continue
 		}
 		delete(r.reads, op.readID)
-		if op.lease && !p.core.CanServeLease(p.now(r.w.now)) {
+		if now := p.now(r.w.now); op.lease && (!p.core.CanServeLease(now) || r.leaseSuspended(p, now)) {
 			r.finishOp(op, regOutput{}, true)
 			continue
 		}

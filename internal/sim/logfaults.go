@@ -25,6 +25,15 @@ func (r *lrun) schedule() {
 	if sc.Crashes {
 		r.every(sc.CrashEvery, r.gst, r.crashOne)
 	}
+	if sc.ShortRestartEvery > 0 {
+		r.every(sc.ShortRestartEvery, r.gst, r.shortRestart)
+	}
+	if sc.ConnectionCuts {
+		r.every(300*time.Millisecond, r.gst, r.cutConnections)
+	}
+	if sc.SuspendEvery > 0 {
+		r.every(sc.SuspendEvery, r.gst, r.suspendOne)
+	}
 	if sc.Partitions {
 		r.every(900*time.Millisecond, r.gst, func() { r.net.partitionRandomly(r.ids) })
 	}
@@ -48,21 +57,151 @@ func (r *lrun) schedule() {
 }
 
 func (r *lrun) crashOne() {
-	ups := r.upProcs()
+	ups := r.runningProcs()
 	if len(ups) == 0 {
 		return
 	}
 	p := ups[r.w.rng.IntN(len(ups))]
+	r.crash(p, r.w.between(50*time.Millisecond, r.sc.MaxDowntime))
+}
+
+// crash stops p now and restarts it after down (at GST at the latest).
+// Its stores keep what they hold; everything else it knew is lost.
+func (r *lrun) crash(p *lproc, down time.Duration) {
 	p.up = false
 	r.dropPending(p)
 	r.report(p.id, elect.ProcessDown)
-	down := r.w.between(50*time.Millisecond, r.sc.MaxDowntime)
 	r.w.at(min(r.w.now+int64(down), r.gst), func() { r.restart(p) })
+}
+
+// runningProcs are the processes that are up and whose host is not
+// suspended: the ones a fault may crash or suspend.
+func (r *lrun) runningProcs() []*lproc {
+	var ps []*lproc
+	for _, p := range r.upProcs() {
+		if p.frozenUntil <= r.w.now {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// shortRestart crashes a process for 1–30 ms: shorter than one lease
+// attempt, so it comes back in its restart quarantine while the grants
+// it forgot still stand. Most often it is not the leader: a granter.
+func (r *lrun) shortRestart() {
+	ps := r.runningProcs()
+	if len(ps) == 0 {
+		return
+	}
+	if l := r.leader(); l != nil && len(ps) > 1 {
+		ps = slices.DeleteFunc(ps, func(p *lproc) bool { return p == l })
+	}
+	r.crash(ps[r.w.rng.IntN(len(ps))], r.w.between(time.Millisecond, 30*time.Millisecond))
+}
+
+// maybeCrashGranter, on a grant p sends to a candidate (a process that
+// does not hold a lease: not a renewal), crashes p soon after for 1–30 ms,
+// with the scenario's CrashGranters chance: it forgets the grant while the
+// candidate completes its attempt with the log position p reported, and
+// in its quarantine a leader still in office may reach it.
+func (r *lrun) maybeCrashGranter(p, to *lproc) {
+	if r.w.now >= r.gst || r.sc.CrashGranters == 0 || to.up && to.core.CanServeLease(to.now(r.w.now)) ||
+		!r.w.chance(r.sc.CrashGranters) {
+		return
+	}
+	inc := p.inc
+	r.w.after(r.w.between(0, 5*time.Millisecond), func() {
+		if p.up && p.inc == inc && p.frozenUntil <= r.w.now && r.w.now < r.gst {
+			r.crash(p, r.w.between(time.Millisecond, 30*time.Millisecond))
+		}
+	})
+}
+
+// cutConnections heals every connection, or breaks each directed link's
+// lease connection or log connection with chance 0.3.
+func (r *lrun) cutConnections() {
+	r.connCut = nil
+	if r.w.chance(0.3) {
+		return
+	}
+	r.connCut = map[connection]bool{}
+	for _, a := range r.ids {
+		for _, b := range r.ids {
+			if a != b && r.w.chance(0.3) {
+				r.connCut[connection{a, b, r.w.chance(0.5)}] = true
+			}
+		}
+	}
+}
+
+// connection is a directed link's lease connection, or its log one.
+type connection struct {
+	from, to edict.ProcessID
+	lease    bool
+}
+
+// suspendOne suspends a process's host — most often the leader's — for
+// 0.1–2 s (before GST): its clock stops and it runs nothing, while real
+// time and the others go on. On resume it must find out (Suspended) and
+// give its lease up before trusting it again.
+func (r *lrun) suspendOne() {
+	p := r.leader()
+	if p == nil || p.frozenUntil > r.w.now || r.w.chance(0.3) {
+		ps := r.runningProcs()
+		if len(ps) == 0 {
+			return
+		}
+		p = ps[r.w.rng.IntN(len(ps))]
+	}
+	r.suspend(p, r.w.between(100*time.Millisecond, 2*time.Second))
+}
+
+// suspend stops p's host for d (until GST at the latest): its clock stops
+// and nothing runs on it.
+func (r *lrun) suspend(p *lproc, d time.Duration) {
+	until := min(r.w.now+int64(d), r.gst)
+	if until <= r.w.now {
+		return
+	}
+	p.clock.suspend(r.w.now, until)
+	p.frozenUntil = until
+	r.w.at(until, func() {
+		p.clock.resume(r.w.now, p.inc)
+		p.frozenUntil = 0
+		p.tick.reset()
+		if p.up {
+			r.call(p, p.core.Tick)
+		}
+	})
+}
+
+// maybeSuspendCandidate, on a lease request p sends while it holds no
+// lease (an attempt to start a reign, not a renewal), suspends p's host
+// right after with the scenario's SuspendCandidates chance: the lease
+// completes after the resume, on a Start_p read before the suspend, so its
+// end by p's clock lies past its granters' grants in real time. The
+// suspend must count from Start_p, not from when p first leads.
+func (r *lrun) maybeSuspendCandidate(p *lproc) {
+	if r.w.now >= r.gst || r.sc.SuspendCandidates == 0 || p.core.CanServeLease(p.now(r.w.now)) ||
+		!r.w.chance(r.sc.SuspendCandidates) {
+		return
+	}
+	r.w.after(r.w.between(0, time.Millisecond), func() {
+		if p.up && p.frozenUntil <= r.w.now {
+			r.suspend(p, r.w.between(200*time.Millisecond, 2*time.Second))
+		}
+	})
 }
 
 func (r *lrun) restart(p *lproc) {
 	if p.up || !p.started || r.sc.NoFailureDetector && p.id == r.ids[0] && r.w.now >= r.gst {
 		return
+	}
+	if r.w.chance(r.sc.RebootClock) {
+		// A host reboot: CLOCK_MONOTONIC_RAW starts again near zero; only
+		// the incarnation keeps the process's readings increasing.
+		p.clock.reboot(r.w.now, float64(r.w.between(0, time.Millisecond)))
 	}
 	r.start(p)
 	r.report(p.id, elect.ProcessUp)
@@ -138,6 +277,7 @@ func (r *lrun) membershipPlan() {
 // detector learns the truth.
 func (r *lrun) stabilize() {
 	r.net.heal()
+	r.connCut = nil
 	if p := r.procs[r.ids[0]]; r.sc.NoFailureDetector && p.up {
 		p.up = false // the lowest id is gone for good
 		r.dropPending(p)

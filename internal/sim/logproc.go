@@ -37,6 +37,72 @@ type lproc struct {
 	applied uint64
 	tick    tickTimer
 	started bool
+
+	// applyQ is the state machine's queue, as log.Node's applier has one:
+	// once a snapshot is accepted, its restore waits at the head until
+	// the stream is complete, and entries handed out meanwhile wait
+	// behind it. Volatile.
+	applyQ []applyJob
+	// leading and leaderSince mirror log.Node's: the reading at which
+	// this incarnation last began to lead, for the suspend check.
+	leading     bool
+	leaderSince edict.Time
+	// frozenUntil: the host is suspended until this real time; nothing
+	// runs on it meanwhile (messages wait, as in its socket buffers).
+	frozenUntil int64
+	// seenCommit is the commit index this incarnation's core last
+	// reported; the checkers look at what lies above it.
+	seenCommit uint64
+}
+
+// applyJob is an entry for the state machine, or a snapshot to restore.
+type applyJob struct {
+	entry   storage.Entry
+	restore *pendingInstall
+}
+
+// pendingInstall is a snapshot accepted by the core and being streamed:
+// ready once the stream is complete.
+type pendingInstall struct {
+	from  edict.ProcessID
+	meta  transport.SnapshotMeta
+	data  []byte
+	pos   storage.Position
+	ready bool
+	done  func(error) // tells the sender how the stream ended
+}
+
+// storedStamp is the stamp of the entry at index i in p's stored log,
+// and whether the stored log (not its snapshot) holds one.
+func (p *lproc) storedStamp(i uint64) (edict.Stamp, bool) {
+	if len(p.stored) == 0 || i < p.stored[0].Index {
+		return edict.Stamp{}, false
+	}
+	k := i - p.stored[0].Index
+	if k >= uint64(len(p.stored)) || p.stored[k].Index != i {
+		// The stored log is contiguous; fall back to a search should a
+		// batch ever break that.
+		for _, e := range p.stored {
+			if e.Index == i {
+				return e.Stamp, true
+			}
+		}
+		return edict.Stamp{}, false
+	}
+	return p.stored[k].Stamp, true
+}
+
+// holdsDurably reports whether p's stores hold index i with stamp st: in
+// its stored log, or covered by its stored snapshot (at the snapshot's own
+// index, with the same stamp).
+func (p *lproc) holdsDurably(i uint64, st edict.Stamp) bool {
+	if s, ok := p.storedStamp(i); ok {
+		return s.Equal(st)
+	}
+	if i < p.snapPos.Index {
+		return true
+	}
+	return i == p.snapPos.Index && p.snapPos.Stamp.Equal(st)
 }
 
 func (p *lproc) now(t int64) edict.Time { return p.clock.read(t, p.inc) }
@@ -132,5 +198,3 @@ func mapsKeys(m map[string][]byte) func(func(string) bool) {
 func bytesHasSuffix(s, suffix string) bool {
 	return len(s) >= len(suffix) && s[len(s)-len(suffix):] == suffix
 }
-
-var _ = transport.Message{}

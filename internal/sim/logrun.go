@@ -49,8 +49,16 @@ type lrun struct {
 	end   int64
 
 	epoch0    storage.EpochConfig
-	committed map[uint64]edict.Stamp // ground truth: index → the one stamp applied there
+	committed map[uint64]edict.Stamp // ground truth: index → the one stamp committed there
 	violation string
+
+	// Ground truth for the checkers of logcheck.go, kept here so that it
+	// survives a process's restart.
+	epochMembers map[uint64][]edict.ProcessID
+	maxAccepted  map[edict.ProcessID]edict.Stamp
+	maxEpochOf   map[edict.ProcessID]uint64
+	// connCut drops the messages of broken connections (ConnectionCuts).
+	connCut map[connection]bool
 
 	hist        *history
 	nextRead    uint64
@@ -71,11 +79,21 @@ func (r *lrun) unknownOp(op *clientOp) {
 }
 
 // RunLog runs one seed of a log scenario and checks it.
-func RunLog(sc LogScenario, seed uint64) LogResult {
+func RunLog(sc LogScenario, seed uint64) (res LogResult) {
 	sc = sc.withDefaults()
 	r := &lrun{w: newWorld(seed), sc: sc, procs: map[edict.ProcessID]*lproc{}, committed: map[uint64]edict.Stamp{},
 		reads: map[uint64]*clientOp{}, writes: map[edict.ProcessID]map[uint64]*clientOp{}, hist: newHistory(),
-		readWait: map[edict.ProcessID][]*clientOp{}}
+		readWait: map[edict.ProcessID][]*clientOp{}, epochMembers: map[uint64][]edict.ProcessID{},
+		maxAccepted: map[edict.ProcessID]edict.Stamp{}, maxEpochOf: map[edict.ProcessID]uint64{}}
+	// A panic in a core is one of its safety assertions firing (a
+	// committed index truncated, a conflicting epoch): a violation of this
+	// seed, reported like the others rather than ending the whole test.
+	defer func() {
+		if e := recover(); e != nil {
+			res = LogResult{Seed: seed, Scenario: sc.Name, Events: r.w.events, Committed: len(r.committed),
+				Violation: fmt.Sprintf("t=%v: panic: %v", time.Duration(r.w.now), e)}
+		}
+	}()
 	r.hist.staleLin = sc.StaleAsLinearizable
 	r.gst, r.end = int64(sc.GST), int64(sc.Duration)
 	r.net = &network{w: r.w, sc: &r.sc.Scenario, gst: r.gst}
@@ -83,6 +101,7 @@ func RunLog(sc LogScenario, seed uint64) LogResult {
 		r.ids = append(r.ids, edict.ProcessID(i+1))
 	}
 	r.epoch0 = storage.EpochConfig{Epoch: 0, Members: slices.Clone(r.ids)}
+	r.epochMembers[0] = r.epoch0.Members
 	for k := range sc.Replacements {
 		r.ids = append(r.ids, edict.ProcessID(sc.N+1+k))
 	}
@@ -102,7 +121,7 @@ func RunLog(sc LogScenario, seed uint64) LogResult {
 	if r.violation == "" {
 		r.finalCheck()
 	}
-	res := LogResult{Seed: seed, Scenario: sc.Name, Events: r.w.events, Committed: len(r.committed),
+	res = LogResult{Seed: seed, Scenario: sc.Name, Events: r.w.events, Committed: len(r.committed),
 		Reads: map[log.ReadLevel]int{}, Snapshots: r.snapshots, Epochs: r.maxEpoch, Violation: r.violation}
 	r.hist.count(&res)
 	return res
@@ -116,7 +135,12 @@ func (r *lrun) fail(format string, args ...any) {
 
 // start boots or reboots p from its durable state.
 func (r *lrun) start(p *lproc) {
-	p.inc++
+	if p.inc == 0 || !simMutated(SimRuleIncarnation) {
+		// Bumped before the process sends anything, so that its readings
+		// increase across restarts (edict.BumpIncarnation).
+		p.inc++
+	}
+	p.applyQ, p.leading, p.leaderSince, p.seenCommit = nil, false, edict.Time{}, 0
 	st, err := p.restartState()
 	if err != nil {
 		r.fail("%v cannot restart: %v", p.id, err)
@@ -144,28 +168,57 @@ func (r *lrun) start(p *lproc) {
 	r.drain(p)
 }
 
-// call runs f on p's core and carries out the resulting Ready.
+// call runs f on p's core and carries out the resulting Ready. On a host
+// that is suspended it runs once the host resumes.
 func (r *lrun) call(p *lproc, f func(now edict.Time)) {
 	if !p.up || r.violation != "" {
 		return
 	}
-	f(p.now(r.w.now))
+	if p.frozenUntil > r.w.now {
+		r.w.at(p.frozenUntil, func() { r.call(p, f) })
+		return
+	}
+	now := p.now(r.w.now)
+	r.checkSuspend(p, now)
+	f(now)
 	r.drain(p)
 }
 
-// drain carries out p's Ready cycles the way log.Node does.
+// drain carries out p's Ready cycles the way log.Node does, then runs the
+// checkers. Before GST, with the scenario's CrashInReady, a cycle that
+// stores entries crashes its process at a random point: after the leader's appends
+// left but before the batch is stored (the batch is lost), after the
+// store but before the replies, before the state machine, or before
+// Advance.
 func (r *lrun) drain(p *lproc) {
+	if p.up {
+		r.checkSuspend(p, p.now(r.w.now))
+	}
 	for p.up {
 		rd := p.core.Ready()
 		if rd.IsEmpty() {
 			break
 		}
+		crashAt := -1
+		if r.w.now < r.gst && len(rd.Batch.Entries) > 0 && r.w.chance(r.sc.CrashInReady) {
+			crashAt = r.w.rng.IntN(4)
+		}
 		for _, m := range rd.Immediate {
 			r.send(m)
 		}
+		if r.crashInReady(p, crashAt, 0) {
+			return
+		}
+		r.checkStored(p, rd.Batch)
 		p.persist(rd.Batch)
+		if r.crashInReady(p, crashAt, 1) {
+			return
+		}
 		for _, m := range rd.Messages {
 			r.send(m)
+		}
+		if r.crashInReady(p, crashAt, 2) {
+			return
 		}
 		for _, e := range rd.Apply {
 			r.apply(p, e)
@@ -179,19 +232,50 @@ func (r *lrun) drain(p *lproc) {
 		for _, ev := range rd.Events {
 			r.onEvent(p, ev)
 		}
+		if r.crashInReady(p, crashAt, 3) {
+			return
+		}
 		p.core.Advance(p.now(r.w.now), rd)
 		p.core.Applied(p.now(r.w.now), p.applied)
+		if !p.leading && p.core.CanServeLease(p.now(r.w.now)) {
+			// As log.Node.onEvent: the reading from which a suspend
+			// makes this reign's lease untrustworthy.
+			p.leading, p.leaderSince = true, p.now(r.w.now)
+		}
 		if r.sc.Snapshots && p.applied >= p.snapPos.Index+32 {
 			r.takeSnapshot(p)
 		}
 		r.serveReads(p)
 	}
+	if !p.up {
+		return // a nested call crashed it
+	}
 	r.armTick(p)
+	r.check(p)
+}
+
+// crashInReady crashes p if the cycle's crash point is at. A nested call
+// (a snapshot report) may also have crashed it: either way the cycle ends.
+func (r *lrun) crashInReady(p *lproc, crashAt, at int) bool {
+	if crashAt == at && p.up {
+		r.crash(p, r.w.between(time.Millisecond, r.sc.MaxDowntime))
+	}
+	return !p.up
 }
 
 func (r *lrun) send(m transport.Message) {
 	if err := m.Validate(); err != nil {
 		r.fail("%v sent an invalid message %v: %v", m.From, m, err)
+		return
+	}
+	if m.Lease != nil && m.Lease.Type == elect.MsgGrant && !m.Lease.Wedge {
+		r.maybeCrashGranter(r.procs[m.From], r.procs[m.To])
+	}
+	if m.Lease != nil && m.Lease.Type == elect.MsgGrantRequest && !m.Lease.Wedge {
+		r.maybeSuspendCandidate(r.procs[m.From])
+	}
+	if r.connCut[connection{m.From, m.To, m.Lease != nil}] {
+		r.net.lost++
 		return
 	}
 	r.net.send(m.From, m.To, func() {
@@ -207,18 +291,32 @@ func (r *lrun) send(m transport.Message) {
 	})
 }
 
-// apply hands a committed entry to p's state machine and checks that no
-// other entry was ever committed at that index.
+// apply hands a committed entry to p's state machine, or queues it behind
+// a snapshot restore waiting for its stream (see lproc.applyQ).
 func (r *lrun) apply(p *lproc, e storage.Entry) {
+	if len(p.applyQ) > 0 {
+		p.applyQ = append(p.applyQ, applyJob{entry: e})
+		return
+	}
+	r.applyEntry(p, e)
+}
+
+// applyEntry applies e and checks that no other entry was ever committed
+// at its index. An entry a restored snapshot already covers is skipped, as
+// log.Node's applier does.
+func (r *lrun) applyEntry(p *lproc, e storage.Entry) {
+	if st, ok := r.committed[e.Index]; ok && !st.Equal(e.Stamp) {
+		r.fail("log safety: index %d committed as %v at one process and applied as %v at %v", e.Index, st, e.Stamp, p.id)
+		return
+	}
+	r.committed[e.Index] = e.Stamp
+	if e.Index <= p.applied && e.Index <= p.snapPos.Index {
+		return
+	}
 	if e.Index != p.applied+1 {
 		r.fail("%v applied index %d after %d: a gap", p.id, e.Index, p.applied)
 		return
 	}
-	if st, ok := r.committed[e.Index]; ok && !st.Equal(e.Stamp) {
-		r.fail("log safety: index %d committed as %v at one process and %v at %v", e.Index, st, e.Stamp, p.id)
-		return
-	}
-	r.committed[e.Index] = e.Stamp
 	fe := fsm.Entry{Index: e.Index, Stamp: e.Stamp}
 	if e.Kind == storage.EntryCommand {
 		fe.Data = e.Data
@@ -232,6 +330,39 @@ func (r *lrun) apply(p *lproc, e storage.Entry) {
 		} else {
 			r.unknownOp(op) // replaced before it committed
 		}
+	}
+}
+
+// runApplyQ works through p's apply queue until a restore whose stream is
+// not complete, installing each snapshot whose stream is.
+func (r *lrun) runApplyQ(p *lproc, now edict.Time) {
+	for len(p.applyQ) > 0 && p.up && r.violation == "" {
+		j := p.applyQ[0]
+		if j.restore != nil && !j.restore.ready {
+			return
+		}
+		p.applyQ = p.applyQ[1:]
+		if j.restore == nil {
+			r.applyEntry(p, j.entry)
+			continue
+		}
+		in := j.restore
+		// The stream is complete: the core decides again whether to
+		// install it (main's log does, since issue 13), then the
+		// snapshot is published and the state machine restored; the
+		// core's Ready (the log's reset) is stored after, by drain.
+		if err := r.snapshotInstalled(p, now, in); err != nil {
+			in.done(err)
+			continue
+		}
+		kv := fsm.NewKV()
+		if err := kv.Restore(bytes.NewReader(in.data)); err != nil {
+			r.fail("%v: restore snapshot: %v", p.id, err)
+			return
+		}
+		p.kv, p.snapshot, p.snapPos, p.applied = kv, in.data, in.pos, in.pos.Index
+		r.snapshots++
+		in.done(nil)
 	}
 }
 
@@ -268,7 +399,11 @@ func (r *lrun) takeSnapshot(p *lproc) {
 }
 
 // streamSnapshot delivers the leader's newest snapshot to peer over the
-// lossy network, as the transport's snapshot stream would.
+// lossy network, as the transport's snapshot stream would. The receiver's
+// core accepts it when the stream begins; the install follows when the
+// stream is complete, which before GST may take up to the scenario's
+// SnapshotStreamTime: other messages reach the receiver in between, appends
+// of a newer reign among them, and leaders change.
 func (r *lrun) streamSnapshot(p *lproc, peer edict.ProcessID) {
 	data, pos := p.snapshot, p.snapPos
 	meta, ok := p.core.SnapshotMeta(pos, int64(len(data)))
@@ -276,54 +411,67 @@ func (r *lrun) streamSnapshot(p *lproc, peer edict.ProcessID) {
 		r.call(p, func(now edict.Time) { p.core.SnapshotSent(now, peer, 0, fmt.Errorf("no snapshot")) })
 		return
 	}
-	from := p.id
+	from, inc := p.id, p.inc
 	reported := false
 	report := func(err error) {
 		if reported {
 			return
 		}
 		reported = true
-		if p.up {
+		if p.up && p.inc == inc {
 			r.call(p, func(now edict.Time) { p.core.SnapshotSent(now, peer, pos.Index, err) })
 		}
 	}
+	streamTime := 5 * time.Millisecond
+	if r.w.now < r.gst && r.sc.SnapshotStreamTime > 0 {
+		streamTime = r.w.between(0, r.sc.SnapshotStreamTime)
+	}
 	// A stream lost on the way fails at the sender, as the transport's
 	// SendSnapshot does when the connection breaks or its context ends.
-	r.w.after(time.Second, func() { report(fmt.Errorf("snapshot stream to %v lost", peer)) })
+	r.w.after(time.Second+streamTime, func() { report(fmt.Errorf("snapshot stream to %v lost", peer)) })
 	r.net.send(from, peer, func() {
 		q := r.procs[peer]
-		if !q.up {
-			return
-		}
-		var err error
 		r.call(q, func(now edict.Time) {
-			if err = q.core.AcceptSnapshot(now, from, meta); err != nil {
+			if err := q.core.AcceptSnapshot(now, from, meta); err != nil {
+				r.net.send(peer, from, func() { report(err) })
 				return
 			}
-			kv := fsm.NewKV()
-			if err = kv.Restore(bytes.NewReader(data)); err != nil {
-				r.fail("%v: restore snapshot: %v", q.id, err)
-				return
-			}
-			q.kv, q.snapshot, q.snapPos, q.applied = kv, data, pos, pos.Index
-			r.snapshots++
-			q.core.SnapshotInstalled(now, from, meta)
+			in := &pendingInstall{from: from, meta: meta, data: data, pos: pos,
+				done: func(err error) { r.net.send(peer, from, func() { report(err) }) }}
+			q.applyQ = append(q.applyQ, applyJob{restore: in})
+			qinc := q.inc
+			r.w.after(streamTime, func() {
+				if !q.up || q.inc != qinc {
+					return // the receiver crashed: the stream broke
+				}
+				in.ready = true
+				r.call(q, func(now edict.Time) { r.runApplyQ(q, now) })
+			})
 		})
-		r.net.send(peer, from, func() { report(err) })
 	})
 }
 
 func (r *lrun) onEvent(p *lproc, ev log.Event) {
 	switch ev.Kind {
 	case log.SteppedDown:
+		p.leading = false
 		for idx, op := range r.writes[p.id] {
 			delete(r.writes[p.id], idx)
 			r.unknownOp(op)
 		}
 	case log.ConfigChanged:
-		if ev.Membership != nil && ev.Membership.Config.Epoch > r.maxEpoch {
-			r.maxEpoch = ev.Membership.Config.Epoch
+		if ev.Membership == nil {
+			break
 		}
+		cfg := ev.Membership.Config
+		if cfg.Epoch > r.maxEpoch {
+			r.maxEpoch = cfg.Epoch
+		}
+		if known, ok := r.epochMembers[cfg.Epoch]; ok && !slices.Equal(known, cfg.Members) {
+			r.fail("%v learned epoch %d with members %v, but it has members %v", p.id, cfg.Epoch, cfg.Members, known)
+			break
+		}
+		r.epochMembers[cfg.Epoch] = slices.Clone(cfg.Members)
 	}
 }
 

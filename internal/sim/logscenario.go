@@ -24,6 +24,46 @@ type LogScenario struct {
 	// StaleAsLinearizable is a negative control: stale reads are checked
 	// as if they were linearizable, which they are not.
 	StaleAsLinearizable bool
+
+	// Faults of issue 13, all before GST.
+	//
+	// CrashInReady is the chance, per Ready cycle that stores entries,
+	// that the process crashes at a random point inside it: after its Immediate messages
+	// left but before its batch is stored, after the store but before
+	// its Messages, before it applies, or before Advance.
+	CrashInReady float64
+	// ShortRestartEvery is the mean spacing of crash-restarts of 1–30 ms,
+	// shorter than one lease attempt, aimed at processes other than the
+	// leader (granters); CrashGranters is the chance that a process that
+	// sends a grant crashes within 5 ms of it for 1–30 ms.
+	ShortRestartEvery time.Duration
+	CrashGranters     float64
+	// RebootClock is the chance that a restart is a host reboot, which
+	// resets the process's clock reading near zero.
+	RebootClock float64
+	// SnapshotStreamTime bounds the time between a snapshot's accept
+	// (when its stream begins) and its install (when it is complete).
+	SnapshotStreamTime time.Duration
+	// SuspendEvery is the mean spacing of host suspends (0.1–2 s, most
+	// often of the leader), during which a process's clock stops.
+	SuspendEvery time.Duration
+	// SuspendCandidates is the chance that a process that asks for a
+	// lease to start a reign is suspended right after, for 0.2–2 s.
+	SuspendCandidates float64
+	// ConnectionCuts breaks, now and then, one of the two connections on
+	// random directed links: the transport carries lease messages on
+	// their own connection (transport/doc.go), which can break while the
+	// log's flows, or the other way round. A leader then renews with
+	// granters its appends do not reach, or reaches followers that have
+	// stopped granting to it and may grant to a candidate.
+	ConnectionCuts bool
+	// IgnoreSuspend is a negative control: the driver never asks the
+	// clock whether it was suspended, so a leader trusts a lease that a
+	// suspend outlived.
+	IgnoreSuspend bool
+	// Seeds is how many seeds TestLog runs by default (100 if 0);
+	// EDICT_SIM_SEEDS overrides it.
+	Seeds int
 }
 
 func (ls LogScenario) withDefaults() LogScenario {
@@ -62,8 +102,32 @@ func LogScenarios() []LogScenario {
 		{Scenario: Scenario{Name: "log-replacements", N: 3, GST: 6 * time.Second, Duration: 9 * time.Second},
 			Membership: true, Replacements: 3, Snapshots: true},
 		{Scenario: Scenario{Name: "log-snapshots", Crashes: true, Partitions: true}, Snapshots: true},
-		{Scenario: Scenario{Name: "log-chaos", Partitions: true, Crashes: true, Transfers: true, DriftExtreme: true, Loss: 0.05, Duplicate: 0.02},
-			Snapshots: true, Levels: all},
+		{Scenario: Scenario{Name: "log-chaos", Partitions: true, Crashes: true, Transfers: true, DriftExtreme: true, Loss: 0.05, Duplicate: 0.02, SpanDelay: 0.005},
+			Snapshots: true, Levels: all, CrashInReady: 0.005, ShortRestartEvery: 500 * time.Millisecond, RebootClock: 0.3,
+			SnapshotStreamTime: 300 * time.Millisecond, SuspendEvery: 2 * time.Second},
+		// Issue 13's faults, one family each, 60 seeds each in CI to keep
+		// go test ./internal/sim/ within a few minutes on two cores. Replies and appends delayed
+		// by seconds reach their sender's later reigns; broken log
+		// connections leave a leader with an uncommitted tail on one
+		// follower, and a new reign's followers lagging.
+		{Scenario: Scenario{Name: "log-long-delays", Partitions: true, Transfers: true, Loss: 0.02, Duplicate: 0.05, LongDelay: 0.02, SpanDelay: 0.1},
+			ConnectionCuts: true, Seeds: 60},
+		// Granters that restart within a lease attempt, in quarantine,
+		// while the leader they stopped granting to still reaches them;
+		// crashes inside a Ready cycle (a lost batch); host reboots.
+		{Scenario: Scenario{Name: "log-short-restarts", Competing: true, Transfers: true, RoundTrip: 30 * time.Millisecond, Loss: 0.02, LongDelay: 0.05},
+			ShortRestartEvery: 400 * time.Millisecond, CrashGranters: 0.3, RebootClock: 0.5, CrashInReady: 0.005, ConnectionCuts: true, Seeds: 60},
+		// TestNerio's crash-storm under the log: most granters restart
+		// within one lease, often, while candidates compete.
+		{Scenario: Scenario{Name: "log-crash-storm", N: 3, Crashes: true, CrashEvery: 100 * time.Millisecond, MaxDowntime: 60 * time.Millisecond, Competing: true},
+			Seeds: 60},
+		// Snapshots accepted when their stream begins and installed up to
+		// a second later, while appends of newer reigns arrive.
+		{Scenario: Scenario{Name: "log-snapshot-races", Partitions: true, Crashes: true, Transfers: true, Loss: 0.02, SpanDelay: 0.005},
+			Snapshots: true, SnapshotStreamTime: time.Second, Seeds: 60},
+		// Host suspends, most often of the leader, and of candidates
+		// right after they asked for a lease.
+		{Scenario: Scenario{Name: "log-suspends", Loss: 0.02, Transfers: true}, SuspendEvery: 600 * time.Millisecond, SuspendCandidates: 0.05, Seeds: 60},
 	}
 }
 

@@ -66,6 +66,11 @@ func (n *network) send(from, to edict.ProcessID, deliver func()) {
 			// their sender moved on: the cases §10.2's sequencing is for.
 			d += n.w.between(0, 3*n.sc.MaxLease())
 		}
+		if n.w.chance(n.sc.SpanDelay) {
+			if long := d + n.w.between(time.Second, 5*time.Second); n.w.now+int64(long) < n.gst {
+				d = long
+			}
+		}
 		n.w.after(d, deliver)
 	}
 }

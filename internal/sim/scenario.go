@@ -27,7 +27,12 @@ type Scenario struct {
 	MinDelay, MaxDelay time.Duration
 	Loss, Duplicate    float64
 	LongDelay          float64 // chance of an extra delay up to 3·MaxLease
-	Partitions         bool
+	// SpanDelay is the chance of an extra delay of 1–5 s, which spans
+	// reigns: a reply arrives in a later reign of its sender, a request
+	// after its sender lost, regained and lost its lease again. Only
+	// delays that end before GST are added.
+	SpanDelay  float64
+	Partitions bool
 
 	// Clocks: rates wander in [1−DriftFactor·ρ, 1+DriftFactor·ρ];
 	// DriftExtreme pins each clock at one end of the range.

@@ -1,0 +1,166 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/storage"
+)
+
+// The log's safety checks against ground truth, run after every call into
+// a core once its Ready cycles are carried out (check), and on every batch
+// as it is stored (checkStored). They look at what the processes hold and
+// promise, not only at what they apply: a divergence whose second entry is
+// never applied anywhere, or a commit that a crash silently undoes, is a
+// violation the moment it exists (issue 13).
+//
+// Ground truth kept in lrun, outside every lproc's volatile state:
+//   - committed: index → the one stamp committed there, by whichever
+//     process first reported the index committed;
+//   - epochMembers: each epoch's members, from epoch 0 and every
+//     configuration a process learned;
+//   - maxAccepted, maxEpoch: per process, the highest acceptedReign it
+//     stored and the highest epoch it was active in, across restarts.
+
+// check runs the per-event checks on p, which is up and has just carried
+// out its Ready cycles.
+func (r *lrun) check(p *lproc) {
+	if !p.up || r.violation != "" {
+		return
+	}
+	st := p.core.Status(p.now(r.w.now))
+	r.checkMonotone(p, st.AcceptedReign, "in memory")
+	r.checkEpoch(p, st.Epoch)
+	r.checkOneLeader(p)
+	if st.Commit > p.seenCommit {
+		for i := p.seenCommit + 1; i <= st.Commit && r.violation == ""; i++ {
+			r.checkCommitted(p, i)
+		}
+		p.seenCommit = st.Commit
+	}
+}
+
+// checkCommitted checks index i, which p now reports committed: every
+// process that reports i committed holds the same entry there (against
+// ground truth, whether or not anyone applies it), and the entry is durable
+// on a majority of the epoch it was stamped in — the epoch whose quorum
+// committed it (a stop edict of epoch e commits in e, on a quorum of e).
+// A follower that learns i committed later checks it again: durability
+// must hold for as long as the entry is committed.
+func (r *lrun) checkCommitted(p *lproc, i uint64) {
+	st, own := p.storedStamp(i)
+	truth, known := r.committed[i]
+	switch {
+	case own && known && !st.Equal(truth):
+		r.fail("log safety: %v reports index %d committed holding %v, but %v was committed there", p.id, i, st, truth)
+		return
+	case own && !known:
+		r.committed[i] = st
+		truth = st
+	case !own && !known:
+		if i == p.snapPos.Index && !p.snapPos.Stamp.IsZero() {
+			// The commit came with a snapshot; its last entry's stamp is
+			// known, the ones before are not.
+			r.committed[i] = p.snapPos.Stamp
+			truth = p.snapPos.Stamp
+			break
+		}
+		if i <= p.snapPos.Index {
+			// A snapshot covers it; its stamp is nobody's to tell.
+			return
+		}
+		r.fail("log safety: %v reports index %d committed but holds no entry there (stored log %s, snapshot at %d)",
+			p.id, i, storedRange(p.stored), p.snapPos.Index)
+		return
+	}
+	members := r.epochMembers[truth.Epoch]
+	if members == nil {
+		r.fail("log safety: index %d committed with stamp %v of epoch %d, which no process knows", i, truth, truth.Epoch)
+		return
+	}
+	var holders []edict.ProcessID
+	for _, m := range members {
+		if q := r.procs[m]; q != nil && q.holdsDurably(i, truth) {
+			holders = append(holders, m)
+		}
+	}
+	if 2*len(holders) <= len(members) {
+		r.fail("log safety: %v reports index %d committed (stamp %v), but only %v of epoch %d's members %v hold it durably",
+			p.id, i, truth, holders, truth.Epoch, members)
+	}
+}
+
+// checkOneLeader: at most one running process believes it leads a ready
+// reign (C_p < E_p) at any instant of real time — Leader Uniqueness (eq.
+// 1) seen through the processes' own beliefs, which invariant (14) and
+// Lemma 3.1 make conservative: a leader's lease ends, in real time, before
+// the grants that made it, and another lease needs one of those grants. A
+// suspended host is left out: its stopped clock believes what it likes,
+// and it must give the lease up on resume, before it acts on it
+// (checkSuspend). This is what catches a granter that forgot its grant
+// without the restart quarantine, or a suspend counted from too late.
+func (r *lrun) checkOneLeader(p *lproc) {
+	if p.frozenUntil > r.w.now || !p.core.CanServeLease(p.now(r.w.now)) {
+		return
+	}
+	for _, id := range r.ids {
+		q := r.procs[id]
+		if q == p || !q.up || q.frozenUntil > r.w.now {
+			continue
+		}
+		if q.core.CanServeLease(q.now(r.w.now)) {
+			r.fail("leader uniqueness: %v and %v both lead a ready reign with C_p < E_p%s", p.id, q.id, r.describe())
+			return
+		}
+	}
+}
+
+// checkStored runs when p's store takes a batch: the acceptedReign it
+// stores never goes back (across restarts too: the maximum lives in lrun).
+func (r *lrun) checkStored(p *lproc, b storage.Batch) {
+	v, ok := b.Stable[storage.KeyAcceptedReign]
+	if !ok {
+		return
+	}
+	reign, err := storage.DecodeStamp(storage.KeyAcceptedReign, v)
+	if err != nil {
+		r.fail("%v stored an undecodable acceptedReign: %v", p.id, err)
+		return
+	}
+	r.checkMonotone(p, reign, "stored")
+}
+
+// checkMonotone checks that acceptedReign never goes back at p, and
+// records the new maximum.
+func (r *lrun) checkMonotone(p *lproc, reign edict.Stamp, where string) {
+	prev := r.maxAccepted[p.id]
+	if reign.IsZero() && prev.IsZero() {
+		return
+	}
+	cmp, err := reign.Compare(prev)
+	switch {
+	case err != nil:
+		r.fail("%v: acceptedReign %v (%s) does not compare with %v: %v", p.id, reign, where, prev, err)
+	case cmp < 0:
+		r.fail("log safety: %v's acceptedReign went back (%s) from %v to %v", p.id, where, prev, reign)
+	case cmp > 0:
+		r.maxAccepted[p.id] = reign
+	}
+}
+
+// checkEpoch checks that p's active epoch never goes back, restarts
+// included.
+func (r *lrun) checkEpoch(p *lproc, epoch uint64) {
+	if prev := r.maxEpochOf[p.id]; epoch < prev {
+		r.fail("log safety: %v's active epoch went back from %d to %d", p.id, prev, epoch)
+		return
+	}
+	r.maxEpochOf[p.id] = epoch
+}
+
+func storedRange(es []storage.Entry) string {
+	if len(es) == 0 {
+		return "empty"
+	}
+	return fmt.Sprintf("%d..%d", es[0].Index, es[len(es)-1].Index)
+}
