@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"fmt"
-
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/storage"
 )
@@ -70,7 +68,7 @@ func (r *lrun) checkCommitted(p *lproc, i uint64) {
 			return
 		}
 		r.fail("log safety: %v reports index %d committed but holds no entry there (stored log %s, snapshot at %d)",
-			p.id, i, storedRange(p.stored), p.snapPos.Index)
+			p.id, i, p.storedRange(), p.snapPos.Index)
 		return
 	}
 	members := r.epochMembers[truth.Epoch]
@@ -156,11 +154,4 @@ func (r *lrun) checkEpoch(p *lproc, epoch uint64) {
 		return
 	}
 	r.maxEpochOf[p.id] = epoch
-}
-
-func storedRange(es []storage.Entry) string {
-	if len(es) == 0 {
-		return "empty"
-	}
-	return fmt.Sprintf("%d..%d", es[0].Index, es[len(es)-1].Index)
 }

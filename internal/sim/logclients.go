@@ -1,10 +1,10 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
-	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/fsm"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
@@ -70,13 +70,20 @@ func (r *lrun) runClient(id int) {
 	r.w.after(r.w.between(0, 50*time.Millisecond), next)
 }
 
+// submit hands op to p's Driver, as edictkv hands a request to its
+// log.Node: a write is proposed, a read started at its level; the Driver
+// answers each once.
 func (r *lrun) submit(p *lproc, op *clientOp) {
-	r.call(p, func(now edict.Time) {
+	r.call(p, func(d *log.Driver) {
 		if op.in.kind == opGet {
-			r.nextRead++
-			r.reads[r.nextRead] = op
-			op.readID = r.nextRead
-			p.core.Read(now, r.nextRead, op.in.level)
+			d.Read(op.in.level, func(res log.ReadResult, err error) {
+				if err != nil {
+					r.finishOp(op, regOutput{}, true) // not served: no answer to check
+					return
+				}
+				kv, _ := p.kv.Get(op.in.key)
+				r.finishOp(op, regOutput{value: kv.Value}, false)
+			})
 			return
 		}
 		var cmd fsm.Command
@@ -90,25 +97,36 @@ func (r *lrun) submit(p *lproc, op *clientOp) {
 			r.fail("encode command: %v", err)
 			return
 		}
-		e, err := p.core.Propose(now, storage.EntryCommand, data)
-		if err != nil {
-			r.finishOp(op, regOutput{}, true) // refused: certainly no effect
-			return
+		appended := false
+		d.Propose(storage.EntryCommand, data, func(res log.ApplyResult, err error) {
+			switch {
+			case err == nil:
+				r.completeWrite(op, res.Response)
+			case errors.Is(err, log.ErrOutcomeUnknown):
+				r.unknownOp(op)
+			case !appended:
+				r.finishOp(op, regOutput{}, true) // refused: certainly no effect
+			default:
+				// Another entry took its index: it never commits. The
+				// history still allows it no effect only, as unknown.
+				r.unknownOp(op)
+			}
+		})
+		if !op.done {
+			appended = true
+			r.hist.invokeWrite(op)
+			d.Flush()
 		}
-		op.stamp = e.Stamp
-		r.writes[p.id][e.Index] = op
-		r.hist.invokeWrite(op)
-		p.core.Flush(now)
 	})
 }
 
-// timeout: a write may still commit (unknown); a read is forgotten.
+// timeout: a write may still commit (unknown); a read is forgotten, and
+// the Driver's later answer, if any, finds it done.
 func (r *lrun) timeout(op *clientOp) {
 	if op.done {
 		return
 	}
 	if op.in.kind == opGet {
-		delete(r.reads, op.readID)
 		r.finishOp(op, regOutput{}, true)
 		return
 	}
@@ -142,59 +160,11 @@ func (r *lrun) completeWrite(op *clientOp, res any) {
 	}
 }
 
-func (r *lrun) onReadState(p *lproc, rs log.ReadState) {
-	op := r.reads[rs.ID]
-	if op == nil || op.done {
-		return
-	}
-	if rs.Err != nil {
-		delete(r.reads, rs.ID)
-		r.finishOp(op, regOutput{}, true)
-		return
-	}
-	op.index = rs.Index
-	op.lease = rs.Leader == p.id && op.in.level != log.ReadStale
-	r.readWait[p.id] = append(r.readWait[p.id], op)
-}
-
-// serveReads answers p's reads whose index is applied; a lease read only
-// while C_p < E_p at this moment and no suspend happened since the reign
-// began (DESIGN §3, §6), as log.Node.serveReads.
-func (r *lrun) serveReads(p *lproc) {
-	keep := r.readWait[p.id][:0]
-	for _, op := range r.readWait[p.id] {
-		if op.done {
-			continue
-		}
-		if op.index > p.applied {
-			keep = append(keep, op)
-			continue
-		}
-		delete(r.reads, op.readID)
-		if now := p.now(r.w.now); op.lease && (!p.core.CanServeLease(now) || r.leaseSuspended(p, now)) {
-			r.finishOp(op, regOutput{}, true)
-			continue
-		}
-		kv, _ := p.kv.Get(op.in.key)
-		r.finishOp(op, regOutput{value: kv.Value}, false)
-	}
-	r.readWait[p.id] = keep
-}
-
-// dropPending ends what was in flight at a crashed process.
+// dropPending ends what was in flight at a crashed process: its Driver
+// reports every write not yet answered as of unknown outcome and fails
+// every read.
 func (r *lrun) dropPending(p *lproc) {
-	for idx, op := range r.writes[p.id] {
-		delete(r.writes[p.id], idx)
-		r.unknownOp(op)
-	}
-	for _, op := range r.readWait[p.id] {
-		r.finishOp(op, regOutput{}, true)
-	}
-	r.readWait[p.id] = nil
-	for id, op := range r.reads {
-		if op.proc == p.id {
-			delete(r.reads, id)
-			r.finishOp(op, regOutput{}, true)
-		}
+	if p.d != nil {
+		p.d.Close(errCrashed)
 	}
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
+	"github.com/edictlog/edictlog/log"
+	"github.com/edictlog/edictlog/storage"
 )
 
 func (r *lrun) schedule() {
@@ -46,7 +48,7 @@ func (r *lrun) schedule() {
 			st := l.core.Status(l.now(r.w.now))
 			target := st.Members[r.w.rng.IntN(len(st.Members))]
 			if target != l.id {
-				r.call(l, func(now edict.Time) { _ = l.core.TransferLeadership(now, target) })
+				r.call(l, func(d *log.Driver) { _ = d.Core().TransferLeadership(d.Now(), target) })
 			}
 		})
 	}
@@ -171,7 +173,7 @@ func (r *lrun) suspend(p *lproc, d time.Duration) {
 		p.frozenUntil = 0
 		p.tick.reset()
 		if p.up {
-			r.call(p, p.core.Tick)
+			r.call(p, (*log.Driver).Tick)
 		}
 	})
 }
@@ -244,33 +246,43 @@ func (r *lrun) membershipPlan() {
 			if !p.started {
 				r.start(p)
 			}
-			r.call(l, func(now edict.Time) {
-				if _, err := l.core.AddLearner(now, newID, "sim"); err == nil {
-					l.core.Flush(now)
-					step++
-				}
-			})
+			if r.proposeAdmin(l, func(now edict.Time) (storage.Entry, error) { return l.core.AddLearner(now, newID, "sim") }) {
+				step++
+			}
 		case 1:
 			if st.Match[newID] >= st.Commit && st.Commit > 0 {
-				r.call(l, func(now edict.Time) {
-					if _, err := l.core.Promote(now, newID); err == nil {
-						l.core.Flush(now)
-						step++
-					}
-				})
+				if r.proposeAdmin(l, func(now edict.Time) (storage.Entry, error) { return l.core.Promote(now, newID) }) {
+					step++
+				}
 			}
 		case 2:
 			if slices.Contains(st.Members, newID) && len(st.Members) == r.sc.N+1 {
 				victim := st.Members[0]
-				r.call(l, func(now edict.Time) {
-					if _, err := l.core.Remove(now, victim); err == nil {
-						l.core.Flush(now)
-						round, step = round+1, 0
-					}
-				})
+				if r.proposeAdmin(l, func(now edict.Time) (storage.Entry, error) { return l.core.Remove(now, victim) }) {
+					round, step = round+1, 0
+				}
 			}
 		}
 	})
+}
+
+// proposeAdmin appends a membership edict through l's Driver, as
+// log.Node's AddLearner, Promote and Remove do, and reports whether it was
+// appended (its outcome comes later, like any write's).
+func (r *lrun) proposeAdmin(l *lproc, f func(now edict.Time) (storage.Entry, error)) bool {
+	appended := false
+	r.call(l, func(d *log.Driver) {
+		refused := false
+		d.ProposeWith(f, func(_ log.ApplyResult, err error) {
+			if !appended && err != nil {
+				refused = true
+			}
+		})
+		if appended = !refused; appended {
+			d.Flush()
+		}
+	})
+	return appended
 }
 
 // stabilize is GST: the network heals, crashed processes restart, every

@@ -2,9 +2,10 @@ package sim
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
-	"slices"
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
@@ -14,82 +15,162 @@ import (
 	"github.com/edictlog/edictlog/transport"
 )
 
-// lproc is one simulated process of the replicated log: a log.Core with a
-// KV state machine, and what its stores hold (which survives a crash).
+// lproc is one simulated process of the replicated log. It runs what
+// log.Node runs — log.Recover to start from its stores, a log.Driver around
+// its log.Core — with storage's in-memory stores, which survive its crashes
+// as files would, a KV state machine applied synchronously, and a clock in
+// virtual time. What the simulator checks is the runtime's code, not a
+// copy of it (issue 13, "one driver").
 type lproc struct {
 	id    edict.ProcessID
 	clock *clock
 	inc   uint64
-	core  *log.Core
+	d     *log.Driver
+	core  *log.Core // d's
 	kv    *fsm.KV
 	up    bool
 
-	// Durable state, kept across crashes.
-	stored   []storage.Entry
-	stable   map[string][]byte
-	snapshot []byte           // the KV snapshot's bytes
-	snapPos  storage.Position // what it covers
-	epochs   []storage.EpochConfig
+	// Durable, kept across crashes.
+	store *storage.MemStore
+	snaps *storage.MemSnapshotStore
 
 	detector elect.Detector
 	rng      *rand.Rand
 
-	applied uint64
+	applied     uint64        // what the state machine holds
+	lastApplied storage.Entry // the last entry applied, for snapshot metadata
+	// snapPos is the newest snapshot in snaps: what the stores cover
+	// without the log.
+	snapPos storage.Position
 	tick    tickTimer
 	started bool
 
-	// applyQ is the state machine's queue, as log.Node's applier has one:
-	// once a snapshot is accepted, its restore waits at the head until
-	// the stream is complete, and entries handed out meanwhile wait
-	// behind it. Volatile.
-	applyQ []applyJob
-	// leading and leaderSince mirror log.Node's: the reading at which
-	// this incarnation last began to lead, for the suspend check.
-	leading     bool
-	leaderSince edict.Time
 	// frozenUntil: the host is suspended until this real time; nothing
 	// runs on it meanwhile (messages wait, as in its socket buffers).
 	frozenUntil int64
 	// seenCommit is the commit index this incarnation's core last
 	// reported; the checkers look at what lies above it.
 	seenCommit uint64
+	// crashAt is where, inside the Ready cycle under way, the process
+	// crashes (crashNone: it does not).
+	crashAt crashPoint
 }
 
-// applyJob is an entry for the state machine, or a snapshot to restore.
-type applyJob struct {
-	entry   storage.Entry
-	restore *pendingInstall
+// crashPoint is a moment inside a Ready cycle at which the scenario's
+// CrashInReady crashes a process: between two of the steps that the
+// durability of an acknowledgement rests on.
+type crashPoint int
+
+const (
+	crashNone        crashPoint = iota
+	crashBeforeStore            // the leader's appends left; the batch is lost
+	crashAfterStore             // the batch is stored; the replies never leave
+	crashBeforeApply            // the replies left; the state machine never sees the entries
+)
+
+// errCrashed is what a crashed process's stores answer: the Driver stops
+// where the crash stopped it.
+var errCrashed = errors.New("sim: the process crashed")
+
+// simClock is a process's clock as its runtime sees it: the virtual clock
+// at the world's current time, in the process's incarnation.
+type simClock struct {
+	r *lrun
+	p *lproc
 }
 
-// pendingInstall is a snapshot accepted by the core and being streamed:
-// ready once the stream is complete.
-type pendingInstall struct {
-	from  edict.ProcessID
-	meta  transport.SnapshotMeta
-	data  []byte
-	pos   storage.Position
-	ready bool
-	done  func(error) // tells the sender how the stream ended
+func (c simClock) Now() edict.Time { return c.p.clock.read(c.r.w.now, c.p.inc) }
+
+// Suspended is the clock's answer, unless the sim's suspend-check rule is
+// switched off (the runtime then never learns of a suspend).
+func (c simClock) Suspended(since edict.Time) bool {
+	return !c.r.ignoreSuspend() && c.p.clock.Suspended(since)
 }
 
-// storedStamp is the stamp of the entry at index i in p's stored log,
-// and whether the stored log (not its snapshot) holds one.
-func (p *lproc) storedStamp(i uint64) (edict.Stamp, bool) {
-	if len(p.stored) == 0 || i < p.stored[0].Index {
-		return edict.Stamp{}, false
+// simEnv is a process's I/O for its Driver.
+type simEnv struct {
+	r *lrun
+	p *lproc
+}
+
+func (e simEnv) Send(m transport.Message) {
+	if e.p.up {
+		e.r.send(m)
 	}
-	k := i - p.stored[0].Index
-	if k >= uint64(len(p.stored)) || p.stored[k].Index != i {
-		// The stored log is contiguous; fall back to a search should a
-		// batch ever break that.
-		for _, e := range p.stored {
-			if e.Index == i {
-				return e.Stamp, true
-			}
+}
+
+func (e simEnv) StoreBatch(b storage.Batch) error {
+	r, p := e.r, e.p
+	if !p.up {
+		return errCrashed
+	}
+	if p.crashAt == crashBeforeStore {
+		r.crashNow(p)
+		return errCrashed
+	}
+	r.checkStored(p, b)
+	if err := p.store.StoreBatch(b); err != nil {
+		return err
+	}
+	if b.Reset != nil {
+		p.snapPos = *b.Reset
+	}
+	if p.crashAt == crashAfterStore {
+		r.crashNow(p)
+		return errCrashed
+	}
+	return nil
+}
+
+func (e simEnv) Apply(es []storage.Entry) {
+	r, p := e.r, e.p
+	if p.up && p.crashAt == crashBeforeApply {
+		r.crashNow(p)
+	}
+	if !p.up {
+		return
+	}
+	results := make([]log.ApplyResult, 0, len(es))
+	for _, en := range es {
+		res, ok := r.applyEntry(p, en)
+		if !ok {
+			return
 		}
+		results = append(results, res)
+	}
+	p.d.Applied(p.applied, results)
+}
+
+func (e simEnv) SendSnapshot(peer edict.ProcessID) {
+	if e.p.up {
+		e.r.streamSnapshot(e.p, peer)
+	}
+}
+
+func (e simEnv) Event(ev log.Event) {
+	if e.p.up {
+		e.r.onEvent(e.p, ev)
+	}
+}
+
+// storedStamp is the stamp of the entry at index i in p's stored log, and
+// whether the stored log (not its snapshot) holds one.
+func (p *lproc) storedStamp(i uint64) (edict.Stamp, bool) {
+	es, err := p.store.Entries(i, i+1, 0)
+	if err != nil || len(es) != 1 {
 		return edict.Stamp{}, false
 	}
-	return p.stored[k].Stamp, true
+	return es[0].Stamp, true
+}
+
+// storedRange describes p's stored log, for failure messages.
+func (p *lproc) storedRange() string {
+	first, err1 := p.store.FirstIndex()
+	last, err2 := p.store.LastIndex()
+	if err1 != nil || err2 != nil || last < first || last == 0 {
+		return "empty"
+	}
+	return fmt.Sprintf("%d..%d", first, last)
 }
 
 // holdsDurably reports whether p's stores hold index i with stamp st: in
@@ -107,94 +188,48 @@ func (p *lproc) holdsDurably(i uint64, st edict.Stamp) bool {
 
 func (p *lproc) now(t int64) edict.Time { return p.clock.read(t, p.inc) }
 
-// persist applies a Ready's batch to the durable state.
-func (p *lproc) persist(b storage.Batch) {
-	if b.Reset != nil {
-		p.stored = nil
+// newestSnapshot returns the newest snapshot p's store holds, with its
+// bytes.
+func (p *lproc) newestSnapshot() (storage.SnapshotMeta, []byte, bool) {
+	metas, err := p.snaps.List()
+	if err != nil || len(metas) == 0 {
+		return storage.SnapshotMeta{}, nil, false
 	}
-	if b.TruncateFrom != 0 {
-		for i, e := range p.stored {
-			if e.Index >= b.TruncateFrom {
-				p.stored = p.stored[:i]
-				break
-			}
-		}
+	_, rc, err := p.snaps.Open(metas[0].ID)
+	if err != nil {
+		return storage.SnapshotMeta{}, nil, false
 	}
-	p.stored = append(p.stored, b.Entries...)
-	for k, v := range b.Stable {
-		p.stable[k] = v
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return storage.SnapshotMeta{}, nil, false
 	}
-	for _, k := range b.Delete {
-		delete(p.stable, k)
-	}
+	return metas[0], data, true
 }
 
-// restartState is what the process reads from its stores on a restart.
-func (p *lproc) restartState() (log.State, error) {
-	st := log.State{Snapshot: p.snapPos}
-	for _, k := range slices.Sorted(mapsKeys(p.stable)) {
-		v := p.stable[k]
-		switch {
-		case bytesHasSuffix(k, "/config"):
-			ec, err := storage.DecodeEpochConfig(k, v)
-			if err != nil {
-				return st, err
-			}
-			st.Epochs = append(st.Epochs, ec)
-		case bytesHasSuffix(k, "/wedge"):
-			r, err := log.DecodeEpochRecord(k, v)
-			if err != nil {
-				return st, err
-			}
-			st.Records = append(st.Records, r)
-		case k == storage.KeyAcceptedReign:
-			r, err := storage.DecodeStamp(k, v)
-			if err != nil {
-				return st, err
-			}
-			st.AcceptedReign = r
-		}
+// saveSnapshot stores data as a snapshot with meta in p's snapshot store.
+func (p *lproc) saveSnapshot(meta storage.SnapshotMeta, data []byte) error {
+	sink, err := p.snaps.Create(meta)
+	if err != nil {
+		return err
 	}
-	if len(st.Epochs) == 0 {
-		// A first start records its bootstrap configuration, as
-		// log.Start does: later records of that epoch need it.
-		st.Epochs = p.epochs
-		for _, ec := range p.epochs {
-			b, err := storage.EncodeEpochConfig(ec)
-			if err != nil {
-				return st, err
-			}
-			p.stable[storage.EpochConfigKey(ec.Epoch)] = b
-		}
+	if _, err := sink.Write(data); err != nil {
+		_ = sink.Cancel()
+		return err
 	}
-	for _, e := range p.stored {
-		if e.Index > p.snapPos.Index {
-			st.Entries = append(st.Entries, e)
-		}
+	if err := sink.Close(); err != nil {
+		return err
 	}
-	if len(st.Entries) > 0 && st.Entries[0].Index != p.snapPos.Index+1 {
-		return st, fmt.Errorf("%v: stored log starts at %d after a snapshot ending at %d", p.id, st.Entries[0].Index, p.snapPos.Index)
-	}
-	p.kv = fsm.NewKV()
-	if p.snapshot != nil {
-		if err := p.kv.Restore(bytes.NewReader(p.snapshot)); err != nil {
-			return st, err
-		}
-	}
-	p.applied = p.snapPos.Index
-	return st, nil
+	p.snapPos = storage.Position{Index: meta.Index, Stamp: meta.Stamp}
+	return nil
 }
 
-func mapsKeys(m map[string][]byte) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
+// restoreKV replaces p's state machine with a snapshot's.
+func (p *lproc) restoreKV(data []byte) error {
+	kv := fsm.NewKV()
+	if err := kv.Restore(bytes.NewReader(data)); err != nil {
+		return err
 	}
-}
-
-func bytesHasSuffix(s, suffix string) bool {
-	return len(s) >= len(suffix) && s[len(s)-len(suffix):] == suffix
+	p.kv = kv
+	return nil
 }

@@ -61,12 +61,8 @@ type lrun struct {
 	connCut map[connection]bool
 
 	hist        *history
-	nextRead    uint64
-	reads       map[uint64]*clientOp // by read id
-	writes      map[edict.ProcessID]map[uint64]*clientOp
 	snapshots   int
 	maxEpoch    uint64
-	readWait    map[edict.ProcessID][]*clientOp
 	ackAfterGST int
 }
 
@@ -82,8 +78,7 @@ func (r *lrun) unknownOp(op *clientOp) {
 func RunLog(sc LogScenario, seed uint64) (res LogResult) {
 	sc = sc.withDefaults()
 	r := &lrun{w: newWorld(seed), sc: sc, procs: map[edict.ProcessID]*lproc{}, committed: map[uint64]edict.Stamp{},
-		reads: map[uint64]*clientOp{}, writes: map[edict.ProcessID]map[uint64]*clientOp{}, hist: newHistory(),
-		readWait: map[edict.ProcessID][]*clientOp{}, epochMembers: map[uint64][]edict.ProcessID{},
+		hist: newHistory(), epochMembers: map[uint64][]edict.ProcessID{},
 		maxAccepted: map[edict.ProcessID]edict.Stamp{}, maxEpochOf: map[edict.ProcessID]uint64{}}
 	// A panic in a core is one of its safety assertions firing (a
 	// committed index truncated, a conflicting epoch): a violation of this
@@ -106,11 +101,9 @@ func RunLog(sc LogScenario, seed uint64) (res LogResult) {
 		r.ids = append(r.ids, edict.ProcessID(sc.N+1+k))
 	}
 	for _, id := range r.ids {
-		p := &lproc{id: id, clock: newClock(float64(r.w.rng.Int64N(int64(time.Hour))), 1), stable: map[string][]byte{},
-			epochs: []storage.EpochConfig{r.epoch0}, rng: rand.New(rand.NewPCG(r.w.rng.Uint64(), 1))}
+		p := &lproc{id: id, clock: newClock(float64(r.w.rng.Int64N(int64(time.Hour))), 1), rng: rand.New(rand.NewPCG(r.w.rng.Uint64(), 1))}
 		p.clock.setRate(0, r.sc.pickRate(r.w))
 		r.procs[id] = p
-		r.writes[id] = map[uint64]*clientOp{}
 	}
 	for _, id := range r.ids[:sc.N] {
 		r.start(r.procs[id])
@@ -133,30 +126,45 @@ func (r *lrun) fail(format string, args ...any) {
 	}
 }
 
-// start boots or reboots p from its durable state.
+// start boots or reboots p from its stores, as log.Node starts: through
+// log.Recover (incarnation bumped first, state loaded, snapshot restored)
+// and a log.Driver around a new Core.
 func (r *lrun) start(p *lproc) {
-	if p.inc == 0 || !simMutated(SimRuleIncarnation) {
-		// Bumped before the process sends anything, so that its readings
-		// increase across restarts (edict.BumpIncarnation).
-		p.inc++
+	p.seenCommit, p.crashAt = 0, crashNone
+	if p.store == nil {
+		p.store = storage.NewMemStore()
+		snaps, err := storage.NewMemSnapshotStore(2)
+		if err != nil {
+			r.fail("%v: snapshot store: %v", p.id, err)
+			return
+		}
+		p.snaps = snaps
 	}
-	p.applyQ, p.leading, p.leaderSince, p.seenCommit = nil, false, edict.Time{}, 0
-	st, err := p.restartState()
+	kv := fsm.NewKV()
+	peers := map[edict.ProcessID]string{}
+	for _, id := range r.epoch0.Members {
+		peers[id] = "sim"
+	}
+	_, member := peers[p.id]
+	rec, err := log.Recover(p.id, p.store, p.snaps, kv.Restore, peers, !member)
 	if err != nil {
 		r.fail("%v cannot restart: %v", p.id, err)
 		return
 	}
-	members := st.Epochs[len(st.Epochs)-1].Members
+	p.inc, p.kv, p.applied, p.snapPos, p.lastApplied = rec.Incarnation, kv, rec.Applied, rec.State.Snapshot, storage.Entry{}
+	members := rec.State.Epochs[len(rec.State.Epochs)-1].Members
 	p.detector = r.sc.newDetector(p.id, members, p.inc)
 	core, err := log.NewCore(log.CoreConfig{ID: p.id, Elect: elect.Config{
 		Rho: r.sc.Rho, RoundTrip: r.sc.RoundTrip, RenewInterval: r.sc.RenewInterval, MaxLease: r.sc.MaxLease(),
 		Detector: p.detector, Rand: p.rng,
-	}}, st, p.now(r.w.now))
+	}}, rec.State, p.now(r.w.now))
 	if err != nil {
 		r.fail("%v: NewCore: %v", p.id, err)
 		return
 	}
-	p.core, p.up, p.started = core, true, true
+	p.core = core
+	p.d = log.NewDriver(core, simClock{r, p}, simEnv{r, p}, rec.Applied)
+	p.up, p.started = true, true
 	p.tick.reset()
 	if r.sc.Competing && r.w.now < r.gst {
 		for _, id := range r.ids {
@@ -168,9 +176,9 @@ func (r *lrun) start(p *lproc) {
 	r.drain(p)
 }
 
-// call runs f on p's core and carries out the resulting Ready. On a host
+// call runs f on p's Driver and carries out the resulting Ready. On a host
 // that is suspended it runs once the host resumes.
-func (r *lrun) call(p *lproc, f func(now edict.Time)) {
+func (r *lrun) call(p *lproc, f func(d *log.Driver)) {
 	if !p.up || r.violation != "" {
 		return
 	}
@@ -178,89 +186,44 @@ func (r *lrun) call(p *lproc, f func(now edict.Time)) {
 		r.w.at(p.frozenUntil, func() { r.call(p, f) })
 		return
 	}
-	now := p.now(r.w.now)
-	r.checkSuspend(p, now)
-	f(now)
+	f(p.d)
 	r.drain(p)
 }
 
-// drain carries out p's Ready cycles the way log.Node does, then runs the
-// checkers. Before GST, with the scenario's CrashInReady, a cycle that
-// stores entries crashes its process at a random point: after the leader's appends
-// left but before the batch is stored (the batch is lost), after the
-// store but before the replies, before the state machine, or before
-// Advance.
+// drain has p's Driver carry out its Ready cycles, then runs the checkers.
+// Before GST, with the scenario's CrashInReady, a cycle that stores
+// entries may crash its process at a point inside it (crashPoint), where
+// the Driver's Env sees it.
 func (r *lrun) drain(p *lproc) {
-	if p.up {
-		r.checkSuspend(p, p.now(r.w.now))
-	}
-	for p.up {
-		rd := p.core.Ready()
-		if rd.IsEmpty() {
-			break
+	for p.up && r.violation == "" {
+		if r.w.now < r.gst && r.sc.CrashInReady > 0 && r.w.chance(r.sc.CrashInReady) {
+			p.crashAt = crashPoint(1 + r.w.rng.IntN(3))
 		}
-		crashAt := -1
-		if r.w.now < r.gst && len(rd.Batch.Entries) > 0 && r.w.chance(r.sc.CrashInReady) {
-			crashAt = r.w.rng.IntN(4)
+		err := p.d.HandleReady()
+		p.crashAt = crashNone
+		if !p.up {
+			return // crashed inside the cycle
 		}
-		for _, m := range rd.Immediate {
-			r.send(m)
-		}
-		if r.crashInReady(p, crashAt, 0) {
+		if err != nil {
+			r.fail("%v: %v", p.id, err)
 			return
-		}
-		r.checkStored(p, rd.Batch)
-		p.persist(rd.Batch)
-		if r.crashInReady(p, crashAt, 1) {
-			return
-		}
-		for _, m := range rd.Messages {
-			r.send(m)
-		}
-		if r.crashInReady(p, crashAt, 2) {
-			return
-		}
-		for _, e := range rd.Apply {
-			r.apply(p, e)
-		}
-		for _, rs := range rd.Reads {
-			r.onReadState(p, rs)
-		}
-		for _, peer := range rd.Snapshots {
-			r.streamSnapshot(p, peer)
-		}
-		for _, ev := range rd.Events {
-			r.onEvent(p, ev)
-		}
-		if r.crashInReady(p, crashAt, 3) {
-			return
-		}
-		p.core.Advance(p.now(r.w.now), rd)
-		p.core.Applied(p.now(r.w.now), p.applied)
-		if !p.leading && p.core.CanServeLease(p.now(r.w.now)) {
-			// As log.Node.onEvent: the reading from which a suspend
-			// makes this reign's lease untrustworthy.
-			p.leading, p.leaderSince = true, p.now(r.w.now)
 		}
 		if r.sc.Snapshots && p.applied >= p.snapPos.Index+32 {
 			r.takeSnapshot(p)
+			continue // compaction may have more for the Driver
 		}
-		r.serveReads(p)
+		break
 	}
 	if !p.up {
-		return // a nested call crashed it
+		return
 	}
 	r.armTick(p)
 	r.check(p)
 }
 
-// crashInReady crashes p if the cycle's crash point is at. A nested call
-// (a snapshot report) may also have crashed it: either way the cycle ends.
-func (r *lrun) crashInReady(p *lproc, crashAt, at int) bool {
-	if crashAt == at && p.up {
-		r.crash(p, r.w.between(time.Millisecond, r.sc.MaxDowntime))
-	}
-	return !p.up
+// crashNow crashes p where it stands, for a time the scenario picks.
+func (r *lrun) crashNow(p *lproc) {
+	r.crash(p, r.w.between(time.Millisecond, r.sc.MaxDowntime))
 }
 
 func (r *lrun) send(m transport.Message) {
@@ -283,90 +246,42 @@ func (r *lrun) send(m transport.Message) {
 		if q == nil || !q.up {
 			return
 		}
-		r.call(q, func(now edict.Time) {
-			if err := q.core.Step(now, m); err != nil {
+		r.call(q, func(d *log.Driver) {
+			if err := d.Step(m); err != nil {
 				r.fail("%v refused a well-formed message %v: %v", q.id, m, err)
 			}
 		})
 	})
 }
 
-// apply hands a committed entry to p's state machine, or queues it behind
-// a snapshot restore waiting for its stream (see lproc.applyQ).
-func (r *lrun) apply(p *lproc, e storage.Entry) {
-	if len(p.applyQ) > 0 {
-		p.applyQ = append(p.applyQ, applyJob{entry: e})
-		return
-	}
-	r.applyEntry(p, e)
-}
-
-// applyEntry applies e and checks that no other entry was ever committed
-// at its index. An entry a restored snapshot already covers is skipped, as
-// log.Node's applier does.
-func (r *lrun) applyEntry(p *lproc, e storage.Entry) {
+// applyEntry applies e to p's state machine and checks that no other
+// entry was ever committed at its index and that applies are gapless.
+func (r *lrun) applyEntry(p *lproc, e storage.Entry) (log.ApplyResult, bool) {
 	if st, ok := r.committed[e.Index]; ok && !st.Equal(e.Stamp) {
 		r.fail("log safety: index %d committed as %v at one process and applied as %v at %v", e.Index, st, e.Stamp, p.id)
-		return
+		return log.ApplyResult{}, false
 	}
 	r.committed[e.Index] = e.Stamp
-	if e.Index <= p.applied && e.Index <= p.snapPos.Index {
-		return
-	}
 	if e.Index != p.applied+1 {
 		r.fail("%v applied index %d after %d: a gap", p.id, e.Index, p.applied)
-		return
+		return log.ApplyResult{}, false
 	}
 	fe := fsm.Entry{Index: e.Index, Stamp: e.Stamp}
 	if e.Kind == storage.EntryCommand {
 		fe.Data = e.Data
 	}
 	res := p.kv.Apply(fe)
-	p.applied = e.Index
-	if op := r.writes[p.id][e.Index]; op != nil {
-		delete(r.writes[p.id], e.Index)
-		if op.stamp.Equal(e.Stamp) {
-			r.completeWrite(op, res)
-		} else {
-			r.unknownOp(op) // replaced before it committed
-		}
-	}
+	p.applied, p.lastApplied = e.Index, e
+	return log.ApplyResult{Index: e.Index, Stamp: e.Stamp, Response: res}, true
 }
 
-// runApplyQ works through p's apply queue until a restore whose stream is
-// not complete, installing each snapshot whose stream is.
-func (r *lrun) runApplyQ(p *lproc, now edict.Time) {
-	for len(p.applyQ) > 0 && p.up && r.violation == "" {
-		j := p.applyQ[0]
-		if j.restore != nil && !j.restore.ready {
-			return
-		}
-		p.applyQ = p.applyQ[1:]
-		if j.restore == nil {
-			r.applyEntry(p, j.entry)
-			continue
-		}
-		in := j.restore
-		// The stream is complete: the core decides again whether to
-		// install it (main's log does, since issue 13), then the
-		// snapshot is published and the state machine restored; the
-		// core's Ready (the log's reset) is stored after, by drain.
-		if err := r.snapshotInstalled(p, now, in); err != nil {
-			in.done(err)
-			continue
-		}
-		kv := fsm.NewKV()
-		if err := kv.Restore(bytes.NewReader(in.data)); err != nil {
-			r.fail("%v: restore snapshot: %v", p.id, err)
-			return
-		}
-		p.kv, p.snapshot, p.snapPos, p.applied = kv, in.data, in.pos, in.pos.Index
-		r.snapshots++
-		in.done(nil)
-	}
-}
-
+// takeSnapshot snapshots p's state machine into its snapshot store and
+// compacts the log behind it, keeping 8 trailing entries, as log.Node's
+// applier does.
 func (r *lrun) takeSnapshot(p *lproc) {
+	if p.lastApplied.Index != p.applied {
+		return // restored from a snapshot since the last apply
+	}
 	s, err := p.kv.Snapshot()
 	if err != nil {
 		r.fail("%v snapshot: %v", p.id, err)
@@ -379,36 +294,43 @@ func (r *lrun) takeSnapshot(p *lproc) {
 		r.fail("%v persist snapshot: %v", p.id, err)
 		return
 	}
-	pos, ok := p.core.SnapshotPosition(p.applied)
-	if !ok {
+	st := p.core.Status(p.d.Now())
+	e := p.lastApplied
+	meta := storage.SnapshotMeta{Index: e.Index, Reign: e.Reign, Stamp: e.Stamp,
+		Config: storage.EpochConfig{Epoch: st.Epoch, Members: st.Members, Learners: st.Learners}}
+	if err := p.saveSnapshot(meta, buf.Bytes()); err != nil {
+		r.fail("%v save snapshot: %v", p.id, err)
 		return
 	}
-	p.snapshot, p.snapPos = buf.Bytes(), pos
-	upTo, err := p.core.Compact(p.now(r.w.now), p.applied, 8)
+	upTo, err := p.core.Compact(p.d.Now(), p.applied, 8)
 	if err != nil {
 		r.fail("%v compact: %v", p.id, err)
 		return
 	}
-	keep := p.stored[:0]
-	for _, e := range p.stored {
-		if e.Index > upTo {
-			keep = append(keep, e)
+	if upTo > 0 {
+		if err := p.store.CompactPrefix(upTo); err != nil {
+			r.fail("%v compact store: %v", p.id, err)
 		}
 	}
-	p.stored = keep
 }
 
 // streamSnapshot delivers the leader's newest snapshot to peer over the
 // lossy network, as the transport's snapshot stream would. The receiver's
-// core accepts it when the stream begins; the install follows when the
-// stream is complete, which before GST may take up to the scenario's
+// Driver accepts it when the stream begins and installs it when the stream
+// is complete, which before GST may take up to the scenario's
 // SnapshotStreamTime: other messages reach the receiver in between, appends
 // of a newer reign among them, and leaders change.
 func (r *lrun) streamSnapshot(p *lproc, peer edict.ProcessID) {
-	data, pos := p.snapshot, p.snapPos
-	meta, ok := p.core.SnapshotMeta(pos, int64(len(data)))
-	if !ok || data == nil {
-		r.call(p, func(now edict.Time) { p.core.SnapshotSent(now, peer, 0, fmt.Errorf("no snapshot")) })
+	sm, data, ok := p.newestSnapshot()
+	pos := storage.Position{Index: sm.Index, Stamp: sm.Stamp}
+	var meta transport.SnapshotMeta
+	if ok {
+		meta, ok = p.core.SnapshotMeta(pos, int64(len(data)))
+	}
+	if !ok {
+		r.w.after(0, func() {
+			r.call(p, func(d *log.Driver) { d.SnapshotSent(peer, 0, fmt.Errorf("no snapshot")) })
+		})
 		return
 	}
 	from, inc := p.id, p.inc
@@ -419,7 +341,7 @@ func (r *lrun) streamSnapshot(p *lproc, peer edict.ProcessID) {
 		}
 		reported = true
 		if p.up && p.inc == inc {
-			r.call(p, func(now edict.Time) { p.core.SnapshotSent(now, peer, pos.Index, err) })
+			r.call(p, func(d *log.Driver) { d.SnapshotSent(peer, pos.Index, err) })
 		}
 	}
 	streamTime := 5 * time.Millisecond
@@ -429,36 +351,44 @@ func (r *lrun) streamSnapshot(p *lproc, peer edict.ProcessID) {
 	// A stream lost on the way fails at the sender, as the transport's
 	// SendSnapshot does when the connection breaks or its context ends.
 	r.w.after(time.Second+streamTime, func() { report(fmt.Errorf("snapshot stream to %v lost", peer)) })
+	answer := func(err error) { r.net.send(peer, from, func() { report(err) }) }
 	r.net.send(from, peer, func() {
 		q := r.procs[peer]
-		r.call(q, func(now edict.Time) {
-			if err := q.core.AcceptSnapshot(now, from, meta); err != nil {
-				r.net.send(peer, from, func() { report(err) })
-				return
+		var err error
+		r.call(q, func(d *log.Driver) { err = d.AcceptSnapshot(from, meta) })
+		if err != nil || !q.up {
+			answer(err)
+			return
+		}
+		qinc := q.inc
+		r.w.after(streamTime, func() {
+			if !q.up || q.inc != qinc {
+				return // the receiver crashed: the stream broke
 			}
-			in := &pendingInstall{from: from, meta: meta, data: data, pos: pos,
-				done: func(err error) { r.net.send(peer, from, func() { report(err) }) }}
-			q.applyQ = append(q.applyQ, applyJob{restore: in})
-			qinc := q.inc
-			r.w.after(streamTime, func() {
-				if !q.up || q.inc != qinc {
-					return // the receiver crashed: the stream broke
+			r.call(q, func(d *log.Driver) {
+				err := d.InstallSnapshot(from, meta, func() error {
+					return q.saveSnapshot(storage.SnapshotMeta{Index: meta.LastIndex, Reign: meta.Reign, Stamp: meta.LastStamp,
+						Config: storage.EpochConfig{Epoch: meta.Epoch, Members: meta.Members, Learners: meta.Learners}}, data)
+				})
+				if err == nil {
+					if rerr := q.restoreKV(data); rerr != nil {
+						r.fail("%v: restore snapshot: %v", q.id, rerr)
+						return
+					}
+					q.applied, q.lastApplied = meta.LastIndex, storage.Entry{}
+					r.snapshots++
+					d.Applied(meta.LastIndex, nil)
 				}
-				in.ready = true
-				r.call(q, func(now edict.Time) { r.runApplyQ(q, now) })
+				answer(err)
 			})
 		})
 	})
 }
 
+// onEvent keeps the ground truth of the epochs' members; the Driver has
+// already settled the writes a step-down leaves unknown.
 func (r *lrun) onEvent(p *lproc, ev log.Event) {
 	switch ev.Kind {
-	case log.SteppedDown:
-		p.leading = false
-		for idx, op := range r.writes[p.id] {
-			delete(r.writes[p.id], idx)
-			r.unknownOp(op)
-		}
 	case log.ConfigChanged:
 		if ev.Membership == nil {
 			break
@@ -477,7 +407,7 @@ func (r *lrun) onEvent(p *lproc, ev log.Event) {
 
 func (r *lrun) armTick(p *lproc) {
 	if p.up {
-		p.tick.arm(r.w, p.clock, p.inc, p.core.NextTick(), r.sc.RenewInterval, func() bool { return p.up }, func() { r.call(p, p.core.Tick) })
+		p.tick.arm(r.w, p.clock, p.inc, p.core.NextTick(), r.sc.RenewInterval, func() bool { return p.up }, func() { r.call(p, (*log.Driver).Tick) })
 	}
 }
 

@@ -1,24 +1,26 @@
 package sim
 
-// The simulator's driver carries out two rules that log.Node also keeps
-// and that safety rests on: the incarnation is bumped before a restarted
-// process sends anything, and a leader gives its lease up after a host
-// suspend. TestMutations (mutate_test.go, -tags edictmutate) switches them
-// off one at a time, like the log's and elect's rules; simMutation is
-// empty in every other run.
+// The runtime's suspend check (log.Driver.Now asks the clock whether the
+// host was suspended since the lease was measured) rests on the clock
+// telling the truth about suspends. TestMutations (mutate_test.go, -tags
+// edictmutate) switches that off — the process's clock then never reports
+// one, as a runtime that did not ask — like the log's and elect's rules;
+// simMutation is empty in every other run. The incarnation bump, the
+// other rule a runtime keeps, is log.Recover's (log's incarnation-bump).
 const (
-	// SimRuleIncarnation: start bumps the incarnation on every restart.
-	SimRuleIncarnation = "sim/incarnation-bump"
-	// SimRuleSuspendCheck: the driver releases a lease a suspend may have
-	// outlived and serves no lease read across a suspend (checkSuspend,
-	// serveReads).
+	// SimRuleSuspendCheck: the runtime learns of host suspends and gives
+	// up a lease one may have outlived.
 	SimRuleSuspendCheck = "sim/suspend-check"
 )
 
-var simMutationRules = []string{SimRuleIncarnation, SimRuleSuspendCheck}
+var simMutationRules = []string{SimRuleSuspendCheck}
 
 // simMutation is the sim rule switched off, or "". It is written only
 // between runs, never while one is going.
 var simMutation string
 
 func simMutated(rule string) bool { return simMutation != "" && simMutation == rule }
+
+// ignoreSuspend: the runtime is not told of suspends (a negative control,
+// or the sim mutation).
+func (r *lrun) ignoreSuspend() bool { return r.sc.IgnoreSuspend || simMutated(SimRuleSuspendCheck) }
