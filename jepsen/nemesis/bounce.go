@@ -65,7 +65,11 @@ func (b *bounce) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, 
 	}
 	b.n++
 	b.bounced = nil
-	return fmt.Sprintf("bounce %s of leader %d: %v, waits %v (lease %v)", what, l, b.plan, b.gaps, b.lease), nil
+	waits := make([]int64, len(b.gaps))
+	for i, g := range b.gaps {
+		waits[i] = g.Milliseconds()
+	}
+	return fmt.Sprintf("bounce %s of leader %d: %v, waiting %v ms before each (lease %v)", what, l, b.plan, waits, b.lease), nil
 }
 
 func (b *bounce) Script(ctx context.Context, c Cluster, rng *rand.Rand, step func(string, ...any)) {
