@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"time"
 
 	"github.com/edictlog/edictlog/jepsen/cluster"
 )
@@ -22,12 +23,25 @@ import (
 // It cycles through whose incoming messages are delayed: every member's;
 // the leader's only (its granters' replies and acknowledgements come
 // late, so its view of its quorum is old); the granters' only (the
-// leader's requests and appends reach them late, after newer ones).
+// leader's requests and appends reach them late, after newer ones); every
+// member's while leadership moves back and forth between two members every
+// second or so, so that one process leads several reigns within the
+// delay's window and a reply to its earlier reign's append or grant
+// request can arrive during a later one.
 type delay struct {
+	every   time.Duration // between two transfers of the churn variant (0: churnEvery)
 	n       int
+	churn   bool
 	targets []int
 	summary string
 }
+
+// churnTransfers is how many times leadership moves during a churn
+// variant, one transfer every churnEvery.
+const (
+	churnTransfers = 4
+	churnEvery     = time.Second
+)
 
 // delaySpec is what the issue asks for: 10% of messages held 0.5–3 s
 // (one to seven leases), 2% duplicated, the copy up to 3 s late, and 10%
@@ -39,9 +53,13 @@ func (d *delay) Name() string { return "delay" }
 func (d *delay) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, error) {
 	ids := c.Members()
 	who := "every member"
-	switch d.n % 3 {
-	case 0:
+	d.churn = d.n%4 == 3
+	switch d.n % 4 {
+	case 0, 3:
 		d.targets = ids
+		if d.churn {
+			who = "every member, leadership moved back and forth meanwhile,"
+		}
 	case 1, 2:
 		l, err := waitLeader(ctx, c)
 		if err != nil {
@@ -67,6 +85,44 @@ func (d *delay) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, e
 // setting) and turns the delay off. Messages still held are delivered when
 // due: a few seconds of stale arrivals after the stop are part of the
 // fault.
+// Script moves leadership in the churn variant: from the leader to another
+// member and back, churnTransfers times.
+func (d *delay) Script(ctx context.Context, c Cluster, rng *rand.Rand, step func(string, ...any)) {
+	if !d.churn {
+		return
+	}
+	t0 := time.Now()
+	a, err := waitLeader(ctx, c)
+	if err != nil {
+		step("no leader to move: %v", err)
+		return
+	}
+	others := slices.DeleteFunc(c.Members(), func(id int) bool { return id == a })
+	if len(others) == 0 {
+		return
+	}
+	b := others[rng.IntN(len(others))]
+	every := d.every
+	if every == 0 {
+		every = churnEvery
+	}
+	for i := range churnTransfers {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+		from, to := a, b
+		if i%2 == 1 {
+			from, to = b, a
+		}
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := c.Transfer(tctx, to)
+		cancel()
+		step("transfer %d → %d at +%dms: %v", from, to, time.Since(t0).Milliseconds(), errString(err))
+	}
+}
+
 func (d *delay) Stop(ctx context.Context, c Cluster) error {
 	var held, dup, reord uint64
 	var errs []error

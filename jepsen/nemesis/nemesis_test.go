@@ -221,12 +221,20 @@ func TestBouncePatterns(t *testing.T) {
 func TestDelayTargets(t *testing.T) {
 	f := newFake(5)
 	f.leader = 2
-	d := &delay{}
+	d := &delay{every: time.Millisecond}
 	rng := rand.New(rand.NewPCG(1, 2))
-	want := [][]int{{1, 2, 3, 4, 5}, {2}, {1, 3, 4, 5}}
-	for _, w := range want {
+	want := [][]int{{1, 2, 3, 4, 5}, {2}, {1, 3, 4, 5}, {1, 2, 3, 4, 5}}
+	for i, w := range want {
 		_, err := d.Start(context.Background(), f, rng)
 		require.NoError(t, err)
+		var steps []string
+		d.Script(context.Background(), f, rng, func(format string, args ...any) { steps = append(steps, fmt.Sprintf(format, args...)) })
+		if i == 3 {
+			assert.Len(t, steps, churnTransfers, "the churn variant moves leadership")
+			assert.Equal(t, 2, f.leader, "and back where it was")
+		} else {
+			assert.Empty(t, steps)
+		}
 		for _, id := range f.members {
 			if slices.Contains(w, id) {
 				assert.Equal(t, delaySpec, f.delays[id])

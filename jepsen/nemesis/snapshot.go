@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/edictlog/edictlog/jepsen/cluster"
@@ -194,11 +195,12 @@ func (s *snapshotInstall) Script(ctx context.Context, c Cluster, rng *rand.Rand,
 	}
 }
 
+// errString is err on one line, "ok" if nil.
 func errString(err error) string {
 	if err == nil {
 		return "ok"
 	}
-	return err.Error()
+	return strings.ReplaceAll(err.Error(), "\n", "; ")
 }
 
 func (s *snapshotInstall) Stop(ctx context.Context, c Cluster) error {
