@@ -172,7 +172,7 @@ func ByName(names []string, rho float64, lease time.Duration) ([]Fault, error) {
 		case "transfer":
 			out = append(out, &transfer{})
 		case "delay":
-			out = append(out, &delay{})
+			out = append(out, &delay{lease: lease})
 		case "bounce":
 			out = append(out, &bounce{lease: lease})
 		case "snapshot-install":

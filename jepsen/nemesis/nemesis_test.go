@@ -24,6 +24,8 @@ type fakeCluster struct {
 	rates   map[int]float64
 	delays  map[int]cluster.Delay
 	bounces []int // in order
+	// failover: Block of the leader from everyone makes another lead.
+	failover bool
 }
 
 func newFake(n int) *fakeCluster {
@@ -34,8 +36,17 @@ func newFake(n int) *fakeCluster {
 	return f
 }
 
-func (f *fakeCluster) Members() []int                       { return slices.Clone(f.members) }
-func (f *fakeCluster) Block(b map[int][]int) error          { f.blocked = b; return nil }
+func (f *fakeCluster) Members() []int { return slices.Clone(f.members) }
+
+// Block: with failover, a leader cut off from everyone is succeeded by
+// another member.
+func (f *fakeCluster) Block(b map[int][]int) error {
+	f.blocked = b
+	if f.failover && len(b[f.leader]) == len(f.members)-1 {
+		f.leader = slices.DeleteFunc(slices.Clone(f.members), func(id int) bool { return id == f.leader })[0]
+	}
+	return nil
+}
 func (f *fakeCluster) Kill(id int) error                    { f.down[id] = "killed"; return nil }
 func (f *fakeCluster) Restart(id int) error                 { delete(f.down, id); return nil }
 func (f *fakeCluster) Pause(id int) error                   { f.down[id] = "paused"; return nil }
@@ -220,19 +231,26 @@ func TestBouncePatterns(t *testing.T) {
 // Stop turns it off where it was set.
 func TestDelayTargets(t *testing.T) {
 	f := newFake(5)
-	f.leader = 2
-	d := &delay{every: time.Millisecond}
+	f.leader, f.failover = 2, true
+	d := &delay{every: time.Millisecond, lease: time.Millisecond}
 	rng := rand.New(rand.NewPCG(1, 2))
-	want := [][]int{{1, 2, 3, 4, 5}, {2}, {1, 3, 4, 5}, {1, 2, 3, 4, 5}}
+	want := [][]int{{1, 2, 3, 4, 5}, {2}, {1, 3, 4, 5}, {1, 2, 3, 4, 5}, {1, 2, 3, 4, 5}, {1, 2, 3, 4, 5}, {2}}
 	for i, w := range want {
 		_, err := d.Start(context.Background(), f, rng)
 		require.NoError(t, err)
 		var steps []string
 		d.Script(context.Background(), f, rng, func(format string, args ...any) { steps = append(steps, fmt.Sprintf(format, args...)) })
-		if i == 3 {
+		switch i {
+		case 3:
 			assert.Len(t, steps, churnTransfers, "the churn variant moves leadership")
 			assert.Equal(t, 2, f.leader, "and back where it was")
-		} else {
+		case 4:
+			// Cut off, another leads, healed, leadership handed back;
+			// twice.
+			assert.Len(t, steps, 6, "%q", steps)
+			assert.Equal(t, 2, f.leader, "leadership is back")
+			assert.Nil(t, f.blocked, "healed")
+		default:
 			assert.Empty(t, steps)
 		}
 		for _, id := range f.members {
