@@ -252,7 +252,8 @@ func Run(ctx context.Context, o Options) (Results, error) {
 	if err != nil {
 		o.progress("warning: counting snapshots in the node logs: %v", err)
 	}
-	o.progress("snapshot streams (from the node logs): %d installed %v, %d failed, %d received", snaps.Installed, snaps.InstalledTo, snaps.Failed, snaps.Received)
+	o.progress("snapshot streams (from the node logs): %d installed %v, %d refused, %d failed, %d received",
+		snaps.Installed, snaps.InstalledTo, snaps.Refused, snaps.Failed, snaps.Received)
 	return o.check(rec.Ops(), &snaps)
 }
 

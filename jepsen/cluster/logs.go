@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"strings"
 )
 
 // SnapshotCounts counts snapshot streams from the nodes' logs, where the
@@ -17,8 +18,12 @@ type SnapshotCounts struct {
 	// installed; InstalledTo breaks them down by receiver.
 	Installed   int         `json:"installed"`
 	InstalledTo map[int]int `json:"installed_to,omitempty"`
-	// Failed counts streams that failed or were refused.
-	Failed int `json:"failed"`
+	// Refused counts streams the receiver refused (a stream from a
+	// process it does not grant to, or of an older reign, or not ahead of
+	// its commit index); Failed the others that did not end installed
+	// (unreachable, cut off, timed out).
+	Refused int `json:"refused"`
+	Failed  int `json:"failed"`
 	// Received counts streams handed to a receiving Node.
 	Received int `json:"received"`
 }
@@ -53,16 +58,20 @@ func countSnapshots(path string, out *SnapshotCounts) error {
 			Msg       string `json:"msg"`
 			Peer      int    `json:"peer"`
 			Installed bool   `json:"installed"`
+			Err       string `json:"err"`
 		}
 		if json.Unmarshal(line, &rec) != nil {
 			continue
 		}
 		switch rec.Msg {
 		case "jepsen snapshot sent":
-			if rec.Installed {
+			switch {
+			case rec.Installed:
 				out.Installed++
 				out.InstalledTo[rec.Peer]++
-			} else {
+			case strings.Contains(rec.Err, "rejected by receiver"): // transport.ErrSnapshotRejected
+				out.Refused++
+			default:
 				out.Failed++
 			}
 		case "jepsen snapshot received":

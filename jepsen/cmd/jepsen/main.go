@@ -74,13 +74,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "valid: %s  (workload %s, nemesis %v, %s mode, %.0fs; report in %s)\n",
 		res.Valid, res.Workload, res.Nemeses, res.Mode, res.Seconds, o.Out)
-	if s := res.Snapshots; s != nil && (s.Installed+s.Failed+s.Received > 0 || res.SnapshotEvery > 0) {
+	if s := res.Snapshots; s != nil && (s.Installed+s.Refused+s.Failed+s.Received > 0 || res.SnapshotEvery > 0) {
 		every := "edictkv's default"
 		if res.SnapshotEvery > 0 {
 			every = fmt.Sprint(res.SnapshotEvery)
 		}
-		fmt.Fprintf(stdout, "snapshots: %d installed, %d failed or refused, %d handed to a receiver (snapshot-every: %s)\n",
-			s.Installed, s.Failed, s.Received, every)
+		fmt.Fprintf(stdout, "snapshots: %d installed, %d refused by the receiver, %d failed (unreachable, cut off), %d handed to a receiver (snapshot-every: %s)\n",
+			s.Installed, s.Refused, s.Failed, s.Received, every)
 	}
 	switch {
 	case res.Register != nil && res.Register.Anomaly != "":
