@@ -18,12 +18,15 @@ import (
 // quick succession (the leader is left with a bare quorum of grants it got
 // before); one granter twice within a lease (its second start happens
 // while its first is still in quarantine, or even still starting); two
-// granters, then the first again.
+// granters, then the first again; one granter as the leader is cut off
+// from everyone, so that the next reign starts while that granter is
+// restarting or in quarantine (the leader is healed once another leads).
 type bounce struct {
 	lease   time.Duration
 	n       int
 	plan    []int           // the bounces to do, in order
 	gaps    []time.Duration // the wait before each bounce of plan
+	isolate bool            // cut the leader off with the first bounce
 	leader  int
 	bounced []int
 }
@@ -53,7 +56,10 @@ func (b *bounce) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, 
 	// while the last one's process is starting or in quarantine.
 	within := func() time.Duration { return time.Duration(rng.Int64N(int64(b.lease/2))) + time.Millisecond }
 	var what string
-	switch v := b.n % 4; {
+	b.isolate = false
+	switch v := b.n % 5; {
+	case v == 4:
+		b.plan, b.gaps, b.isolate, what = g[:1], []time.Duration{0}, true, "one granter as the leader is cut off,"
 	case v == 0 || len(g) < 2 && v != 2:
 		b.plan, b.gaps, what = g[:1], []time.Duration{0}, "one granter"
 	case v == 1:
@@ -81,6 +87,12 @@ func (b *bounce) Script(ctx context.Context, c Cluster, rng *rand.Rand, step fun
 		case <-time.After(b.gaps[i]):
 		}
 		at := time.Since(t0)
+		if i == 0 && b.isolate {
+			ids := c.Members()
+			rest := slices.DeleteFunc(slices.Clone(ids), func(id int) bool { return id == b.leader })
+			err := c.Block(groups(ids, []int{b.leader}, rest))
+			step("cut off leader %d at +%dms: %v", b.leader, at.Milliseconds(), errString(err))
+		}
 		down, err := c.Bounce(id)
 		if err != nil {
 			step("bounce %d at +%dms failed: %v", id, at.Milliseconds(), err)
@@ -90,6 +102,24 @@ func (b *bounce) Script(ctx context.Context, c Cluster, rng *rand.Rand, step fun
 			b.bounced = append(b.bounced, id)
 		}
 		step("bounced %d at +%dms: SIGKILL to exec in %.1fms", id, at.Milliseconds(), float64(down.Microseconds())/1000)
+	}
+	if b.isolate {
+		// Heal once another member leads (its reign began while the
+		// bounced granter was starting or in quarantine).
+		other := 0
+		for end := time.Now().Add(recurWait); other == 0 && time.Now().Before(end); {
+			if l, err := c.Leader(ctx); err == nil && l != b.leader {
+				other = l
+			} else if !sleepCtx(ctx, 20*time.Millisecond) {
+				return
+			}
+		}
+		err := c.Block(nil)
+		who := fmt.Sprintf("%d leads", other)
+		if other == 0 {
+			who = fmt.Sprintf("no other member led within %v", recurWait)
+		}
+		step("%s; healed at +%dms: %v", who, time.Since(t0).Milliseconds(), errString(err))
 	}
 	for _, id := range b.bounced {
 		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -112,6 +142,9 @@ func (b *bounce) Script(ctx context.Context, c Cluster, rng *rand.Rand, step fun
 // retried through WaitUp's error, which the harness's healAll restarts).
 func (b *bounce) Stop(ctx context.Context, c Cluster) error {
 	var errs []error
+	if b.isolate {
+		errs = append(errs, c.Block(nil)) // if the script ended early
+	}
 	for _, id := range b.bounced {
 		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		errs = append(errs, c.WaitUp(wctx, id))

@@ -193,11 +193,12 @@ func TestScheduleRecordsAndHeals(t *testing.T) {
 // patterns, and every step is recorded as an event after the start.
 func TestBouncePatterns(t *testing.T) {
 	f := newFake(5)
-	f.leader = 3
+	f.leader, f.failover = 3, true
 	b := &bounce{lease: 40 * time.Millisecond}
 	rng := rand.New(rand.NewPCG(1, 2))
 	rec := history.NewRecorder(nil)
-	for v := range 4 {
+	for v := range 5 {
+		f.leader = 3
 		what, err := b.Start(context.Background(), f, rng)
 		require.NoError(t, err)
 		f.bounces = nil
@@ -219,6 +220,10 @@ func TestBouncePatterns(t *testing.T) {
 			require.Len(t, f.bounces, 3, what)
 			assert.Equal(t, f.bounces[0], f.bounces[2], what)
 			assert.NotEqual(t, f.bounces[0], f.bounces[1], what)
+		case 4:
+			assert.Len(t, f.bounces, 1, what)
+			assert.NotEqual(t, 3, f.leader, "%s: another member leads after the old leader was cut off", what)
+			assert.Nil(t, f.blocked, "%s: healed", what)
 		}
 		for i, gap := range b.gaps[1:] {
 			assert.Less(t, gap, b.lease/2+time.Millisecond, "%s: bounce %d comes within half a lease", what, i+1)
