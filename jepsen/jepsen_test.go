@@ -81,6 +81,27 @@ func TestJepsenRegister(t *testing.T) {
 	assert.Positive(t, res.Register.Checked)
 }
 
+// The nemeses of issue 13 in one 30 s scenario: a member cut off until the
+// log is compacted past it, then caught up by a snapshot held in flight
+// (with --snapshot-every 128); granters killed and restarted within
+// milliseconds; log messages held for seconds, duplicated and reordered.
+// Snapshot-install goes first: its script takes the longest.
+func TestJepsenSnapshotBounceDelay(t *testing.T) {
+	res := scenario(t, Options{Workload: "register", Nemeses: []string{"snapshot-install", "bounce", "delay"}})
+	require.NotNil(t, res.Register)
+	assert.Equal(t, check.Valid, res.Valid, "anomaly: %s", res.Register.Anomaly)
+	assert.Positive(t, res.Register.Checked)
+	require.NotNil(t, res.Snapshots)
+	assert.Positive(t, res.Snapshots.Installed, "a snapshot was installed: %+v", res.Snapshots)
+	events := 0
+	for _, e := range res.Nemesis {
+		if e.F == "event" {
+			events++
+		}
+	}
+	assert.Positive(t, events, "the scripted nemeses recorded their steps")
+}
+
 // Killing nodes loses no acknowledged add.
 func TestJepsenSetUnderKills(t *testing.T) {
 	res := scenario(t, Options{Workload: "set", Nemeses: []string{"kill"}})

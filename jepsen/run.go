@@ -43,11 +43,15 @@ type Options struct {
 	Strict bool
 	Out    string
 	// Mode is netns, portable, or auto (netns as root, else portable).
-	Mode           string
-	Clients, Keys  int
-	Seed           uint64
-	Quiet, Hold    time.Duration // nemesis cadence (defaults 3s and 6s)
-	Lease          time.Duration // --lease of every node (zero: edictkv's default)
+	Mode          string
+	Clients, Keys int
+	Seed          uint64
+	Quiet, Hold   time.Duration // nemesis cadence (defaults 3s and 6s)
+	Lease         time.Duration // --lease of every node (zero: edictkv's default)
+	// SnapshotEvery is every node's --snapshot-every (zero: edictkv's
+	// default, 8192; 128 with the snapshot-install nemesis, so that the
+	// log is compacted past a member cut off for a few seconds).
+	SnapshotEvery  uint64
 	Rho            float64       // the drift bound the nodes run with (default 0.001)
 	Binary         string        // edictkv built with -tags jepsen; built into Out if empty
 	RepoRoot       string        // where to build it from (default ".")
@@ -96,6 +100,9 @@ func (o *Options) defaults() error {
 	if o.CheckTimeout <= 0 {
 		o.CheckTimeout = 2 * time.Minute
 	}
+	if o.SnapshotEvery == 0 && slices.Contains(o.Nemeses, "snapshot-install") {
+		o.SnapshotEvery = defaultSnapshotEvery
+	}
 	switch {
 	case o.Out == "":
 		return errors.New("jepsen: Options.Out is required")
@@ -108,6 +115,11 @@ func (o *Options) defaults() error {
 	}
 	return nil
 }
+
+// defaultSnapshotEvery is --snapshot-every under the snapshot-install
+// nemesis: small, so that the log (which keeps 1024 entries behind a
+// snapshot) is compacted past a member after a few seconds of writes.
+const defaultSnapshotEvery = 128
 
 // Results is results.json.
 type Results struct {
@@ -123,6 +135,20 @@ type Results struct {
 	Set      *check.SetResult      `json:"set,omitempty"`
 	Stats    report.Stats          `json:"stats"`
 	Faults   []history.Interval    `json:"faults"`
+	// Nemesis is every start, step and stop of the nemesis, in order.
+	Nemesis []NemesisEvent `json:"nemesis_log,omitempty"`
+	// SnapshotEvery is the nodes' --snapshot-every (0: edictkv's default).
+	SnapshotEvery uint64 `json:"snapshot_every,omitempty"`
+	// Snapshots counts snapshot streams from the nodes' logs.
+	Snapshots *cluster.SnapshotCounts `json:"snapshots,omitempty"`
+}
+
+// NemesisEvent is one of the nemesis's events in results.json.
+type NemesisEvent struct {
+	Ms      float64 `json:"ms"` // since the test began
+	Nemesis string  `json:"nemesis"`
+	F       string  `json:"f"`
+	Detail  string  `json:"detail,omitempty"`
 }
 
 // Run runs one test and writes its report. The error is for a test that
@@ -222,7 +248,13 @@ func Run(ctx context.Context, o Options) (Results, error) {
 	if err := rec.Flush(); err != nil {
 		return Results{}, fmt.Errorf("jepsen: history: %w", err)
 	}
-	return o.check(rec.Ops())
+	snaps, err := cl.c.SnapshotCounts()
+	if err != nil {
+		o.progress("warning: counting snapshots in the node logs: %v", err)
+	}
+	o.progress("snapshot streams (from the node logs): %d installed %v, %d refused, %d failed, %d received",
+		snaps.Installed, snaps.InstalledTo, snaps.Refused, snaps.Failed, snaps.Received)
+	return o.check(rec.Ops(), &snaps)
 }
 
 func nemesisFaults(o Options) ([]nemesis.Fault, error) {
@@ -237,9 +269,14 @@ func nemesisFaults(o Options) ([]nemesis.Fault, error) {
 }
 
 // check runs the checker and writes the report.
-func (o Options) check(ops []history.Op) (Results, error) {
+func (o Options) check(ops []history.Op, snaps *cluster.SnapshotCounts) (Results, error) {
 	res := Results{Workload: o.Workload, Nemeses: o.Nemeses, Mode: o.Mode, Nodes: o.Nodes,
-		Stats: report.Summary(ops), Faults: history.Intervals(ops)}
+		Stats: report.Summary(ops), Faults: history.Intervals(ops), SnapshotEvery: o.SnapshotEvery, Snapshots: snaps}
+	for _, op := range ops {
+		if op.Process == history.NemesisProcess {
+			res.Nemesis = append(res.Nemesis, NemesisEvent{Ms: float64(op.Time) / 1e6, Nemesis: op.Nemesis, F: op.F, Detail: op.Detail})
+		}
+	}
 	if len(ops) > 0 {
 		res.Seconds = float64(ops[len(ops)-1].Time) / 1e9
 	}
@@ -294,7 +331,7 @@ func (o Options) reportProgress(ctx context.Context, rec *history.Recorder, done
 			switch {
 			case op.Process == history.NemesisProcess && op.F == history.FStart:
 				fault = op.Nemesis + " (" + op.Detail + ")"
-			case op.Process == history.NemesisProcess:
+			case op.Process == history.NemesisProcess && op.F == history.FStop:
 				fault = "none"
 			case op.Type != history.Invoke:
 				counts[op.Type]++

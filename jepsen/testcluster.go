@@ -30,6 +30,7 @@ type testCluster struct {
 	down    map[int]bool // killed
 	paused  map[int]bool
 	rated   map[int]bool // clock rate not 1
+	delayed map[int]bool // a delay fault set
 }
 
 func startCluster(ctx context.Context, o Options) (*testCluster, error) {
@@ -37,14 +38,18 @@ func startCluster(ctx context.Context, o Options) (*testCluster, error) {
 	if o.ClusterLogging != nil {
 		logger = slog.New(slog.NewTextHandler(o.ClusterLogging, nil))
 	}
+	extra := []string{"--rho", fmt.Sprint(o.Rho)}
+	if o.SnapshotEvery > 0 {
+		extra = append(extra, "--snapshot-every", fmt.Sprint(o.SnapshotEvery))
+	}
 	c, err := cluster.Start(ctx, cluster.Config{N: o.Nodes, Binary: o.Binary, Dir: filepath.Join(o.Out, "nodes"),
 		Mode: cluster.Mode(o.Mode), Lease: o.Lease, GRPC: o.Workload == "set", Logger: logger,
-		ExtraArgs: []string{"--rho", fmt.Sprint(o.Rho)}})
+		ExtraArgs: extra})
 	if err != nil {
 		return nil, fmt.Errorf("jepsen: start cluster: %w", err)
 	}
 	tc := &testCluster{c: c, http: &http.Client{Timeout: 10 * time.Second},
-		down: map[int]bool{}, paused: map[int]bool{}, rated: map[int]bool{}}
+		down: map[int]bool{}, paused: map[int]bool{}, rated: map[int]bool{}, delayed: map[int]bool{}}
 	for i := 1; i <= o.Nodes; i++ {
 		tc.members = append(tc.members, i)
 	}
@@ -125,6 +130,31 @@ func (t *testCluster) SetClockRate(id int, rate float64) error {
 }
 
 func (t *testCluster) Leader(ctx context.Context) (int, error) { return t.c.Leader(ctx) }
+
+// Bounce implements nemesis.Cluster. A process that did not start again
+// counts as down, so that healAll restarts it.
+func (t *testCluster) Bounce(id int) (time.Duration, error) {
+	d, err := t.c.Bounce(id)
+	if err != nil {
+		t.set(t.down, id, true)
+	}
+	return d, err
+}
+
+func (t *testCluster) WaitUp(ctx context.Context, id int) error { return t.c.WaitUp(ctx, id) }
+
+func (t *testCluster) SetDelay(id int, d cluster.Delay) error {
+	t.set(t.delayed, id, d != cluster.Delay{})
+	return t.c.SetDelay(id, d)
+}
+
+func (t *testCluster) HookStats(ctx context.Context, id int) (cluster.HookStats, error) {
+	return t.c.HookStats(ctx, id)
+}
+
+func (t *testCluster) Status(ctx context.Context, id int) (cluster.Status, error) {
+	return t.c.Status(ctx, id)
+}
 
 func (t *testCluster) set(m map[int]bool, id int, on bool) {
 	t.mu.Lock()
@@ -229,6 +259,7 @@ func (t *testCluster) Replace(ctx context.Context, old int) (int, error) {
 	delete(t.down, old)
 	delete(t.paused, old)
 	delete(t.rated, old)
+	delete(t.delayed, old)
 	t.mu.Unlock()
 	return n.ID, t.c.Kill(old)
 }
@@ -239,10 +270,10 @@ func (t *testCluster) Transfer(ctx context.Context, to int) error {
 }
 
 // healAll undoes every fault still in force: the network, paused and
-// killed processes, clock rates.
+// killed processes, clock rates, delays.
 func (t *testCluster) healAll(ctx context.Context) error {
 	t.mu.Lock()
-	paused, down, rated := keys(t.paused), keys(t.down), keys(t.rated)
+	paused, down, rated, delayed := keys(t.paused), keys(t.down), keys(t.rated), keys(t.delayed)
 	t.mu.Unlock()
 	errs := []error{t.c.Heal()}
 	for _, id := range paused {
@@ -253,6 +284,9 @@ func (t *testCluster) healAll(ctx context.Context) error {
 	}
 	for _, id := range rated {
 		errs = append(errs, t.SetClockRate(id, 1))
+	}
+	for _, id := range delayed {
+		errs = append(errs, t.SetDelay(id, cluster.Delay{}))
 	}
 	return errors.Join(errs...)
 }

@@ -4,10 +4,15 @@ package kvserver
 
 import (
 	"fmt"
+	"net/http"
+	"reflect"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/transport"
 )
 
 func setFaults(t *testing.T, c *testCluster, id edict.ProcessID, body string) FaultsJSON {
@@ -102,4 +107,134 @@ func TestFaultsClockRate(t *testing.T) {
 	mustStatus(t, do(t, "PUT", c.url(1, "/v1/kv/a"), "b"), 200)
 	a := do(t, "POST", c.url(1, "/debug/jepsen/faults"), `{"clock_rate": -1}`)
 	mustStatus(t, a, 400)
+}
+
+// putEventually writes key=val through node id, retrying while the
+// cluster answers anything but 200 (a lease lapsing under delays).
+func putEventually(t *testing.T, c *testCluster, id edict.ProcessID, key, val string) {
+	t.Helper()
+	eventually(t, "PUT "+key, func() bool {
+		return do(t, "PUT", c.url(id, "/v1/kv/"+key), val).status == 200
+	})
+}
+
+// Under the delay fault writes still commit, and the stats show that
+// messages were held, duplicated and reordered; a zero delay turns it off
+// and starts the counts afresh.
+func TestFaultsDelay(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	l := c.leader()
+	for id := range c.procs {
+		f := setFaults(t, c, id, `{"delay":{"p":0.2,"min_ms":20,"max_ms":300,"dup":0.2,"reorder":0.2,"reorder_ms":10}}`)
+		if f.Delay == nil || f.Delay.P != 0.2 || f.Delay.MaxMS != 300 {
+			t.Fatalf("POST answered %+v", f.Delay)
+		}
+	}
+	for i := range 30 {
+		putEventually(t, c, l, "k", fmt.Sprint(i))
+	}
+	var held, dup, reord uint64
+	for id := range c.procs {
+		var f FaultsJSON
+		do(t, "GET", c.url(id, "/debug/jepsen/faults"), "").json(t, &f)
+		held, dup, reord = held+f.Stats.Held, dup+f.Stats.Duplicated, reord+f.Stats.Reordered
+	}
+	if held == 0 || dup == 0 || reord == 0 {
+		t.Fatalf("held %d, duplicated %d, reordered %d: the delay did nothing", held, dup, reord)
+	}
+	for id := range c.procs {
+		f := setFaults(t, c, id, `{"delay":{}}`)
+		if *f.Delay != (DelayJSON{}) || f.Stats.Held != 0 {
+			t.Fatalf("after turning the delay off: %+v %+v", f.Delay, f.Stats)
+		}
+	}
+	putEventually(t, c, c.leader(), "k", "last")
+	for id := range c.procs {
+		eventually(t, "every node to apply the last write", func() bool {
+			a := do(t, "GET", c.url(id, "/v1/kv/k?consistency=stale"), "")
+			var g GetResponse
+			if a.status != 200 {
+				return false
+			}
+			a.json(t, &g)
+			return g.Value != nil && *g.Value == "last"
+		})
+	}
+	for _, bad := range []string{`{"delay":{"p":2}}`, `{"delay":{"min_ms":10,"max_ms":5}}`, `{"delay":{"max_ms":-1}}`} {
+		mustStatus(t, do(t, "POST", c.url(l, "/debug/jepsen/faults"), bad), 400)
+	}
+}
+
+// A duplicate shares no memory with the original.
+func TestDeepCopyMessage(t *testing.T) {
+	qt := edict.QT{{Process: 1, T: edict.Time{Incarnation: 1, Nanos: 5}}}
+	m := transport.Message{From: 1, To: 2, Append: &transport.Append{Epoch: 1, Reign: edict.Stamp{Epoch: 1, QT: qt},
+		Entries: []transport.Entry{{Index: 1, Stamp: edict.Stamp{Epoch: 1, QT: qt, Counter: 1}, Data: []byte("abc")}}}}
+	cp := deepCopy(m)
+	if !reflect.DeepEqual(m, cp) {
+		t.Fatalf("copy differs: %+v", cp)
+	}
+	cp.Append.Entries[0].Data[0] = 'x'
+	cp.Append.Entries[0].Stamp.QT[0].Process = 9
+	cp.Append.Reign.QT[0].T.Nanos = 7
+	cp.Append.Epoch = 2
+	if string(m.Append.Entries[0].Data) != "abc" || m.Append.Entries[0].Stamp.QT[0].Process != 1 ||
+		qt[0].T.Nanos != 5 || m.Append.Epoch != 1 {
+		t.Fatalf("changing the copy changed the original: %+v", m.Append)
+	}
+}
+
+// A follower cut off while the log is compacted past it gets a snapshot
+// when healed; the stream is held under snapshot_ms, and both ends count
+// it.
+func TestFaultsSnapshotHeldAndCounted(t *testing.T) {
+	c := startCluster(t, 3, func(cfg *ProcessConfig) { cfg.SnapshotEvery = 64 })
+	l := c.leader()
+	f := c.follower(l)
+	var rest []uint64
+	for id := range c.procs {
+		if id != f {
+			rest = append(rest, uint64(id))
+			setFaults(t, c, id, fmt.Sprintf(`{"blocked":[%d]}`, f))
+		}
+	}
+	setFaults(t, c, f, fmt.Sprintf(`{"blocked":[%d,%d],"delay":{"snapshot_ms":300}}`, rest[0], rest[1]))
+	// More than the 1024 trailing entries the log keeps behind a
+	// snapshot, written by a few writers at once.
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 170 {
+				req, _ := http.NewRequest("PUT", c.url(l, fmt.Sprintf("/v1/kv/w%d-%d", w, i)), strings.NewReader("v"))
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				resp.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	putEventually(t, c, l, "last", "v")
+	for id := range c.procs {
+		setFaults(t, c, id, `{"blocked":[]}`)
+	}
+	eventually(t, "the follower to install a snapshot", func() bool {
+		var lf, ff FaultsJSON
+		do(t, "GET", c.url(c.leader(), "/debug/jepsen/faults"), "").json(t, &lf)
+		do(t, "GET", c.url(f, "/debug/jepsen/faults"), "").json(t, &ff)
+		return lf.Stats.SnapshotsInstalled >= 1 && ff.Stats.SnapshotsReceived >= 1 && ff.Stats.SnapshotsHeld >= 1 &&
+			ff.Stats.SnapshotsHolding == 0
+	})
+	eventually(t, "the follower to hold the last write", func() bool {
+		return do(t, "GET", c.url(f, "/v1/kv/last?consistency=stale"), "").status == 200
+	})
 }

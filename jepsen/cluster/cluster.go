@@ -121,6 +121,7 @@ type Node struct {
 	done   chan struct{} // closed when cmd has exited
 	paused bool
 	rate   float64 // clock rate last set (1: normal)
+	delay  Delay   // the delay fault last set (zero: none)
 }
 
 // URL is the node's HTTP base URL (http://host:port).
@@ -315,12 +316,13 @@ func (c *Cluster) spawn(n *Node) error {
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = os.Environ()
-	// The partition (portable mode) and clock rate in force, from the
-	// first message on.
+	// The partition (portable mode), clock rate and delay in force, from
+	// the first message on.
 	init := struct {
 		Blocked   []int   `json:"blocked"`
 		ClockRate float64 `json:"clock_rate"`
-	}{Blocked: []int{}, ClockRate: n.rate}
+		Delay     Delay   `json:"delay"`
+	}{Blocked: []int{}, ClockRate: n.rate, Delay: n.delay}
 	if c.net == nil {
 		init.Blocked = c.blockedFor(n.ID)
 	}
@@ -568,6 +570,50 @@ func (c *Cluster) Restart(id int) error {
 	return c.waitUp(ctx, n)
 }
 
+// Bounce SIGKILLs a node's process and starts it again at once, with the
+// same arguments, data directory and faults in force, without waiting for
+// it to answer (WaitUp does): a crash and restart a few milliseconds
+// apart, which a node can suffer more than once within a lease. down is
+// the time from the signal to the new process's exec.
+func (c *Cluster) Bounce(id int) (down time.Duration, err error) {
+	c.mu.Lock()
+	n, err := c.node(id)
+	if err == nil && !n.running() {
+		err = fmt.Errorf("cluster: node %d is not running", id)
+	}
+	if err != nil {
+		c.mu.Unlock()
+		return 0, err
+	}
+	start := time.Now()
+	_ = n.cmd.Process.Signal(syscall.SIGKILL)
+	n.paused = false
+	done := n.done
+	c.mu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		return 0, fmt.Errorf("cluster: node %d did not die within 10s of SIGKILL", id)
+	}
+	c.mu.Lock()
+	err = c.spawn(n)
+	c.mu.Unlock()
+	down = time.Since(start)
+	c.log.Info("node bounced", "node", id, "down", down)
+	return down, err
+}
+
+// WaitUp waits until node id answers HTTP.
+func (c *Cluster) WaitUp(ctx context.Context, id int) error {
+	c.mu.Lock()
+	n, err := c.node(id)
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.waitUp(ctx, n)
+}
+
 // waitUp waits until n answers /v1/status.
 func (c *Cluster) waitUp(ctx context.Context, n *Node) error {
 	for {
@@ -610,8 +656,9 @@ func (c *Cluster) signalLocked(id int, sig syscall.Signal, verb string) (*Node, 
 	return n, nil
 }
 
-// Resume SIGCONTs a paused node's process, and in portable mode tells it
-// of the partition in force.
+// Resume SIGCONTs a paused node's process and tells it of the clock rate
+// and delay in force (and in portable mode of the partition), which may
+// have changed while it was stopped.
 func (c *Cluster) Resume(id int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -621,13 +668,11 @@ func (c *Cluster) Resume(id int) error {
 	}
 	n.paused = false
 	c.log.Info("node resumed", "node", id)
+	body := map[string]any{"clock_rate": n.rate, "delay": n.delay}
 	if c.net == nil {
-		return c.postFaults(n, map[string]any{"blocked": c.blockedFor(id), "clock_rate": n.rate})
+		body["blocked"] = c.blockedFor(id)
 	}
-	if n.rate != 1 {
-		return c.postFaults(n, map[string]any{"clock_rate": n.rate})
-	}
-	return nil
+	return c.postFaults(n, body)
 }
 
 // SetClockRate makes a node's clock run at rate relative to real time from
@@ -650,17 +695,99 @@ func (c *Cluster) SetClockRate(id int, rate float64) error {
 	return c.postFaults(n, map[string]any{"clock_rate": rate})
 }
 
+// Delay is the delay fault of a node (kvserver.DelayJSON; not imported,
+// to keep this package free of the server's dependencies): P of the log
+// messages it receives held MinMS..MaxMS, Dup of them delivered again up
+// to MaxMS later, Reorder of them held up to ReorderMS so that later ones
+// overtake them, and incoming snapshot streams held SnapshotMS/2..
+// SnapshotMS. The zero Delay is none.
+type Delay struct {
+	P          float64 `json:"p,omitempty"`
+	MinMS      int     `json:"min_ms,omitempty"`
+	MaxMS      int     `json:"max_ms,omitempty"`
+	Dup        float64 `json:"dup,omitempty"`
+	Reorder    float64 `json:"reorder,omitempty"`
+	ReorderMS  int     `json:"reorder_ms,omitempty"`
+	SnapshotMS int     `json:"snapshot_ms,omitempty"`
+}
+
+// SetDelay sets a node's delay fault (in both modes through the test-only
+// hook: the kernel here has no netem); it also holds after a Restart. A
+// paused node gets it when resumed, a stopped one when restarted.
+func (c *Cluster) SetDelay(id int, d Delay) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.node(id)
+	if err != nil {
+		return err
+	}
+	n.delay = d
+	if !n.running() || n.paused {
+		return nil
+	}
+	return c.postFaults(n, map[string]any{"delay": d})
+}
+
+// HookStats is what a node's fault hook counted (kvserver.FaultStatsJSON):
+// the delay's counts since it was last set, the snapshot counts since the
+// process started.
+type HookStats struct {
+	Held               uint64 `json:"held"`
+	Duplicated         uint64 `json:"duplicated"`
+	Reordered          uint64 `json:"reordered"`
+	SnapshotsHeld      uint64 `json:"snapshots_held"`
+	SnapshotsHolding   int64  `json:"snapshots_holding"`
+	SnapshotsReceived  uint64 `json:"snapshots_received"`
+	SnapshotsSending   int64  `json:"snapshots_sending"`
+	SnapshotsInstalled uint64 `json:"snapshots_installed"`
+	SnapshotsFailed    uint64 `json:"snapshots_failed"`
+}
+
+// HookStats asks a node's GET /debug/jepsen/faults for its counts.
+func (c *Cluster) HookStats(ctx context.Context, id int) (HookStats, error) {
+	c.mu.Lock()
+	n, err := c.node(id)
+	c.mu.Unlock()
+	var out struct {
+		Stats *HookStats `json:"stats"`
+	}
+	if err != nil {
+		return HookStats{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.URL()+"/debug/jepsen/faults", nil)
+	if err != nil {
+		return HookStats{}, err
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return HookStats{}, fmt.Errorf("cluster: node %d faults: %w", id, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return HookStats{}, fmt.Errorf("cluster: node %d faults: %s", id, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return HookStats{}, err
+	}
+	if out.Stats == nil {
+		return HookStats{}, fmt.Errorf("cluster: node %d reports no fault stats (an older binary?)", id)
+	}
+	return *out.Stats, nil
+}
+
 // Status is the part of a node's GET /v1/status the harness reads.
 type Status struct {
-	ID       int   `json:"id"`
-	Epoch    int   `json:"epoch"`
-	Leader   int   `json:"leader"`
-	IsLeader bool  `json:"is_leader"`
-	Commit   int   `json:"commit"`
-	Applied  int   `json:"applied"`
-	Members  []int `json:"members"`
-	Learners []int `json:"learners"`
-	Ready    bool  `json:"ready"`
+	ID         int   `json:"id"`
+	Epoch      int   `json:"epoch"`
+	Leader     int   `json:"leader"`
+	IsLeader   bool  `json:"is_leader"`
+	Commit     int   `json:"commit"`
+	Applied    int   `json:"applied"`
+	FirstIndex int   `json:"first_index"`
+	LastIndex  int   `json:"last_index"`
+	Members    []int `json:"members"`
+	Learners   []int `json:"learners"`
+	Ready      bool  `json:"ready"`
 }
 
 // Status asks one node for its status.

@@ -308,3 +308,60 @@ func TestNetnsPartitionRoutes(t *testing.T) {
 	}
 	partitionTest(t, c)
 }
+
+// A bounce restarts a node at once, with the delay in force given to the
+// new process through the environment; the hook's counters and the
+// snapshot count from the logs are readable.
+func TestPortableBounceAndDelay(t *testing.T) {
+	c := start(t, ModePortable, 3)
+	ld := leader(t, c)
+	put(t, c.Node(ld), "a", "1")
+	victim := ld%3 + 1
+	d := Delay{P: 0.5, MinMS: 10, MaxMS: 50, Dup: 0.5}
+	if err := c.SetDelay(victim, d); err != nil {
+		t.Fatal(err)
+	}
+	pid := c.PID(victim)
+	down, err := c.Bounce(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PID(victim) == pid || c.PID(victim) == 0 {
+		t.Fatalf("after a bounce the pid is %d (was %d)", c.PID(victim), pid)
+	}
+	if down > 5*time.Second {
+		t.Fatalf("a bounce kept the node down for %v", down)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := c.WaitUp(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	put(t, c.Node(leader(t, c)), "a", "2")
+	eventually(t, "the bounced node to catch up under the delay", 15*time.Second, func() bool { return get(c.Node(victim), "a") == "2" })
+	resp, err := client.Get(c.Node(victim).URL() + "/debug/jepsen/faults")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Delay Delay `json:"delay"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&f)
+	resp.Body.Close()
+	if err != nil || f.Delay != d {
+		t.Fatalf("the restarted node's delay is %+v (%v), want %+v", f.Delay, err, d)
+	}
+	// Lease renewals and heartbeats keep coming: some are held and some
+	// duplicated before long.
+	var st HookStats
+	eventually(t, "messages held and duplicated", 15*time.Second, func() bool {
+		st, err = c.HookStats(ctx, victim)
+		return err == nil && st.Held > 0 && st.Duplicated > 0
+	})
+	if err := c.SetDelay(victim, Delay{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SnapshotCounts(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -43,6 +43,7 @@ const (
 	FFinalRead = "final-read" // set or register: what one node holds at the end (Values, or Value)
 	FStart     = "start"      // nemesis: fault Nemesis began (Detail says what)
 	FStop      = "stop"       // nemesis: fault Nemesis ended
+	FEvent     = "event"      // nemesis: one step of fault Nemesis, while it is in force (Detail says what)
 )
 
 // Op is one event.

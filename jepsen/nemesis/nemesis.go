@@ -2,7 +2,10 @@
 // and records each one's start and end in the history: network partitions
 // of several shapes, crashes and restarts, pauses longer than a lease,
 // clock-rate faults within and beyond the drift bound ρ, membership
-// changes, and leadership transfers.
+// changes, leadership transfers, message delay, duplication and
+// reordering, instant kill-and-restart of the leader's granters, and
+// snapshot installs under load. Faults that act in several steps record
+// each step, timestamped, as an event of the nemesis.
 //
 // Every fault is undone by its own stop, and Heal undoes whatever is left,
 // so a test always ends with every node up, connected and at clock rate 1.
@@ -15,6 +18,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/edictlog/edictlog/jepsen/cluster"
 	"github.com/edictlog/edictlog/jepsen/history"
 )
 
@@ -35,6 +39,16 @@ type Cluster interface {
 	// member old (stopping its process); it returns the new id.
 	Replace(ctx context.Context, old int) (int, error)
 	Transfer(ctx context.Context, to int) error
+	// Bounce SIGKILLs a node and starts it again at once, without
+	// waiting for it to answer; down is the time from kill to exec.
+	Bounce(id int) (down time.Duration, err error)
+	// WaitUp waits until a node answers HTTP.
+	WaitUp(ctx context.Context, id int) error
+	// SetDelay sets a node's delay fault (the zero Delay: none).
+	SetDelay(id int, d cluster.Delay) error
+	// HookStats reads a node's fault-hook counters.
+	HookStats(ctx context.Context, id int) (cluster.HookStats, error)
+	Status(ctx context.Context, id int) (cluster.Status, error)
 }
 
 // Fault is one kind of fault.
@@ -45,6 +59,23 @@ type Fault interface {
 	Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, error)
 	// Stop undoes it.
 	Stop(ctx context.Context, c Cluster) error
+}
+
+// Scripted is a fault that keeps acting after Start: the schedule runs
+// Script right after recording the start, while the hold runs, and records
+// every step it reports, with its time, as an FEvent of the nemesis. The
+// fault lasts until both the hold and the script are over; then Stop
+// undoes it. Script ends early when ctx does.
+type Scripted interface {
+	Fault
+	Script(ctx context.Context, c Cluster, rng *rand.Rand, step func(format string, args ...any))
+}
+
+// Summarized is a fault that says, after Stop, what it did in all (the
+// stop event's Detail).
+type Summarized interface {
+	Fault
+	Summary() string
 }
 
 // Schedule runs faults one at a time: Quiet without a fault, then the next
@@ -76,16 +107,33 @@ func (s *Schedule) Run(ctx context.Context, c Cluster, rec *history.Recorder) er
 		}
 		rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FStart, Nemesis: f.Name(), Detail: detail})
 		s.logf("nemesis %s: %s", f.Name(), detail)
+		scripted := make(chan struct{})
+		if sf, ok := f.(Scripted); ok {
+			go func() {
+				defer close(scripted)
+				sf.Script(ctx, c, rng, func(format string, args ...any) {
+					d := fmt.Sprintf(format, args...)
+					rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FEvent, Nemesis: f.Name(), Detail: d})
+					s.logf("nemesis %s: %s", f.Name(), d)
+				})
+			}()
+		} else {
+			close(scripted)
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(s.Hold):
 		}
+		<-scripted
 		// Undo even when the test is over: it must end healed.
 		err = f.Stop(context.WithoutCancel(ctx), c)
 		stop := history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FStop, Nemesis: f.Name()}
 		if err != nil {
 			stop.Detail = "stop failed: " + err.Error()
 			s.logf("nemesis %s: stop failed: %v", f.Name(), err)
+		} else if sf, ok := f.(Summarized); ok {
+			stop.Detail = sf.Summary()
+			s.logf("nemesis %s: stopped: %s", f.Name(), stop.Detail)
 		}
 		rec.Add(stop)
 		if ctx.Err() != nil {
@@ -99,6 +147,9 @@ func (s *Schedule) logf(format string, args ...any) {
 		s.Logf(format, args...)
 	}
 }
+
+// Known lists the faults ByName builds, for help texts.
+const Known = "partition, kill, pause, clock, clock-beyond-rho, membership, transfer, delay, bounce, snapshot-install"
 
 // ByName builds the faults --nemesis names; rho is the cluster's drift
 // bound and lease its longest lease (pauses outlast it).
@@ -120,8 +171,14 @@ func ByName(names []string, rho float64, lease time.Duration) ([]Fault, error) {
 			out = append(out, &membership{})
 		case "transfer":
 			out = append(out, &transfer{})
+		case "delay":
+			out = append(out, &delay{lease: lease})
+		case "bounce":
+			out = append(out, &bounce{lease: lease})
+		case "snapshot-install":
+			out = append(out, &snapshotInstall{})
 		default:
-			return nil, fmt.Errorf("unknown nemesis %q (known: partition, kill, pause, clock, clock-beyond-rho, membership, transfer)", n)
+			return nil, fmt.Errorf("unknown nemesis %q (known: %s)", n, Known)
 		}
 	}
 	if len(out) == 0 {
@@ -157,3 +214,22 @@ func shuffled(rng *rand.Rand, ids []int) []int {
 	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	return out
 }
+
+// waitLeader asks for the leader for up to leaderWait: faults aimed at the
+// leader or its granters start after a short election rather than fail.
+func waitLeader(ctx context.Context, c Cluster) (int, error) {
+	deadline := time.Now().Add(leaderWait)
+	for {
+		l, err := c.Leader(ctx)
+		if err == nil || time.Now().After(deadline) {
+			return l, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+const leaderWait = 5 * time.Second

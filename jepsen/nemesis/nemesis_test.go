@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edictlog/edictlog/jepsen/cluster"
 	"github.com/edictlog/edictlog/jepsen/history"
 )
 
@@ -20,18 +22,31 @@ type fakeCluster struct {
 	blocked map[int][]int
 	down    map[int]string // id → killed or paused
 	rates   map[int]float64
+	delays  map[int]cluster.Delay
+	bounces []int // in order
+	// failover: Block of the leader from everyone makes another lead.
+	failover bool
 }
 
 func newFake(n int) *fakeCluster {
-	f := &fakeCluster{leader: 1, down: map[int]string{}, rates: map[int]float64{}}
+	f := &fakeCluster{leader: 1, down: map[int]string{}, rates: map[int]float64{}, delays: map[int]cluster.Delay{}}
 	for i := 1; i <= n; i++ {
 		f.members = append(f.members, i)
 	}
 	return f
 }
 
-func (f *fakeCluster) Members() []int                       { return slices.Clone(f.members) }
-func (f *fakeCluster) Block(b map[int][]int) error          { f.blocked = b; return nil }
+func (f *fakeCluster) Members() []int { return slices.Clone(f.members) }
+
+// Block: with failover, a leader cut off from everyone is succeeded by
+// another member.
+func (f *fakeCluster) Block(b map[int][]int) error {
+	f.blocked = b
+	if f.failover && len(b[f.leader]) == len(f.members)-1 {
+		f.leader = slices.DeleteFunc(slices.Clone(f.members), func(id int) bool { return id == f.leader })[0]
+	}
+	return nil
+}
 func (f *fakeCluster) Kill(id int) error                    { f.down[id] = "killed"; return nil }
 func (f *fakeCluster) Restart(id int) error                 { delete(f.down, id); return nil }
 func (f *fakeCluster) Pause(id int) error                   { f.down[id] = "paused"; return nil }
@@ -41,6 +56,26 @@ func (f *fakeCluster) Leader(context.Context) (int, error)  { return f.leader, n
 func (f *fakeCluster) Transfer(_ context.Context, to int) error {
 	f.leader = to
 	return nil
+}
+func (f *fakeCluster) Bounce(id int) (time.Duration, error) {
+	f.bounces = append(f.bounces, id)
+	return time.Millisecond, nil
+}
+func (f *fakeCluster) WaitUp(context.Context, int) error { return nil }
+func (f *fakeCluster) SetDelay(id int, d cluster.Delay) error {
+	f.delays[id] = d
+	return nil
+}
+
+// HookStats: a stream is always in flight, and some messages were held.
+func (f *fakeCluster) HookStats(context.Context, int) (cluster.HookStats, error) {
+	return cluster.HookStats{Held: 3, SnapshotsHolding: 1}, nil
+}
+
+// Status: every member follows f.leader, and the leader's log is compacted
+// past everyone's last entry.
+func (f *fakeCluster) Status(_ context.Context, id int) (cluster.Status, error) {
+	return cluster.Status{ID: id, Leader: f.leader, IsLeader: id == f.leader, FirstIndex: 100, LastIndex: 50, Commit: 40, Applied: 40}, nil
 }
 func (f *fakeCluster) Replace(_ context.Context, old int) (int, error) {
 	nu := slices.Max(f.members) + 1
@@ -116,10 +151,10 @@ func TestPartitionShapes(t *testing.T) {
 // cluster healed.
 func TestScheduleRecordsAndHeals(t *testing.T) {
 	f := newFake(5)
-	faults, err := ByName([]string{"kill", "pause", "clock", "clock-beyond-rho", "transfer", "membership"}, 0.001, 100*time.Millisecond)
+	faults, err := ByName([]string{"kill", "pause", "clock", "clock-beyond-rho", "transfer", "membership", "delay", "bounce", "snapshot-install"}, 0.001, 100*time.Millisecond)
 	require.NoError(t, err)
 	rec := history.NewRecorder(nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	s := &Schedule{Faults: faults, Quiet: 10 * time.Millisecond, Hold: 20 * time.Millisecond, Seed: 3}
 	require.NoError(t, s.Run(ctx, f, rec))
@@ -140,6 +175,100 @@ func TestScheduleRecordsAndHeals(t *testing.T) {
 	for id, r := range f.rates {
 		assert.Equal(t, 1.0, r, "node %d's clock is back at rate 1", id)
 	}
+	for id, d := range f.delays {
+		assert.Zero(t, d, "node %d's delay is off", id)
+	}
+	for _, name := range []string{"delay", "bounce", "snapshot-install"} {
+		found := false
+		for _, iv := range iv {
+			found = found || iv.Nemesis == name
+		}
+		assert.True(t, found, "%s ran", name)
+	}
 	_, err = ByName([]string{"flood"}, 0.001, time.Second)
 	assert.ErrorContains(t, err, "unknown nemesis")
+}
+
+// Bounces hit granters only, never the leader, in each of the four
+// patterns, and every step is recorded as an event after the start.
+func TestBouncePatterns(t *testing.T) {
+	f := newFake(5)
+	f.leader, f.failover = 3, true
+	b := &bounce{lease: 40 * time.Millisecond}
+	rng := rand.New(rand.NewPCG(1, 2))
+	rec := history.NewRecorder(nil)
+	for v := range 5 {
+		f.leader = 3
+		what, err := b.Start(context.Background(), f, rng)
+		require.NoError(t, err)
+		f.bounces = nil
+		b.Script(context.Background(), f, rng, func(format string, args ...any) {
+			rec.Add(history.Op{Process: history.NemesisProcess, F: history.FEvent, Detail: fmt.Sprintf(format, args...)})
+		})
+		require.NoError(t, b.Stop(context.Background(), f))
+		assert.NotContains(t, f.bounces, 3, "%s: the leader is not bounced", what)
+		switch v {
+		case 0:
+			assert.Len(t, f.bounces, 1, what)
+		case 1:
+			require.Len(t, f.bounces, 2, what)
+			assert.NotEqual(t, f.bounces[0], f.bounces[1], what)
+		case 2:
+			require.Len(t, f.bounces, 2, what)
+			assert.Equal(t, f.bounces[0], f.bounces[1], what)
+		case 3:
+			require.Len(t, f.bounces, 3, what)
+			assert.Equal(t, f.bounces[0], f.bounces[2], what)
+			assert.NotEqual(t, f.bounces[0], f.bounces[1], what)
+		case 4:
+			assert.Len(t, f.bounces, 1, what)
+			assert.NotEqual(t, 3, f.leader, "%s: another member leads after the old leader was cut off", what)
+			assert.Nil(t, f.blocked, "%s: healed", what)
+		}
+		for i, gap := range b.gaps[1:] {
+			assert.Less(t, gap, b.lease/2+time.Millisecond, "%s: bounce %d comes within half a lease", what, i+1)
+		}
+	}
+	assert.NotEmpty(t, rec.Ops())
+}
+
+// The delay goes to every member, the leader, then the granters, and
+// Stop turns it off where it was set.
+func TestDelayTargets(t *testing.T) {
+	f := newFake(5)
+	f.leader, f.failover = 2, true
+	d := &delay{every: time.Millisecond, lease: time.Millisecond}
+	rng := rand.New(rand.NewPCG(1, 2))
+	want := [][]int{{1, 2, 3, 4, 5}, {2}, {1, 3, 4, 5}, {1, 2, 3, 4, 5}, {1, 2, 3, 4, 5}, {1, 2, 3, 4, 5}, {2}}
+	for i, w := range want {
+		_, err := d.Start(context.Background(), f, rng)
+		require.NoError(t, err)
+		var steps []string
+		d.Script(context.Background(), f, rng, func(format string, args ...any) { steps = append(steps, fmt.Sprintf(format, args...)) })
+		switch i {
+		case 3:
+			assert.Len(t, steps, churnTransfers, "the churn variant moves leadership")
+			assert.Equal(t, 2, f.leader, "and back where it was")
+		case 4:
+			// Cut off, another leads, healed, leadership handed back;
+			// twice.
+			assert.Len(t, steps, 6, "%q", steps)
+			assert.Equal(t, 2, f.leader, "leadership is back")
+			assert.Nil(t, f.blocked, "healed")
+		default:
+			assert.Empty(t, steps)
+		}
+		for _, id := range f.members {
+			if slices.Contains(w, id) {
+				assert.Equal(t, delaySpec, f.delays[id])
+			} else {
+				assert.Zero(t, f.delays[id])
+			}
+		}
+		require.NoError(t, d.Stop(context.Background(), f))
+		for _, id := range f.members {
+			assert.Zero(t, f.delays[id])
+		}
+		assert.Contains(t, d.Summary(), fmt.Sprintf("%d messages held", 3*len(w)))
+	}
 }

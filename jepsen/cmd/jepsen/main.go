@@ -20,6 +20,7 @@ import (
 
 	"github.com/edictlog/edictlog/jepsen"
 	"github.com/edictlog/edictlog/jepsen/check"
+	"github.com/edictlog/edictlog/jepsen/nemesis"
 )
 
 func main() {
@@ -30,7 +31,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("jepsen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o jepsen.Options
-	nemeses := fs.String("nemesis", "partition,kill,pause,clock", "faults, comma-separated: partition, kill, pause, clock, clock-beyond-rho, membership, transfer; none: no faults")
+	nemeses := fs.String("nemesis", "partition,kill,pause,clock", "faults, comma-separated: "+nemesis.Known+"; none: no faults")
 	fs.IntVar(&o.Nodes, "nodes", 5, "edictkv processes")
 	fs.DurationVar(&o.Time, "time", 60*time.Second, "how long clients and faults run")
 	fs.StringVar(&o.Workload, "workload", "register", "register (reads, writes, CAS per key) or set (adds, then final reads)")
@@ -44,6 +45,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.Quiet, "quiet", 3*time.Second, "time without a fault between two faults")
 	fs.DurationVar(&o.Hold, "hold", 6*time.Second, "how long each fault lasts")
 	fs.DurationVar(&o.Lease, "lease", 0, "the nodes' --lease (0: edictkv's default)")
+	fs.Uint64Var(&o.SnapshotEvery, "snapshot-every", 0, "the nodes' --snapshot-every (0: edictkv's default, or 128 with the snapshot-install nemesis)")
 	fs.Float64Var(&o.Rho, "rho", 1e-3, "the nodes' --rho (the clock nemesis stays within it)")
 	fs.StringVar(&o.Binary, "binary", "", "an edictkv built with -tags jepsen (default: build one)")
 	fs.DurationVar(&o.CheckTimeout, "check-timeout", 2*time.Minute, "porcupine's time limit")
@@ -72,6 +74,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "valid: %s  (workload %s, nemesis %v, %s mode, %.0fs; report in %s)\n",
 		res.Valid, res.Workload, res.Nemeses, res.Mode, res.Seconds, o.Out)
+	if s := res.Snapshots; s != nil && (s.Installed+s.Refused+s.Failed+s.Received > 0 || res.SnapshotEvery > 0) {
+		every := "edictkv's default"
+		if res.SnapshotEvery > 0 {
+			every = fmt.Sprint(res.SnapshotEvery)
+		}
+		fmt.Fprintf(stdout, "snapshots: %d installed, %d refused by the receiver, %d failed (unreachable, cut off), %d handed to a receiver (snapshot-every: %s)\n",
+			s.Installed, s.Refused, s.Failed, s.Received, every)
+	}
 	switch {
 	case res.Register != nil && res.Register.Anomaly != "":
 		fmt.Fprintf(stdout, "anomaly: %s\n", res.Register.Anomaly)
