@@ -227,7 +227,7 @@ func (d *Driver) AcceptSnapshot(from edict.ProcessID, meta transport.SnapshotMet
 // hands it next, and reports it with Applied(meta.LastIndex, nil).
 func (d *Driver) InstallSnapshot(from edict.ProcessID, meta transport.SnapshotMeta, publish func() error) error {
 	now := d.Now()
-	if err := d.core.AcceptSnapshot(now, from, meta); err != nil {
+	if err := d.core.mayInstallAtEnd(now, from, meta); err != nil {
 		return fmt.Errorf("snapshot refused at install: %w", err)
 	}
 	if err := publish(); err != nil {

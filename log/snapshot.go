@@ -76,6 +76,14 @@ func (c *Core) AcceptSnapshot(now edict.Time, from edict.ProcessID, meta transpo
 	return c.mayInstall(now, from, meta)
 }
 
+// mayInstallAtEnd is the check again, when the stream has arrived.
+func (c *Core) mayInstallAtEnd(now edict.Time, from edict.ProcessID, meta transport.SnapshotMeta) error {
+	if mutated(RuleAcceptedReignMonotone) {
+		return nil
+	}
+	return c.mayInstall(now, from, meta)
+}
+
 func (c *Core) mayInstall(now edict.Time, from edict.ProcessID, meta transport.SnapshotMeta) error {
 	if !c.mayAccept(now, from, meta.Epoch, meta.Reign) {
 		return fmt.Errorf("log: snapshot from %v refused: not from the process this one grants to, or of an older reign", from)
@@ -95,10 +103,8 @@ func (c *Core) mayInstall(now edict.Time, from edict.ProcessID, meta transport.S
 // and the runtime must discard the snapshot rather than restore it.
 func (c *Core) SnapshotInstalled(now edict.Time, from edict.ProcessID, meta transport.SnapshotMeta) error {
 	c.advanceClock(now)
-	if !mutated(RuleAcceptedReignMonotone) {
-		if err := c.mayInstall(now, from, meta); err != nil {
-			return err
-		}
+	if err := c.mayInstallAtEnd(now, from, meta); err != nil {
+		return err
 	}
 	pos := storage.Position{Index: meta.LastIndex, Stamp: meta.LastStamp}
 	if c.log.matches(pos.Index, pos.Stamp) && pos.Index <= c.log.lastIndex() {
