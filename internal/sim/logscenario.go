@@ -27,11 +27,17 @@ type LogScenario struct {
 
 	// Faults of issue 13, all before GST.
 	//
-	// CrashInReady is the chance, per Ready cycle that stores entries,
-	// that the process crashes at a random point inside it: after its Immediate messages
-	// left but before its batch is stored, after the store but before
-	// its Messages, before it applies, or before Advance.
+	// CrashInReady is the chance, per call into a process's runtime,
+	// that it crashes at a point inside the Ready cycles that follow:
+	// after its Immediate messages left but before its batch is stored,
+	// after the store but before its Messages, or before it applies.
 	CrashInReady float64
+	// MaxAppendEntries, if set, is the cores' bound on the entries of one
+	// append: small, it splits a new reign's catch-up over several
+	// appends, so followers acknowledge earlier reigns' entries before
+	// they hold the reign-start edict (the case Raft's "commit only the
+	// current term's entries" is for).
+	MaxAppendEntries int
 	// ShortRestartEvery is the mean spacing of crash-restarts of 1–30 ms,
 	// shorter than one lease attempt, aimed at processes other than the
 	// leader (granters); CrashGranters is the chance that a process that
@@ -128,6 +134,12 @@ func LogScenarios() []LogScenario {
 		// Host suspends, most often of the leader, and of candidates
 		// right after they asked for a lease.
 		{Scenario: Scenario{Name: "log-suspends", Loss: 0.02, Transfers: true}, SuspendEvery: 600 * time.Millisecond, SuspendCandidates: 0.05, Seeds: 60},
+		// Raft's figure 8: reigns that each reach a minority, then one
+		// that catches up a quorum two entries per append, so that its
+		// followers hold earlier reigns' entries before its reign-start
+		// edict; replies delayed across reigns.
+		{Scenario: Scenario{Name: "log-figure8", Partitions: true, Crashes: true, Transfers: true, Loss: 0.05, LongDelay: 0.02, SpanDelay: 0.05},
+			MaxAppendEntries: 2, ConnectionCuts: true, Seeds: 60},
 	}
 }
 
