@@ -71,7 +71,7 @@ type Op struct {
 	// Error says why an operation failed or has an unknown outcome.
 	Error string `json:"error,omitempty"`
 	// Nemesis names a fault (partition, kill, pause, clock, membership,
-	// transfer); Detail describes it.
+	// transfer, delay, bounce, snapshot-install); Detail describes it.
 	Nemesis string `json:"nemesis,omitempty"`
 	Detail  string `json:"detail,omitempty"`
 }

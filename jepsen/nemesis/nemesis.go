@@ -8,7 +8,8 @@
 // each step, timestamped, as an event of the nemesis.
 //
 // Every fault is undone by its own stop, and Heal undoes whatever is left,
-// so a test always ends with every node up, connected and at clock rate 1.
+// so a test always ends with every node up, connected, at clock rate 1
+// and without message delay.
 package nemesis
 
 import (
