@@ -79,3 +79,15 @@ func (r *lrun) snapshotInstalled(p *lproc, now edict.Time, in *pendingInstall) e
 	}
 	return nil
 }
+
+// believesLeader reports whether p believes C_p < E_p now. This branch's
+// log tells only whether p leads a ready reign (CanServeLease); main's
+// tells of any lease (LeaseSince), also one whose reign has not started.
+func (r *lrun) believesLeader(p *lproc) bool {
+	now := p.now(r.w.now)
+	if c, ok := any(p.core).(suspendAPI); ok {
+		_, held := c.LeaseSince(now)
+		return held
+	}
+	return p.core.CanServeLease(now)
+}
