@@ -148,7 +148,7 @@ func violationKind(v string) string {
 		v = v[i+2:]
 	}
 	for _, k := range []string{
-		"acceptedReign went back", "active epoch went back", "hold it durably", "holds no entry there",
+		"acceptedReign went back", "active epoch went back", "leader uniqueness", "hold it durably", "holds no entry there",
 		"was committed there", "applied as", "porcupine", "panic", "no write was acknowledged",
 		"a gap", "stale read",
 	} {
