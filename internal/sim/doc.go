@@ -32,7 +32,8 @@
 // every call into a core, check against ground truth (logcheck.go): every
 // index a process reports committed holds the one committed entry and is
 // durable on a majority of its epoch; acceptedReign and the active epoch
-// never go back at a process, restarts included. Porcupine checks the
+// never go back at a process, restarts included; at most one running
+// process believes it holds a lease. Porcupine checks the
 // clients' history at the end. TestMutations (-tags edictmutate) switches
 // the protocol's rules off one at a time to show these checks can fail.
 package sim

@@ -13,8 +13,9 @@ import (
 )
 
 // TestLog runs the replicated log with a KV state machine under every log
-// scenario and checks log safety (one entry per committed index, applied
-// sequences that are prefixes of one history), linearizability of writes,
+// scenario and checks log safety at every event (logcheck.go: one entry per
+// committed index, durable on a quorum of its epoch; acceptedReign and
+// epochs that never go back; one lease holder), linearizability of writes,
 // CAS, lease and follower reads with porcupine, stale reads against some
 // earlier state, and progress after GST.
 func TestLog(t *testing.T) {
@@ -147,7 +148,7 @@ func violationKind(v string) string {
 		v = v[i+2:]
 	}
 	for _, k := range []string{
-		"acceptedReign went back", "active epoch went back", "hold it durably", "holds no entry there",
+		"acceptedReign went back", "active epoch went back", "leader uniqueness", "hold it durably", "holds no entry there",
 		"was committed there", "applied as", "porcupine", "panic", "no write was acknowledged",
 		"a gap", "stale read",
 	} {

@@ -88,9 +88,9 @@ func (r *lrun) checkCommitted(p *lproc, i uint64) {
 	}
 }
 
-// checkOneLeader: at most one running process believes it leads a ready
-// reign (C_p < E_p) at any instant of real time — Leader Uniqueness (eq.
-// 1) seen through the processes' own beliefs, which invariant (14) and
+// checkOneLeader: at most one running process believes it holds a lease
+// (C_p < E_p) at any instant of real time — Leader Uniqueness (eq. 1)
+// seen through the processes' own beliefs, which invariant (14) and
 // Lemma 3.1 make conservative: a leader's lease ends, in real time, before
 // the grants that made it, and another lease needs one of those grants. A
 // suspended host is left out: its stopped clock believes what it likes,
@@ -98,7 +98,7 @@ func (r *lrun) checkCommitted(p *lproc, i uint64) {
 // (checkSuspend). This is what catches a granter that forgot its grant
 // without the restart quarantine, or a suspend counted from too late.
 func (r *lrun) checkOneLeader(p *lproc) {
-	if p.frozenUntil > r.w.now || !p.core.CanServeLease(p.now(r.w.now)) {
+	if p.frozenUntil > r.w.now || !r.believesLeader(p) {
 		return
 	}
 	for _, id := range r.ids {
@@ -106,8 +106,8 @@ func (r *lrun) checkOneLeader(p *lproc) {
 		if q == p || !q.up || q.frozenUntil > r.w.now {
 			continue
 		}
-		if q.core.CanServeLease(q.now(r.w.now)) {
-			r.fail("leader uniqueness: %v and %v both lead a ready reign with C_p < E_p%s", p.id, q.id, r.describe())
+		if r.believesLeader(q) {
+			r.fail("leader uniqueness: %v and %v both believe C_p < E_p%s", p.id, q.id, r.describe())
 			return
 		}
 	}

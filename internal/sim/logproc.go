@@ -233,3 +233,10 @@ func (p *lproc) restoreKV(data []byte) error {
 	p.kv = kv
 	return nil
 }
+
+// believesLeader reports whether p believes C_p < E_p now: it holds a
+// lease, whether or not its reign has started.
+func (r *lrun) believesLeader(p *lproc) bool {
+	_, held := p.core.LeaseSince(p.now(r.w.now))
+	return held
+}

@@ -127,6 +127,11 @@ func LogScenarios() []LogScenario {
 		// within one lease, often, while candidates compete.
 		{Scenario: Scenario{Name: "log-crash-storm", N: 3, Crashes: true, CrashEvery: 100 * time.Millisecond, MaxDowntime: 60 * time.Millisecond, Competing: true},
 			Seeds: 60},
+		// Members replaced while messages are lost, duplicated and
+		// delayed across epochs: an old epoch's leader must be wedged
+		// before the next epoch's leads.
+		{Scenario: Scenario{Name: "log-membership-delays", N: 3, GST: 6 * time.Second, Duration: 9 * time.Second, Loss: 0.02, Duplicate: 0.02, LongDelay: 0.02, SpanDelay: 0.01},
+			Membership: true, Replacements: 2, Seeds: 60},
 		// Snapshots accepted when their stream begins and installed up to
 		// a second later, while appends of newer reigns arrive.
 		{Scenario: Scenario{Name: "log-snapshot-races", Partitions: true, Crashes: true, Transfers: true, Loss: 0.02, SpanDelay: 0.005},
