@@ -28,8 +28,11 @@
 //     partition, until GST; after GST every message arrives within d/2 and
 //     the failure detector is accurate (the premises of eqs. 4 and 5).
 //
-// The log runs (RunLog) carry out each Ready as log.Node does and, after
-// every call into a core, check against ground truth (logcheck.go): every
+// The log runs (RunLog) run log.Node's own runtime: each process starts
+// with log.Recover from storage's in-memory stores, which outlive its
+// crashes, and its Core is driven by a log.Driver whose Env is the
+// simulated network, stores and KV state machine (logproc.go). After
+// every call into a process, they check against ground truth (logcheck.go): every
 // index a process reports committed holds the one committed entry and is
 // durable on a majority of its epoch; acceptedReign and the active epoch
 // never go back at a process, restarts included; at most one running
