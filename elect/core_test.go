@@ -308,3 +308,31 @@ func TestNextTickKeepsOverdueRenewal(t *testing.T) {
 	c.collect(1)
 	assert.NotNil(t, core.attempt, "ticking starts the renewal")
 }
+
+// A process that learned a newer epoch ran (from a snapshot naming it)
+// and then learns the configurations of the epochs in between (applying
+// the stop edicts that followed the snapshot) stays in the newer epoch:
+// the ones in between terminated before it ran, and are recorded so. The
+// simulator's epoch checker found the process moving back (log-replacements
+// seed 392).
+func TestEpochLearnedLateDoesNotMoveActiveBack(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	e4 := EpochConfig{Epoch: 4, Quorum: edict.MustMajority(2, 3, 4)}
+	require.NoError(t, c.cores[3].AddEpoch(e4))
+	require.NoError(t, c.cores[3].EpochRan(c.reading(3), 4))
+	c.collect(3)
+	require.Equal(t, uint64(4), c.cores[3].ActiveEpoch())
+	for _, e := range []uint64{2, 3} {
+		require.NoError(t, c.cores[3].AddEpoch(EpochConfig{Epoch: e, Quorum: edict.MustMajority(1, 2, 3, 4)}))
+		assert.True(t, c.cores[3].Terminated(e), "epoch %d, learned late, is known terminated", e)
+	}
+	assert.Equal(t, uint64(4), c.cores[3].ActiveEpoch(), "the active epoch did not move back")
+	rd := c.cores[3].Ready()
+	var recorded []uint64
+	for _, r := range rd.Persist {
+		if r.Terminated {
+			recorded = append(recorded, r.Epoch)
+		}
+	}
+	assert.Subset(t, recorded, []uint64{2, 3}, "and it is persisted")
+}

@@ -30,6 +30,15 @@ func (c *Core) AddEpoch(cfg EpochConfig) error {
 		return nil
 	}
 	c.addEpoch(cfg)
+	if es := c.epochs[cfg.Epoch]; cfg.Epoch < c.active {
+		// Learned late: a process that installed a snapshot naming a newer
+		// epoch applies, after it, the stop edicts that began the epochs
+		// in between. An epoch below the active one has terminated — the
+		// active one ran only after its predecessors terminated (§10.6) —
+		// and knowing it must not move this process back into it.
+		es.terminated = true
+		c.persist(es)
+	}
 	return nil
 }
 

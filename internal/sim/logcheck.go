@@ -150,7 +150,7 @@ func (r *lrun) checkMonotone(p *lproc, reign edict.Stamp, where string) {
 // included.
 func (r *lrun) checkEpoch(p *lproc, epoch uint64) {
 	if prev := r.maxEpochOf[p.id]; epoch < prev {
-		r.fail("log safety: %v's active epoch went back from %d to %d", p.id, prev, epoch)
+		r.fail("log safety: %v's active epoch went back from %d to %d: %s", p.id, prev, epoch, p.core.Debug(p.now(r.w.now)))
 		return
 	}
 	r.maxEpochOf[p.id] = epoch
