@@ -59,8 +59,7 @@ type Node struct {
 	// fatal stops the loop with an error from another goroutine (stopWith).
 	fatal chan error
 
-	leaderSince edict.Time
-	leading     bool
+	leading bool
 
 	applier *applier
 
@@ -285,7 +284,6 @@ func (n *Node) onEvent(ev Event) {
 	}
 	if !n.leading && n.core.CanServeLease(n.d.Now()) {
 		n.leading = true
-		n.leaderSince = n.d.Now()
 		n.notifyLeader(LeaderChange{Leader: n.cfg.ID, IsLeader: true, Epoch: n.core.el.ActiveEpoch()})
 	}
 }
@@ -297,7 +295,6 @@ func (n *Node) publishStatus() {
 	n.statusMu.Unlock()
 	if !n.leading && s.IsLeader {
 		n.leading = true
-		n.leaderSince = n.d.Now()
 		n.notifyLeader(LeaderChange{Leader: n.cfg.ID, IsLeader: true, Epoch: s.Epoch})
 	}
 }

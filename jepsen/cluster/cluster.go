@@ -682,17 +682,23 @@ func (c *Cluster) SetClockRate(id int, rate float64) error {
 	if !(rate > 0) {
 		return fmt.Errorf("cluster: clock rate %g must be positive", rate)
 	}
+	return c.setFault(id, func(n *Node) { n.rate = rate }, "clock_rate", rate)
+}
+
+// setFault records a fault setting on node id, so that a restart or a
+// resume re-applies it, and tells the running process now.
+func (c *Cluster) setFault(id int, record func(*Node), field string, value any) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n, err := c.node(id)
 	if err != nil {
 		return err
 	}
-	n.rate = rate
+	record(n)
 	if !n.running() || n.paused {
 		return nil
 	}
-	return c.postFaults(n, map[string]any{"clock_rate": rate})
+	return c.postFaults(n, map[string]any{field: value})
 }
 
 // Delay is the delay fault of a node (kvserver.DelayJSON; not imported,
@@ -715,17 +721,7 @@ type Delay struct {
 // hook: the kernel here has no netem); it also holds after a Restart. A
 // paused node gets it when resumed, a stopped one when restarted.
 func (c *Cluster) SetDelay(id int, d Delay) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n, err := c.node(id)
-	if err != nil {
-		return err
-	}
-	n.delay = d
-	if !n.running() || n.paused {
-		return nil
-	}
-	return c.postFaults(n, map[string]any{"delay": d})
+	return c.setFault(id, func(n *Node) { n.delay = d }, "delay", d)
 }
 
 // HookStats is what a node's fault hook counted (kvserver.FaultStatsJSON):
