@@ -5,6 +5,7 @@ package sim
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,7 +19,10 @@ import (
 
 // TestMutations is the log's negative control (DESIGN §10, §11): every
 // safety rule of log, elect and the simulator's own driver is switched off
-// in turn, and TestLog's scenarios must then find a violation. A rule no
+// in turn, and the simulator must then find a violation: TestLog's
+// scenarios for every rule, and for elect's rules TestNerio's scenarios as
+// well — the lease protocol's own runs, whose checker knows ground-truth
+// leadership (invariant 14) rather than the processes' beliefs. A rule no
 // scenario catches is a rule the simulator cannot tell from its absence:
 // the test fails and names it.
 //
@@ -41,18 +45,19 @@ func TestMutations(t *testing.T) {
 		n = v
 	}
 	type rule struct {
-		name string // as the table shows it: package/rule
-		set  func(on bool)
+		name  string // as the table shows it: package/rule
+		set   func(on bool)
+		lease bool // a lease protocol rule: TestNerio's scenarios hunt it too
 	}
 	var rules []rule
 	for _, r := range log.MutationRules() {
-		rules = append(rules, rule{"log/" + r, func(on bool) { log.Mutate(cond(on, r)) }})
+		rules = append(rules, rule{"log/" + r, func(on bool) { log.Mutate(cond(on, r)) }, false})
 	}
 	for _, r := range elect.MutationRules() {
-		rules = append(rules, rule{"elect/" + r, func(on bool) { elect.Mutate(cond(on, r)) }})
+		rules = append(rules, rule{"elect/" + r, func(on bool) { elect.Mutate(cond(on, r)) }, true})
 	}
 	for _, r := range simMutationRules {
-		rules = append(rules, rule{r, func(on bool) { simMutation = cond(on, r) }})
+		rules = append(rules, rule{r, func(on bool) { simMutation = cond(on, r) }, false})
 	}
 	if f := os.Getenv("EDICT_MUTATE_RULE"); f != "" {
 		var keep []rule
@@ -63,14 +68,20 @@ func TestMutations(t *testing.T) {
 		}
 		rules = keep
 	}
-	scenarios := LogScenarios()
+	var scenarios, leaseScenarios []family
+	for _, sc := range LogScenarios() {
+		scenarios = append(scenarios, family{sc.Name, func(seed uint64) string { return RunLog(sc, seed).Violation }})
+	}
+	for _, sc := range Scenarios() {
+		leaseScenarios = append(leaseScenarios, family{sc.Name, func(seed uint64) string { return Run(sc, seed).Violation }})
+	}
 	start := time.Now()
 
 	// The baseline: with every rule in force, a scenario that violates
 	// anyway (a hole not yet fixed on this branch) cannot show what a
 	// mutation breaks — a mutation changes the run, and the hole may fire
 	// in any seed — so it sits the mutations out.
-	base := hunt(scenarios, n, false)
+	base := hunt(slices.Concat(scenarios, leaseScenarios), n, false)
 	broken := map[string]bool{}
 	for _, f := range base.all {
 		if !broken[f.scenario] {
@@ -78,13 +89,11 @@ func TestMutations(t *testing.T) {
 		}
 		broken[f.scenario] = true
 	}
-	var clean []LogScenario
-	for _, sc := range scenarios {
-		if !broken[sc.Name] {
-			clean = append(clean, sc)
-		}
-	}
-	t.Logf("baseline: %d of %d scenarios violate with no mutation, in %v", len(broken), len(scenarios), time.Since(start).Round(time.Second))
+	isClean := func(f family) bool { return !broken[f.name] }
+	clean := slices.DeleteFunc(slices.Clone(scenarios), func(f family) bool { return !isClean(f) })
+	cleanLease := slices.DeleteFunc(slices.Clone(leaseScenarios), func(f family) bool { return !isClean(f) })
+	total := len(scenarios) + len(leaseScenarios)
+	t.Logf("baseline: %d of %d scenarios violate with no mutation, in %v", len(broken), total, time.Since(start).Round(time.Second))
 
 	type row struct {
 		rule   string
@@ -95,15 +104,19 @@ func TestMutations(t *testing.T) {
 	for _, r := range rules {
 		began := time.Now()
 		r.set(true)
-		res := hunt(clean, n, true)
+		fams := clean
+		if r.lease {
+			fams = slices.Concat(cleanLease, clean)
+		}
+		res := hunt(fams, n, true)
 		r.set(false)
 		rows = append(rows, row{r.name, res.first, res.runs})
 		t.Logf("%s: %d runs in %v", r.name, res.runs, time.Since(began).Round(time.Second))
 	}
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nmutation table: %d seeds per scenario, %d of %d scenarios (the rest violate unmutated), %v\n",
-		n, len(clean), len(scenarios), time.Since(start).Round(time.Second))
+	fmt.Fprintf(&b, "\nmutation table: %d seeds per scenario, %d log scenarios (+%d lease scenarios for elect's rules) of %d (the rest violate unmutated), %v\n",
+		n, len(clean), len(cleanLease), total, time.Since(start).Round(time.Second))
 	fmt.Fprintf(&b, "%-34s | %-6s | %-22s | %-5s | %s\n", "rule", "caught", "scenario", "seeds", "first violation")
 	var missed []string
 	for _, r := range rows {
@@ -127,6 +140,13 @@ func TestMutations(t *testing.T) {
 	}
 }
 
+// family is one scenario of either simulator run: its name and how to run
+// a seed, returning the violation ("" if none).
+type family struct {
+	name string
+	run  func(seed uint64) string
+}
+
 type finding struct {
 	scenario  string
 	seed      uint64
@@ -143,7 +163,7 @@ type huntResult struct {
 // EDICT_SIM_SEED alone). With stop, the first violation anywhere ends
 // every goroutine; without, every seed runs and every violation is
 // collected.
-func hunt(scenarios []LogScenario, n int, stop bool) huntResult {
+func hunt(scenarios []family, n int, stop bool) huntResult {
 	seeds := make([]uint64, n)
 	for i := range seeds {
 		seeds[i] = uint64(i + 1)
@@ -169,12 +189,12 @@ func hunt(scenarios []LogScenario, n int, stop bool) huntResult {
 					return
 				}
 				runs.Add(1)
-				r := RunLog(sc, seed)
-				if r.Violation == "" {
+				v := sc.run(seed)
+				if v == "" {
 					continue
 				}
 				mu.Lock()
-				f := finding{sc.Name, seed, r.Violation}
+				f := finding{sc.name, seed, v}
 				res.all = append(res.all, f)
 				if res.first == nil {
 					res.first = &f
