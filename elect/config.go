@@ -38,6 +38,14 @@ func (m Mode) String() string {
 type EpochConfig struct {
 	Epoch  uint64
 	Quorum edict.QuorumSystem
+	// Heard marks an epoch known only from a peer's word (the epoch news
+	// every lease message carries), not from this process's own log: the
+	// stop edict that began it may not be in the log here. The process
+	// grants and wedges in it, but does not campaign in it: a leader's
+	// first reign in an epoch must hold every entry its predecessor
+	// committed, and only a log that holds the stop edict does (DESIGN
+	// §7). AddEpoch of the same epoch without Heard lifts the mark.
+	Heard bool
 }
 
 // Config configures a Core. Durations are real-time periods; the core
@@ -69,6 +77,10 @@ type Config struct {
 	// Default 2·(RoundTrip+RenewInterval), at least the largest δ §10.1
 	// chooses.
 	MaxLease time.Duration
+	// FallbackAfter is how long a member sees no leader before it
+	// campaigns whatever the detector names (maybeStart). Default
+	// 4·MaxLease; see fallbackAfter for why.
+	FallbackAfter time.Duration
 	// Detector is the weak leader election (§9). Required.
 	Detector Detector
 	// Rand is the seeded source for back-off jitter. Required: the core
@@ -93,6 +105,9 @@ func (c *Config) ApplyDefaults() {
 	if c.MaxLease == 0 {
 		c.MaxLease = 2 * (c.RoundTrip + c.RenewInterval)
 	}
+	if c.FallbackAfter == 0 {
+		c.FallbackAfter = 4 * c.MaxLease
+	}
 }
 
 // validate names the field that is wrong.
@@ -114,6 +129,8 @@ func (c *Config) validate() error {
 		return errors.New("elect: Config.RenewInterval must be positive")
 	case c.MaxLease < c.RoundTrip+c.RenewInterval:
 		return fmt.Errorf("elect: Config.MaxLease %v shorter than RoundTrip+RenewInterval %v: renewals could not keep the lease", c.MaxLease, c.RoundTrip+c.RenewInterval)
+	case c.FallbackAfter < c.MaxLease:
+		return fmt.Errorf("elect: Config.FallbackAfter %v shorter than MaxLease %v: a live leader's grants could look like none", c.FallbackAfter, c.MaxLease)
 	case c.Detector == nil:
 		return errors.New("elect: Config.Detector is required")
 	case c.Rand == nil:

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/edictlog/edictlog/edict"
 )
@@ -45,6 +46,12 @@ type Core struct {
 
 	lastNow         edict.Time
 	quarantineUntil edict.Time
+	// leaderSeen is the last reading at which this process knew a leader
+	// or candidate to be at work: its own lease, or a grant it gave. The
+	// campaign fallback runs from it (maybeStart); fallbackJitter
+	// staggers the members' fallbacks.
+	leaderSeen     edict.Time
+	fallbackJitter time.Duration
 
 	lease    leaseState
 	attempt  *attempt
@@ -65,13 +72,15 @@ func New(cfg Config, records []EpochRecord, now edict.Time) (*Core, error) {
 		return nil, err
 	}
 	c := &Core{
-		cfg:      cfg,
-		id:       cfg.ID,
-		epochs:   map[uint64]*epochState{},
-		lastNow:  now,
-		verifies: map[edict.ProcessID]edict.Time{},
-		wedges:   map[uint64]*wedging{},
+		cfg:        cfg,
+		id:         cfg.ID,
+		epochs:     map[uint64]*epochState{},
+		lastNow:    now,
+		leaderSeen: now,
+		verifies:   map[edict.ProcessID]edict.Time{},
+		wedges:     map[uint64]*wedging{},
 	}
+	c.drawFallbackJitter()
 	for _, e := range cfg.Epochs {
 		c.addEpoch(e)
 	}
@@ -125,10 +134,11 @@ func (c *Core) Step(now edict.Time, m Message) error {
 	if m.To != c.id {
 		return fmt.Errorf("elect: %v addressed to %v delivered to %v", m.Type, m.To, c.id)
 	}
+	c.advance(now)
+	c.hearNews(now, m)
 	if err := c.checkSender(m); err != nil {
 		return err
 	}
-	c.advance(now)
 	// A grant that expired since the last reading must be reported before
 	// this message can replace its grantee, or the lapse goes unseen and
 	// the detector keeps naming a dead process.
@@ -273,7 +283,46 @@ func (c *Core) emit(m Message) {
 	if m.To == c.id {
 		panic("elect: self-addressed message must be handled locally")
 	}
+	newest := c.ordered[len(c.ordered)-1]
+	if maj, ok := newest.qs.(*edict.Majority); ok {
+		if newest.members == nil {
+			newest.members = maj.Members()
+		}
+		m.Newest, m.NewestMembers, m.NewestRan = newest.epoch, newest.members, newest.epoch == c.active
+	}
 	c.ready.Messages = append(c.ready.Messages, m)
+}
+
+// hearNews learns from the epoch news every message carries (§10.6 as
+// DESIGN §7 extends it). An epoch newer than any known is learned as
+// Heard: its configuration comes from a committed stop edict somewhere,
+// so it is the epoch's one true configuration, but this log may not hold
+// that edict, so this process may grant and wedge in it and not lead it.
+// News that the epoch runs means its sender knows every epoch before it
+// TERMINATED (it runs in the lowest it does not), and so may we: a
+// wedged quorum stays wedged for good. Older news adds nothing, and news
+// that disagrees with a known configuration cannot come from a correct
+// peer; both are ignored.
+func (c *Core) hearNews(now edict.Time, m Message) {
+	if len(m.NewestMembers) == 0 {
+		return
+	}
+	es := c.epochs[m.Newest]
+	if es == nil {
+		if m.Newest < c.ordered[len(c.ordered)-1].epoch {
+			return
+		}
+		q, err := edict.NewMajority(m.NewestMembers...)
+		if err != nil {
+			return
+		}
+		c.addEpoch(EpochConfig{Epoch: m.Newest, Quorum: q, Heard: true})
+		c.event(Event{Kind: EpochHeard, Epoch: m.Newest, Members: slices.Clone(m.NewestMembers)})
+		es = c.epochs[m.Newest]
+	}
+	if m.NewestRan && m.Newest > c.active && !es.terminated {
+		c.learnTerminated(now, m.Newest)
+	}
 }
 
 func (c *Core) event(e Event) { c.ready.Events = append(c.ready.Events, e) }

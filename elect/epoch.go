@@ -27,6 +27,9 @@ func (c *Core) AddEpoch(cfg EpochConfig) error {
 		if fmt.Sprint(old.qs.Members()) != fmt.Sprint(cfg.Quorum.Members()) {
 			return fmt.Errorf("elect: epoch %d already known with members %v, not %v", cfg.Epoch, old.qs.Members(), cfg.Quorum.Members())
 		}
+		if !cfg.Heard {
+			old.heard = false // the log now holds the stop edict that began it
+		}
 		return nil
 	}
 	c.addEpoch(cfg)

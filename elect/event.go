@@ -23,6 +23,11 @@ const (
 	LeaderVerified
 	// EpochTerminated: a quorum of the epoch is wedged (§10.6).
 	EpochTerminated
+	// EpochHeard: a peer's news named an epoch newer than any this process
+	// knew, with its Members; the core now knows it as Heard. The runtime
+	// records the configuration durably (a wedge or termination in it is
+	// persisted, and New needs the epoch to restore them).
+	EpochHeard
 )
 
 func (k EventKind) String() string {
@@ -35,6 +40,8 @@ func (k EventKind) String() string {
 		return "leader-verified"
 	case EpochTerminated:
 		return "epoch-terminated"
+	case EpochHeard:
+		return "epoch-heard"
 	}
 	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }
@@ -52,4 +59,7 @@ type Event struct {
 	Start  edict.Time
 	Leader edict.ProcessID
 	Until  edict.Time // LeaderVerified
+	// Members are an EpochHeard epoch's members (a majority quorum
+	// system).
+	Members []edict.ProcessID
 }

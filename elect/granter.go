@@ -28,10 +28,15 @@ type epochState struct {
 
 	lapseReported bool
 	terminated    bool
+	// heard: known only from a peer's epoch news (EpochConfig.Heard); no
+	// campaign in it.
+	heard bool
+	// members caches a majority's member list for the news emit sends.
+	members []edict.ProcessID
 }
 
 func newEpochState(cfg EpochConfig) *epochState {
-	return &epochState{epoch: cfg.Epoch, qs: cfg.Quorum, retired: map[edict.ProcessID]edict.Time{}}
+	return &epochState{epoch: cfg.Epoch, qs: cfg.Quorum, heard: cfg.Heard, retired: map[edict.ProcessID]edict.Time{}}
 }
 
 func (es *epochState) wedge() {
@@ -145,6 +150,11 @@ func (c *Core) onGrantRequest(now edict.Time, m Message) {
 		f = now.Add(edict.ScaleUp(m.Delta, 1+c.cfg.Rho))
 	case BoundedSkew:
 		f = edict.Time{Incarnation: now.Incarnation, Nanos: m.Start.Nanos}.Add(m.Delta + c.cfg.Skew)
+	}
+	if m.From != c.id {
+		// A leader renewing, or a candidate this process backs: the
+		// campaign fallback waits for it (maybeStart).
+		c.leaderSeen = now
 	}
 	if es.grantee != m.From {
 		es.grantStart = edict.Time{}

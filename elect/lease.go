@@ -99,10 +99,23 @@ func (c *Core) chooseDelta(now edict.Time) time.Duration {
 
 // maybeStart applies the stability rule (DESIGN §4, the prose of §9): a
 // leader renews whatever the detector says; a non-leader starts only if it
-// is the weak leader and grants to no other process.
+// is the weak leader and grants to no other process — or, the campaign
+// fallback, if it has seen no leader for FallbackAfter.
+//
+// The fallback is for what §9's argument leaves out, a process set that
+// changes: the process the detector names may not know the epoch, may not
+// be a member of it, or may know it only from news (and so may not lead
+// it), and then waits for nobody while everybody waits for it (issue 14).
+// Leases make a second candidate safe, so the fallback costs only
+// contention, and rarely: FallbackAfter defaults to 4·MaxLease, beyond
+// the ~3·MaxLease the detector needs to name a successor in the common
+// case (a lapsed grant, MaxLease; suspicion, 2·MaxLease), so a working
+// detector wins first and keeps its stability benefit. A jitter of up to
+// MaxLease per member, drawn again after each fallback, lets the first
+// fallback candidate finish before the next starts.
 func (c *Core) maybeStart(now edict.Time) {
 	es := c.epochs[c.active]
-	if c.attempt != nil || es == nil || es.terminated || !es.qs.IsMember(c.id) {
+	if c.attempt != nil || es == nil || es.terminated || !es.qs.IsMember(c.id) || es.heard {
 		return
 	}
 	if c.successorKnown(c.active) || c.wedges[c.active] != nil {
@@ -121,9 +134,22 @@ func (c *Core) maybeStart(now edict.Time) {
 		return
 	}
 	if c.cfg.Detector.WeakLeader(now) != c.id {
-		return
+		if now.Before(c.fallbackAt()) || mutated(RuleCampaignFallback) {
+			return
+		}
+		c.leaderSeen = now // the next fallback waits a whole FallbackAfter again
+		c.drawFallbackJitter()
 	}
 	c.start(now, false)
+}
+
+// fallbackAt is when maybeStart's campaign fallback is due.
+func (c *Core) fallbackAt() edict.Time {
+	return c.leaderSeen.Add(c.cfg.FallbackAfter + c.fallbackJitter)
+}
+
+func (c *Core) drawFallbackJitter() {
+	c.fallbackJitter = time.Duration(c.cfg.Rand.Int64N(int64(c.cfg.MaxLease) + 1))
 }
 
 // Campaign starts an attempt at once, bypassing the detector and back-off
@@ -132,7 +158,7 @@ func (c *Core) maybeStart(now edict.Time) {
 func (c *Core) Campaign(now edict.Time) {
 	c.advance(now)
 	es := c.epochs[c.active]
-	if es == nil || !es.qs.IsMember(c.id) || c.lease.valid(now) {
+	if es == nil || !es.qs.IsMember(c.id) || c.lease.valid(now) || es.heard {
 		return
 	}
 	// Supersede, do not revoke: a revocation stamped now would also
@@ -223,6 +249,7 @@ func (c *Core) complete(now edict.Time, a *attempt, qt edict.QT) {
 		c.start(now, false)
 		return
 	}
+	c.leaderSeen = now
 	if wasLeader {
 		if a.deadline.After(c.lease.expiry) {
 			c.lease.expiry = a.deadline

@@ -99,6 +99,19 @@ type Message struct {
 
 	// Payload is a MsgDetector's content, opaque to the lease protocol.
 	Payload []byte `codec:"p"`
+
+	// Newest, NewestMembers and NewestRan are the sender's epoch news,
+	// which every message carries: the newest epoch whose configuration
+	// the sender knows, its members (a majority quorum system), and
+	// whether the sender runs in it, that is, knows every epoch before it
+	// TERMINATED. A receiver that knows no epoch that new learns it
+	// (Heard); one that runs in an older epoch and is told the newer one
+	// runs learns its own terminated. Every member of a running epoch so
+	// comes to know it from any peer that does, without waiting for a
+	// leader of the epoch to replicate the stop edict (DESIGN §7).
+	Newest        uint64            `codec:"n"`
+	NewestMembers []edict.ProcessID `codec:"nm"`
+	NewestRan     bool              `codec:"nr"`
 }
 
 func (m Message) String() string {
@@ -126,6 +139,15 @@ func (m Message) Validate() error {
 		return fmt.Errorf("elect: %v with a detector payload", m.Type)
 	case len(m.Payload) > MaxDetectorPayload:
 		return fmt.Errorf("elect: detector payload of %d bytes exceeds %d", len(m.Payload), MaxDetectorPayload)
+	case len(m.NewestMembers) > edict.MaxQTSize:
+		return fmt.Errorf("elect: %v with news of %d members, limit %d", m.Type, len(m.NewestMembers), edict.MaxQTSize)
+	case m.NewestRan && len(m.NewestMembers) == 0:
+		return fmt.Errorf("elect: %v says epoch %d runs but names no members", m.Type, m.Newest)
+	}
+	for i, p := range m.NewestMembers {
+		if p == edict.None || i > 0 && m.NewestMembers[i-1] >= p {
+			return fmt.Errorf("elect: %v with news of epoch %d whose members %v are not sorted, distinct processes", m.Type, m.Newest, m.NewestMembers)
+		}
 	}
 	return nil
 }

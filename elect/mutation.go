@@ -13,6 +13,10 @@ const (
 	// RuleReplyAttempt: a grant counts only toward the attempt it answers,
 	// named by (p, Start_p) (onGrantReply).
 	RuleReplyAttempt = "reply-attempt"
+	// RuleCampaignFallback, a liveness rule: a member that has seen no
+	// leader for FallbackAfter campaigns whatever the detector names
+	// (maybeStart).
+	RuleCampaignFallback = "campaign-fallback"
 )
 
-var mutationRules = []string{RuleQuarantineGrants, RuleWedgeOnEpochChange, RuleReplyAttempt}
+var mutationRules = []string{RuleQuarantineGrants, RuleWedgeOnEpochChange, RuleReplyAttempt, RuleCampaignFallback}

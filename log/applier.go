@@ -172,6 +172,12 @@ func (a *applier) takeSnapshot(wait bool) error {
 		return fmt.Errorf("log: fsm snapshot: %w", err)
 	}
 	st := a.n.Status()
+	if st.EpochHeard {
+		// The snapshot would name an epoch whose stop edict this log
+		// does not hold yet; a process that installs it would take the
+		// epoch as its log's own. Wait until the log brings it.
+		return nil
+	}
 	meta := storage.SnapshotMeta{Index: a.last.Index, Reign: a.last.Reign, Stamp: a.last.Stamp,
 		Config: storage.EpochConfig{Epoch: st.Epoch, Members: st.Members, Learners: st.Learners}}
 	errc := make(chan error, 1)

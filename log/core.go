@@ -134,7 +134,7 @@ func NewCore(cfg CoreConfig, st State, now edict.Time) (*Core, error) {
 		if err != nil {
 			return nil, fmt.Errorf("log: epoch %d: %w", e.Epoch, err)
 		}
-		ecs = append(ecs, elect.EpochConfig{Epoch: e.Epoch, Quorum: q})
+		ecs = append(ecs, elect.EpochConfig{Epoch: e.Epoch, Quorum: q, Heard: e.Heard})
 	}
 	ec := cfg.Elect
 	ec.ID, ec.Epochs = cfg.ID, ecs
@@ -330,6 +330,8 @@ func (c *Core) drainElect(now edict.Time) {
 			c.stepDown(now, "lease lost")
 		case elect.EpochTerminated:
 			c.onEpochTerminated(now, ev.Epoch)
+		case elect.EpochHeard:
+			c.hearEpoch(now, ev)
 		}
 	}
 }
@@ -412,8 +414,11 @@ func cloneEntries(es []storage.Entry) []storage.Entry { return slices.Clone(es) 
 
 // Status is a snapshot of the Core's state for operators.
 type Status struct {
-	ID            edict.ProcessID
-	Epoch         uint64
+	ID    edict.ProcessID
+	Epoch uint64
+	// EpochHeard: this process knows Epoch only from a peer's news, not
+	// yet from its log (storage.EpochConfig.Heard); Learners are unknown.
+	EpochHeard    bool
 	Leader        edict.ProcessID
 	IsLeader      bool
 	LeaseExpiry   edict.Time
@@ -433,7 +438,7 @@ type Status struct {
 func (c *Core) Status(now edict.Time) Status {
 	ep := c.el.ActiveEpoch()
 	cfg := c.epochs[ep]
-	s := Status{ID: c.id, Epoch: ep, Leader: c.leaderHint, AcceptedReign: c.acceptedReign, Commit: c.commit,
+	s := Status{ID: c.id, Epoch: ep, EpochHeard: cfg.Heard, Leader: c.leaderHint, AcceptedReign: c.acceptedReign, Commit: c.commit,
 		Applied: c.applied, LastIndex: c.log.lastIndex(), FirstIndex: c.log.first(),
 		Members: slices.Clone(cfg.Members), Learners: slices.Clone(cfg.Learners)}
 	if _, exp, _, ok := c.el.Lease(now); ok && c.lead != nil && c.lead.phase == phaseReady {

@@ -72,12 +72,13 @@ func (c *Core) processCommitted(now edict.Time) {
 // A stop edict ends its epoch: the next one's processes wedge it (§10.6).
 func (c *Core) learnMembership(now edict.Time, m Membership, stop bool) {
 	cfg := m.Config
+	wasHeard := c.epochs[cfg.Epoch].Heard
 	c.epochs[cfg.Epoch] = cfg
 	if b, err := storage.EncodeEpochConfig(cfg); err == nil {
 		c.setStable(storage.EpochConfigKey(cfg.Epoch), b)
 	}
 	c.event(Event{Kind: ConfigChanged, Epoch: cfg.Epoch, Membership: &m})
-	if !stop && !c.el.EpochKnown(cfg.Epoch) {
+	if !stop && (!c.el.EpochKnown(cfg.Epoch) || wasHeard) {
 		// A committed config entry of an epoch the lease core does not
 		// know: its stop edict lay inside a snapshot whose metadata names
 		// the epoch active when it was taken, an older one. The entry was
@@ -127,6 +128,28 @@ func (c *Core) learnRanEpoch(now edict.Time, cfg storage.EpochConfig) {
 		panic(err)
 	}
 	c.drainElect(now)
+}
+
+// hearEpoch records an epoch the lease core learned from a peer's news
+// (elect.EpochHeard): durably, with the records the core will persist in
+// it, and marked Heard, so that after a restart too this process grants
+// and wedges in it but does not lead it until its own log brings the
+// stop edict (learnMembership then replaces the record). A member of the
+// epoch helps wedge its predecessors at once, as it would had the log
+// brought the epoch.
+func (c *Core) hearEpoch(now edict.Time, ev elect.Event) {
+	if _, known := c.epochs[ev.Epoch]; known {
+		return
+	}
+	cfg := storage.EpochConfig{Epoch: ev.Epoch, Members: ev.Members, Heard: true}
+	if err := cfg.Check(); err != nil {
+		panic(fmt.Sprintf("log: the lease core heard of an impossible epoch: %v", err)) // elect checked the news
+	}
+	c.epochs[cfg.Epoch] = cfg
+	if b, err := storage.EncodeEpochConfig(cfg); err == nil {
+		c.setStable(storage.EpochConfigKey(cfg.Epoch), b)
+	}
+	c.wedgePredecessors(now)
 }
 
 // nextEpochHoldsStop reports whether every other member of the next epoch

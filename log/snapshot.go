@@ -117,7 +117,7 @@ func (c *Core) SnapshotInstalled(now edict.Time, from edict.ProcessID, meta tran
 	}
 	c.acceptReign(meta.Reign)
 	cfg := storage.EpochConfig{Epoch: meta.Epoch, Members: meta.Members, Learners: meta.Learners}
-	if old, known := c.epochs[meta.Epoch]; !known {
+	if old, known := c.epochs[meta.Epoch]; !known || old.Heard {
 		// The snapshot spans a stop edict this process never saw. Its
 		// epoch was active where the snapshot was taken: it ran.
 		c.epochs[cfg.Epoch] = cfg

@@ -119,6 +119,11 @@ type EpochConfig struct {
 	Members []edict.ProcessID `codec:"m"`
 	// Learners receive the log but are not counted in quorums.
 	Learners []edict.ProcessID `codec:"l"`
+	// Heard marks a configuration known only from a peer's epoch news
+	// (elect.EpochConfig.Heard), not from this process's log: Learners are
+	// unknown, and the process may not lead the epoch until its log holds
+	// the stop edict that began it.
+	Heard bool `codec:"h,omitempty"`
 }
 
 // Check refuses a configuration no epoch can have: no members, process 0,

@@ -63,10 +63,14 @@ func setNonZero(t *testing.T, f reflect.Value, n uint64) {
 	case reflect.Bool:
 		f.SetBool(true)
 	case reflect.Slice:
-		if f.Type().Elem().Kind() != reflect.Uint8 {
+		switch f.Type().Elem() {
+		case reflect.TypeFor[byte]():
+			f.SetBytes([]byte{byte(n), byte(n >> 8), 7})
+		case reflect.TypeFor[edict.ProcessID]():
+			f.Set(reflect.ValueOf([]edict.ProcessID{edict.ProcessID(n), edict.ProcessID(n + 1)}))
+		default:
 			t.Fatalf("elect.Message has a slice of %v the test does not know", f.Type().Elem())
 		}
-		f.SetBytes([]byte{byte(n), byte(n >> 8), 7})
 	case reflect.Struct:
 		for i := range f.NumField() {
 			setNonZero(t, f.Field(i), n*10+uint64(i))

@@ -61,6 +61,10 @@ type wLease struct {
 	LastIndex uint64
 	LastStamp wStamp
 	Payload   []byte
+	// The sender's epoch news (elect.Message.Newest…).
+	Newest        uint64
+	NewestMembers []uint64
+	NewestRan     bool
 }
 
 type wEntry struct {
@@ -336,6 +340,7 @@ func leaseToWire(m *elect.Message, t *qtTable) *wLease {
 		Start: timeToWire(m.Start), Delta: int64(m.Delta), Wedge: m.Wedge,
 		T: timeToWire(m.T), Grantee: uint64(m.Grantee), Remaining: int64(m.Remaining), Wedged: m.Wedged,
 		LastIndex: m.LastIndex, LastStamp: t.stamp(m.LastStamp), Payload: m.Payload,
+		Newest: m.Newest, NewestMembers: idsToWire(m.NewestMembers), NewestRan: m.NewestRan,
 	}
 }
 
@@ -345,5 +350,6 @@ func leaseFromWire(w *wLease, q qtRefs, e *stampErr) *elect.Message {
 		Start: timeFromWire(w.Start), Delta: time.Duration(w.Delta), Wedge: w.Wedge,
 		T: timeFromWire(w.T), Grantee: edict.ProcessID(w.Grantee), Remaining: time.Duration(w.Remaining), Wedged: w.Wedged,
 		LastIndex: w.LastIndex, LastStamp: e.get(q, w.LastStamp), Payload: w.Payload,
+		Newest: w.Newest, NewestMembers: idsFromWire(w.NewestMembers), NewestRan: w.NewestRan,
 	}
 }

@@ -1,0 +1,110 @@
+package elect
+
+import (
+	"testing"
+	"time"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Issue 14's transcripts: membership changes must not cost liveness.
+
+// Epoch 1 replaces p3 by p4. p1 and p2 learned epoch 1 from their logs and
+// wedged epoch 0; p4, the new member, missed the stop edict and knows only
+// epoch 0. Before epoch news, p4 ignored every grant request of epoch 1
+// ("an epoch we have not learned of yet"), so epoch 1's only quorums
+// without p4 needed p1 and p2 both. Now the request itself tells p4 of
+// epoch 1 and that epoch 0 terminated: p4 grants, but, knowing the epoch
+// only from hearsay, does not lead it until its own log brings the stop
+// edict.
+func TestEpochNewsLetsAMemberGrantInAnEpochItMissed(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	c.start(4, 1, testConfig(4, []edict.ProcessID{1, 2, 3}, nil))
+	e1 := EpochConfig{Epoch: 1, Quorum: edict.MustMajority(1, 2, 4)}
+	for _, id := range []edict.ProcessID{1, 2} {
+		require.NoError(t, c.cores[id].AddEpoch(e1))
+		require.NoError(t, c.cores[id].Wedge(c.reading(id), 0))
+		c.collect(id)
+	}
+	c.deliver(func(m Message) bool { return m.Wedge && m.To != 4 })
+	require.Equal(t, uint64(1), c.cores[1].ActiveEpoch(), "p1 knows epoch 0 terminated")
+	require.False(t, c.cores[4].EpochKnown(1))
+
+	// p2 is gone. p1 campaigns in epoch 1: it needs p4.
+	delete(c.cores, 2)
+	c.queue = nil
+	c.cores[1].Campaign(c.reading(1))
+	c.collect(1)
+	c.deliver(nil)
+	assert.True(t, c.cores[1].IsLeader(c.reading(1)), "p1 leads epoch 1 with p4's grant")
+	assert.True(t, c.cores[4].EpochKnown(1), "p4 heard of epoch 1 from the request")
+	assert.Equal(t, uint64(1), c.cores[4].ActiveEpoch(), "and that epoch 0 terminated")
+	ev, ok := c.lastEvent(4, EpochHeard)
+	require.True(t, ok, "the runtime is told, to record the configuration")
+	assert.Equal(t, []edict.ProcessID{1, 2, 4}, ev.Members)
+
+	// p1 goes too. p4 knows epoch 1 only from news: its log may lack the
+	// stop edict and so entries epoch 0 committed. It does not campaign,
+	// whatever its detector says and however long it waits.
+	delete(c.cores, 1)
+	c.dets[4].Observe(Observation{Kind: ProcessDown, Process: 1, At: c.reading(4)})
+	c.dets[4].Observe(Observation{Kind: ProcessDown, Process: 2, At: c.reading(4)})
+	c.advance(10 * time.Second)
+	c.tick(4)
+	assert.Empty(t, c.queue, "no campaign in an epoch known only from news")
+	c.cores[4].Campaign(c.reading(4))
+	c.collect(4)
+	assert.Empty(t, c.queue, "not even when asked to take over")
+
+	// Its log brings the stop edict: the epoch is its own now.
+	require.NoError(t, c.cores[4].AddEpoch(e1))
+	c.tick(4)
+	assert.NotEmpty(t, c.queue, "p4 campaigns once its log holds the epoch")
+}
+
+// The detector names p1, which will never campaign (here: it is gone, but
+// the detector has not noticed — in issue 14 it was a process outside the
+// epoch, or one that did not know it). Without a fallback nobody ever
+// campaigns. With it, p2 campaigns once it has seen no leader for
+// FallbackAfter (plus its jitter), and not before.
+func TestCampaignFallbackWhenTheNamedProcessNeverCampaigns(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	delete(c.cores, 1)
+	fallback := c.cores[2].cfg.FallbackAfter
+	require.Equal(t, 4*c.cores[2].cfg.MaxLease, fallback, "the default is 4·MaxLease")
+	step := 10 * time.Millisecond
+	var waited time.Duration
+	leads := func() bool { return c.cores[2].IsLeader(c.reading(2)) || c.cores[3].IsLeader(c.reading(3)) }
+	for ; waited < 3*fallback && !leads(); waited += step {
+		if waited < fallback {
+			assert.Empty(t, c.queue, "no campaign before FallbackAfter (%v)", waited)
+		}
+		c.advance(step)
+		c.tick(2)
+		c.tick(3)
+		c.deliver(nil)
+	}
+	require.Equal(t, edict.ProcessID(1), c.dets[2].WeakLeader(c.reading(2)), "the detector still names p1")
+	assert.True(t, leads(), "a leader is elected after %v", waited)
+	assert.GreaterOrEqual(t, waited, fallback, "not before FallbackAfter")
+}
+
+// A leader in office keeps every member's fallback quiet: granting to it
+// is seeing it.
+func TestCampaignFallbackStaysQuietUnderALeader(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	c.elect(1)
+	for range 100 { // 5 s, many times FallbackAfter
+		c.advance(50 * time.Millisecond)
+		for _, id := range []edict.ProcessID{1, 2, 3} {
+			c.tick(id)
+		}
+		c.deliver(func(m Message) bool { return m.Type != MsgGrantRequest || m.From == 1 })
+	}
+	assert.True(t, c.cores[1].IsLeader(c.reading(1)))
+	for _, id := range []edict.ProcessID{2, 3} {
+		assert.Nil(t, c.cores[id].attempt, "p%d never campaigned", id)
+	}
+}
