@@ -30,6 +30,9 @@ func (r *lrun) check(p *lproc) {
 	r.checkMonotone(p, st.AcceptedReign, "in memory")
 	r.checkEpoch(p, st.Epoch)
 	r.checkOneLeader(p)
+	if r.leaderAfterGST == 0 && r.w.now >= r.gst && p.core.CanServeLease(p.now(r.w.now)) {
+		r.leaderAfterGST = r.w.now
+	}
 	if st.Commit > p.seenCommit {
 		for i := p.seenCommit + 1; i <= st.Commit && r.violation == ""; i++ {
 			r.checkCommitted(p, i)

@@ -313,15 +313,34 @@ func (r *lrun) stabilize() {
 	}
 }
 
-// finalCheck: linearizability of the history, and progress after GST.
+// finalCheck: linearizability of the history, and liveness after GST: a
+// leader within LivenessBound, and a write acknowledged.
 func (r *lrun) finalCheck() {
 	if v := r.hist.check(); v != "" {
 		r.fail("%s", v)
 		return
 	}
-	if r.ackAfterGST == 0 {
+	bound := r.sc.LivenessBound()
+	switch {
+	case r.leaderAfterGST == 0 && r.end-r.gst >= int64(bound):
+		r.fail("liveness: no leader in the %v after GST (bound %v)%s", time.Duration(r.end-r.gst), bound, r.describe())
+	case r.leaderAfterGST-r.gst > int64(bound):
+		r.fail("liveness: the first leader after GST came %v after it, beyond the bound %v%s", time.Duration(r.leaderAfterGST-r.gst), bound, r.describe())
+	case r.ackAfterGST == 0:
 		r.fail("no write was acknowledged after GST: the log made no progress%s", r.describe())
 	}
+}
+
+// LivenessBound is how soon after GST (the last fault healed) a leader
+// must exist: the lease scenario's ElectionBound, in which the detector
+// names a live process and it takes the lease, plus the campaign fallback
+// (elect.Config.FallbackAfter, 4·MaxLease, and its jitter of up to
+// MaxLease) for when the named process cannot lead — it is outside the
+// epoch, does not know it, or knows it only from news (issue 14) — plus
+// one more MaxLease for the news that the epoch runs to reach a quorum
+// and for the grants the fallback candidate's predecessor left to lapse.
+func (sc *LogScenario) LivenessBound() time.Duration {
+	return sc.ElectionBound() + 6*sc.MaxLease()
 }
 
 // describe summarizes each process's state, for a failure message.

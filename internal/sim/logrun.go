@@ -64,6 +64,9 @@ type lrun struct {
 	snapshots   int
 	maxEpoch    uint64
 	ackAfterGST int
+	// leaderAfterGST is when a process first could serve under its lease
+	// after GST (0: not yet), for the liveness check.
+	leaderAfterGST int64
 }
 
 func (r *lrun) unknownOp(op *clientOp) {
