@@ -38,6 +38,12 @@ type LogScenario struct {
 	// they hold the reign-start edict (the case Raft's "commit only the
 	// current term's entries" is for).
 	MaxAppendEntries int
+	// Figure8 plays Raft's Figure 8 on purpose (adversary_figure8.go):
+	// crashes and lost reign-start appends, timed by what is on the wire,
+	// line up four reigns so that a returning leader's catch-up of an
+	// earlier reign's entries reaches a quorum and its reign-start edict
+	// does not. Needs N 5; best with MaxAppendEntries 1.
+	Figure8 bool
 	// ShortRestartEvery is the mean spacing of crash-restarts of 1–30 ms,
 	// shorter than one lease attempt, aimed at processes other than the
 	// leader (granters); CrashGranters is the chance that a process that
