@@ -55,6 +55,9 @@ func (r *lrun) schedule() {
 	if sc.Membership {
 		r.membershipPlan()
 	}
+	if sc.Figure8 {
+		r.startFigure8()
+	}
 	r.w.at(r.gst, r.stabilize)
 }
 

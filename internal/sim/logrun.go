@@ -59,6 +59,8 @@ type lrun struct {
 	maxEpochOf   map[edict.ProcessID]uint64
 	// connCut drops the messages of broken connections (ConnectionCuts).
 	connCut map[connection]bool
+	// fig8 is the Figure 8 adversary (LogScenario.Figure8), or nil.
+	fig8 *figure8
 
 	hist        *history
 	snapshots   int
@@ -244,6 +246,10 @@ func (r *lrun) send(m transport.Message) {
 		r.net.lost++
 		return
 	}
+	if r.fig8.lose(m) {
+		r.net.lost++
+		return
+	}
 	r.net.send(m.From, m.To, func() {
 		q := r.procs[m.To]
 		if q == nil || !q.up {
@@ -254,6 +260,7 @@ func (r *lrun) send(m transport.Message) {
 				r.fail("%v refused a well-formed message %v: %v", q.id, m, err)
 			}
 		})
+		r.fig8.delivered(m)
 	})
 }
 
