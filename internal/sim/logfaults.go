@@ -55,6 +55,7 @@ func (r *lrun) schedule() {
 	if sc.Membership {
 		r.membershipPlan()
 	}
+	r.scheduleReplay()
 	r.w.at(r.gst, r.stabilize)
 }
 

@@ -63,6 +63,17 @@ type LogScenario struct {
 	// granters its appends do not reach, or reaches followers that have
 	// stopped granting to it and may grant to a candidate.
 	ConnectionCuts bool
+	// LostTailEvery is the mean spacing of lost-tail plans
+	// (adversary_replay.go): a leader's next batch reaches only enough
+	// followers to make a quorum with it, it crashes before its own
+	// store, those followers are cut off until it leads again, and their
+	// acknowledgements of the lost tail arrive again right after its new
+	// reign-start edict, which took an index of that tail. StaleReplies
+	// is the chance that any new reign receives late copies of the
+	// acknowledgements its leader's earlier reigns got, if they reach its
+	// reign-start edict's index.
+	LostTailEvery time.Duration
+	StaleReplies  float64
 	// IgnoreSuspend is a negative control: the driver never asks the
 	// clock whether it was suspended, so a leader trusts a lease that a
 	// suspend outlived.
@@ -149,6 +160,14 @@ func LogScenarios() []LogScenario {
 		// edict; replies delayed across reigns.
 		{Scenario: Scenario{Name: "log-figure8", Partitions: true, Crashes: true, Transfers: true, Loss: 0.05, LongDelay: 0.02, SpanDelay: 0.05},
 			MaxAppendEntries: 2, ConnectionCuts: true, Seeds: 60},
+		// Issue 13's hole 1, aimed at (adversary_replay.go): a leader
+		// crashes before storing a tail that reached only followers
+		// enough for a quorum with it; they are cut off until it leads
+		// again, and their acknowledgements of the lost tail arrive
+		// again right after its new reign-start edict, stored at an
+		// index the tail held. Late copies of earlier reigns'
+		// acknowledgements reach other new reigns too.
+		{Scenario: Scenario{Name: "log-lost-tails", Loss: 0.02}, LostTailEvery: 600 * time.Millisecond, StaleReplies: 0.5, Seeds: 60},
 	}
 }
 
