@@ -56,6 +56,7 @@ func (r *lrun) schedule() {
 		r.membershipPlan()
 	}
 	r.scheduleReplay()
+	r.scheduleQuarantine()
 	r.w.at(r.gst, r.stabilize)
 }
 

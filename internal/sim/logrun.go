@@ -53,7 +53,8 @@ type lrun struct {
 	violation string
 
 	// The targeted adversaries, nil unless the scenario asks for them.
-	replay *replayAdversary
+	replay     *replayAdversary
+	quarantine *quarantineAdversary
 
 	// Ground truth for the checkers of logcheck.go, kept here so that it
 	// survives a process's restart.
@@ -246,7 +247,7 @@ func (r *lrun) send(m transport.Message) {
 	if m.Lease != nil && m.Lease.Type == elect.MsgGrantRequest && !m.Lease.Wedge {
 		r.maybeSuspendCandidate(r.procs[m.From])
 	}
-	if r.replayIntercept(m) {
+	if r.replayIntercept(m) || r.quarantineIntercept(m) {
 		return // an adversary dropped or held it (adversary_*.go)
 	}
 	if r.connCut[connection{m.From, m.To, m.Lease != nil}] {

@@ -74,6 +74,12 @@ type LogScenario struct {
 	// reign-start edict's index.
 	LostTailEvery time.Duration
 	StaleReplies  float64
+	// ForgottenGrantEvery is the mean spacing of forgotten-grant plans
+	// (adversary_quarantine.go): while a leader's lease runs out, a
+	// granter grants to a candidate, restarts at once and, in its
+	// quarantine, is reached by the old leader's appends; the followers
+	// that complete the candidate's quorum are starved of them.
+	ForgottenGrantEvery time.Duration
 	// IgnoreSuspend is a negative control: the driver never asks the
 	// clock whether it was suspended, so a leader trusts a lease that a
 	// suspend outlived.
@@ -168,6 +174,13 @@ func LogScenarios() []LogScenario {
 		// index the tail held. Late copies of earlier reigns'
 		// acknowledgements reach other new reigns too.
 		{Scenario: Scenario{Name: "log-lost-tails", Loss: 0.02}, LostTailEvery: 600 * time.Millisecond, StaleReplies: 0.5, Seeds: 60},
+		// Issue 13's hole 2, aimed at (adversary_quarantine.go): while a
+		// leader's lease runs out, a granter outside its quorum grants
+		// to a candidate and restarts at once; the leader's appends,
+		// delayed, reach it in its quarantine, and the candidate's
+		// quorum is completed by followers starved of them. d = 30 ms
+		// gives the candidate's attempt room for all of it.
+		{Scenario: Scenario{Name: "log-forgotten-grants", RoundTrip: 30 * time.Millisecond}, ForgottenGrantEvery: time.Second, Seeds: 60},
 	}
 }
 
