@@ -58,6 +58,8 @@ func (r *lrun) schedule() {
 	if sc.Figure8 {
 		r.startFigure8()
 	}
+	r.scheduleReplay()
+	r.scheduleQuarantine()
 	r.w.at(r.gst, r.stabilize)
 }
 

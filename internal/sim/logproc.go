@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"time"
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
@@ -52,8 +53,10 @@ type lproc struct {
 	// reported; the checkers look at what lies above it.
 	seenCommit uint64
 	// crashAt is where, inside the Ready cycle under way, the process
-	// crashes (crashNone: it does not).
-	crashAt crashPoint
+	// crashes (crashNone: it does not); crashFor, if set, how long it
+	// then stays down.
+	crashAt  crashPoint
+	crashFor time.Duration
 }
 
 // crashPoint is a moment inside a Ready cycle at which the scenario's

@@ -52,6 +52,10 @@ type lrun struct {
 	committed map[uint64]edict.Stamp // ground truth: index → the one stamp committed there
 	violation string
 
+	// The targeted adversaries, nil unless the scenario asks for them.
+	replay     *replayAdversary
+	quarantine *quarantineAdversary
+
 	// Ground truth for the checkers of logcheck.go, kept here so that it
 	// survives a process's restart.
 	epochMembers map[uint64][]edict.ProcessID
@@ -205,7 +209,7 @@ func (r *lrun) drain(p *lproc) {
 			p.crashAt = crashPoint(1 + r.w.rng.IntN(3))
 		}
 		err := p.d.HandleReady()
-		p.crashAt = crashNone
+		p.crashAt, p.crashFor = crashNone, 0
 		if !p.up {
 			return // crashed inside the cycle
 		}
@@ -226,9 +230,15 @@ func (r *lrun) drain(p *lproc) {
 	r.check(p)
 }
 
-// crashNow crashes p where it stands, for a time the scenario picks.
+// crashNow crashes p where it stands, for a time the scenario picks, or
+// the adversary that chose the crash point (crashFor).
 func (r *lrun) crashNow(p *lproc) {
-	r.crash(p, r.w.between(time.Millisecond, r.sc.MaxDowntime))
+	down := p.crashFor
+	if down == 0 {
+		down = r.w.between(time.Millisecond, r.sc.MaxDowntime)
+	}
+	p.crashFor = 0
+	r.crash(p, down)
 }
 
 func (r *lrun) send(m transport.Message) {
@@ -242,6 +252,9 @@ func (r *lrun) send(m transport.Message) {
 	if m.Lease != nil && m.Lease.Type == elect.MsgGrantRequest && !m.Lease.Wedge {
 		r.maybeSuspendCandidate(r.procs[m.From])
 	}
+	if r.replayIntercept(m) || r.quarantineIntercept(m) {
+		return // an adversary dropped or held it (adversary_*.go)
+	}
 	if r.connCut[connection{m.From, m.To, m.Lease != nil}] {
 		r.net.lost++
 		return
@@ -250,18 +263,21 @@ func (r *lrun) send(m transport.Message) {
 		r.net.lost++
 		return
 	}
-	r.net.send(m.From, m.To, func() {
-		q := r.procs[m.To]
-		if q == nil || !q.up {
-			return
+	r.net.send(m.From, m.To, func() { r.deliver(m) })
+}
+
+// deliver hands m to its recipient's Driver, if the recipient is up.
+func (r *lrun) deliver(m transport.Message) {
+	q := r.procs[m.To]
+	if q == nil || !q.up {
+		return
+	}
+	r.call(q, func(d *log.Driver) {
+		if err := d.Step(m); err != nil {
+			r.fail("%v refused a well-formed message %v: %v", q.id, m, err)
 		}
-		r.call(q, func(d *log.Driver) {
-			if err := d.Step(m); err != nil {
-				r.fail("%v refused a well-formed message %v: %v", q.id, m, err)
-			}
-		})
-		r.fig8.delivered(m)
 	})
+	r.fig8.delivered(m)
 }
 
 // applyEntry applies e to p's state machine and checks that no other

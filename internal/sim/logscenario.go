@@ -69,6 +69,23 @@ type LogScenario struct {
 	// granters its appends do not reach, or reaches followers that have
 	// stopped granting to it and may grant to a candidate.
 	ConnectionCuts bool
+	// LostTailEvery is the mean spacing of lost-tail plans
+	// (adversary_replay.go): a leader's next batch reaches only enough
+	// followers to make a quorum with it, it crashes before its own
+	// store, those followers are cut off until it leads again, and their
+	// acknowledgements of the lost tail arrive again right after its new
+	// reign-start edict, which took an index of that tail. StaleReplies
+	// is the chance that any new reign receives late copies of the
+	// acknowledgements its leader's earlier reigns got, if they reach its
+	// reign-start edict's index.
+	LostTailEvery time.Duration
+	StaleReplies  float64
+	// ForgottenGrantEvery is the mean spacing of forgotten-grant plans
+	// (adversary_quarantine.go): while a leader's lease runs out, a
+	// granter grants to a candidate, restarts at once and, in its
+	// quarantine, is reached by the old leader's appends; the followers
+	// that complete the candidate's quorum are starved of them.
+	ForgottenGrantEvery time.Duration
 	// IgnoreSuspend is a negative control: the driver never asks the
 	// clock whether it was suspended, so a leader trusts a lease that a
 	// suspend outlived.
@@ -161,6 +178,21 @@ func LogScenarios() []LogScenario {
 		// edict; replies delayed across reigns.
 		{Scenario: Scenario{Name: "log-figure8", Partitions: true, Crashes: true, Transfers: true, Loss: 0.05, LongDelay: 0.02, SpanDelay: 0.05},
 			MaxAppendEntries: 2, ConnectionCuts: true, Seeds: 60},
+		// Issue 13's hole 1, aimed at (adversary_replay.go): a leader
+		// crashes before storing a tail that reached only followers
+		// enough for a quorum with it; they are cut off until it leads
+		// again, and their acknowledgements of the lost tail arrive
+		// again right after its new reign-start edict, stored at an
+		// index the tail held. Late copies of earlier reigns'
+		// acknowledgements reach other new reigns too.
+		{Scenario: Scenario{Name: "log-lost-tails", Loss: 0.02}, LostTailEvery: 600 * time.Millisecond, StaleReplies: 0.5, Seeds: 60},
+		// Issue 13's hole 2, aimed at (adversary_quarantine.go): while a
+		// leader's lease runs out, a granter outside its quorum grants
+		// to a candidate and restarts at once; the leader's appends,
+		// delayed, reach it in its quarantine, and the candidate's
+		// quorum is completed by followers starved of them. d = 30 ms
+		// gives the candidate's attempt room for all of it.
+		{Scenario: Scenario{Name: "log-forgotten-grants", RoundTrip: 30 * time.Millisecond}, ForgottenGrantEvery: time.Second, Seeds: 60},
 		// Replacements under partitions and crashes, with compaction:
 		// before epoch news and the campaign fallback (issue 14), 12 of
 		// 100 seeds lost liveness for good. Seed 13: the members of epoch
