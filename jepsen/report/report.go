@@ -51,7 +51,7 @@ func pair(ops []history.Op) (done []completion, pending []history.Op, end int64)
 	open := map[int]history.Op{} // process → its operation in flight
 	for _, op := range ops {
 		end = max(end, op.Time)
-		if op.Process == history.NemesisProcess {
+		if !op.Client() {
 			continue
 		}
 		switch op.Type {
