@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/jepsen/cluster"
+	"github.com/edictlog/edictlog/jepsen/history"
 	"github.com/edictlog/edictlog/jepsen/workload"
 )
 
@@ -324,4 +325,122 @@ func (t *testCluster) waitConverged(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// monitorEvery is how often the monitor asks who leads.
+const monitorEvery = 100 * time.Millisecond
+
+// monitor asks every live node's status who leads (cluster.Leader) every
+// monitorEvery until ctx ends, and records what it saw as
+// history.FLeader events of history.MonitorProcess: each change of
+// leader, and every poll that finds none (so that the checker knows the
+// cluster was still leaderless after a client operation proved a leader
+// for a moment).
+func (t *testCluster) monitor(ctx context.Context, rec *history.Recorder, done chan<- struct{}) {
+	defer close(done)
+	tick := time.NewTicker(monitorEvery)
+	defer tick.Stop()
+	last := -1
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		l, err := t.c.Leader(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			l = 0
+		}
+		if l == 0 || l != last {
+			op := history.Op{Process: history.MonitorProcess, Type: history.Info, F: history.FLeader, Node: l}
+			if err != nil {
+				op.Error = err.Error()
+			}
+			rec.Add(op)
+		}
+		last = l
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// readyProbeKey is the key a member is asked to read at the follower
+// level to show it can serve (absent: 404 is an answer too).
+const readyProbeKey = "jepsen-ready-probe"
+
+// waitReady waits up to limit for every member to be ready: it answers,
+// knows a leader, has applied what it knows committed (its /v1/status
+// says ready) and answers a follower read. Each member's outcome is
+// recorded as a history.FReady event of history.MonitorProcess: OK when
+// it became ready, Fail with the last reason when the harness gave up.
+// It reports whether all were ready.
+func (t *testCluster) waitReady(ctx context.Context, rec *history.Recorder, limit time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	members := t.Members()
+	ok := make([]bool, len(members))
+	var wg sync.WaitGroup
+	for i, id := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			why := "never polled"
+			for {
+				st, err := t.c.Status(ctx, id)
+				switch {
+				case err != nil:
+					why = "status: " + err.Error()
+				case st.Leader == 0:
+					why = "no leader known"
+				case !st.Ready:
+					why = fmt.Sprintf("not ready: applied %d, commit %d", st.Applied, st.Commit)
+				default:
+					why = t.probeRead(ctx, id)
+					if why == "" {
+						rec.Add(history.Op{Process: history.MonitorProcess, Type: history.OK, F: history.FReady, Node: id,
+							Detail: fmt.Sprintf("leader %d, applied %d", st.Leader, st.Applied)})
+						ok[i] = true
+						return
+					}
+				}
+				select {
+				case <-ctx.Done():
+					rec.Add(history.Op{Process: history.MonitorProcess, Type: history.Fail, F: history.FReady, Node: id,
+						Error: fmt.Sprintf("not ready %v after the heal: %s", limit, why)})
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return !slices.Contains(ok, false)
+}
+
+// probeRead reads readyProbeKey at the follower level from member id: ""
+// if it answered (200 or 404), else why not.
+func (t *testCluster) probeRead(ctx context.Context, id int) string {
+	n := t.c.Node(id)
+	if n == nil {
+		return "no such node"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.URL()+"/v1/kv/"+readyProbeKey+"?consistency=follower", nil)
+	if err != nil {
+		return err.Error()
+	}
+	resp, err := t.http.Do(req)
+	if err != nil {
+		return "follower read: " + err.Error()
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotFound {
+		return fmt.Sprintf("follower read: %d %s", resp.StatusCode, bytes.TrimSpace(msg))
+	}
+	return ""
 }

@@ -259,7 +259,11 @@ func (r AvailabilityResult) Summary() string {
 				slowest = max(slowest, *n.After)
 			}
 		}
-		fmt.Fprintf(&b, "; %d of %d members ready after the final heal, the last after %.1fs (bound %gs)", readyN, len(r.Ready), slowest, r.ReadyBound)
+		fmt.Fprintf(&b, "; %d of %d members ready after the final heal", readyN, len(r.Ready))
+		if readyN > 0 {
+			fmt.Fprintf(&b, ", the last after %.1fs", slowest)
+		}
+		fmt.Fprintf(&b, " (ready bound %gs)", r.ReadyBound)
 	}
 	return b.String()
 }

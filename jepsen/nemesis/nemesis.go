@@ -84,7 +84,14 @@ type Summarized interface {
 type Schedule struct {
 	Faults      []Fault
 	Quiet, Hold time.Duration
-	Seed        uint64
+	// LeaderWait, if positive, holds each fault back after the quiet
+	// until a node leads, for up to LeaderWait: the availability checker
+	// counts time without a leader from the end of the fault before, and
+	// a fault started on a cluster that has not recovered from the last
+	// one would excuse it. (A cluster leaderless that long has broken the
+	// bound already.)
+	LeaderWait time.Duration
+	Seed       uint64
 	// Logf reports what happens (optional).
 	Logf func(format string, args ...any)
 }
@@ -97,6 +104,14 @@ func (s *Schedule) Run(ctx context.Context, c Cluster, rec *history.Recorder) er
 		case <-ctx.Done():
 			return nil
 		case <-time.After(s.Quiet):
+		}
+		if s.LeaderWait > 0 {
+			if _, err := waitLeaderFor(ctx, c, s.LeaderWait); err != nil && ctx.Err() == nil {
+				s.logf("nemesis: no leader %v after the quiet; starting the next fault anyway", s.LeaderWait)
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
 		}
 		f := s.Faults[i%len(s.Faults)]
 		detail, err := f.Start(ctx, c, rng)
@@ -218,8 +233,11 @@ func shuffled(rng *rand.Rand, ids []int) []int {
 
 // waitLeader asks for the leader for up to leaderWait: faults aimed at the
 // leader or its granters start after a short election rather than fail.
-func waitLeader(ctx context.Context, c Cluster) (int, error) {
-	deadline := time.Now().Add(leaderWait)
+func waitLeader(ctx context.Context, c Cluster) (int, error) { return waitLeaderFor(ctx, c, leaderWait) }
+
+// waitLeaderFor asks for the leader until one leads or d has passed.
+func waitLeaderFor(ctx context.Context, c Cluster, d time.Duration) (int, error) {
+	deadline := time.Now().Add(d)
 	for {
 		l, err := c.Leader(ctx)
 		if err == nil || time.Now().After(deadline) {
