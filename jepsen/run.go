@@ -151,11 +151,14 @@ type Results struct {
 	// Availability: leaderless intervals, readiness after the final heal,
 	// the bounds and whether they held.
 	Availability check.AvailabilityResult `json:"availability"`
-	Workload     string                   `json:"workload"`
-	Read         string                   `json:"read,omitempty"`
-	Strict       bool                     `json:"strict,omitempty"`
-	Nemeses      []string                 `json:"nemeses"`
-	Mode         string                   `json:"mode"`
+	// Membership counts the membership changes the nemesis completed
+	// (nil: no membership nemesis ran).
+	Membership *nemesis.MembershipCounts `json:"membership,omitempty"`
+	Workload   string                    `json:"workload"`
+	Read       string                    `json:"read,omitempty"`
+	Strict     bool                      `json:"strict,omitempty"`
+	Nemeses    []string                  `json:"nemeses"`
+	Mode       string                    `json:"mode"`
 	// Nodes is how many processes the cluster started with.
 	Nodes    int                   `json:"nodes"`
 	Seconds  float64               `json:"seconds"`
@@ -329,6 +332,10 @@ func (o Options) check(ops []history.Op, snaps *cluster.SnapshotCounts) (Results
 		res.Seconds = float64(ops[len(ops)-1].Time) / 1e9
 	}
 	res.Availability = check.Availability(ops, check.AvailabilityOptions{LeaderBound: o.LeaderBound, ReadyBound: o.ReadyBound})
+	if slices.ContainsFunc(o.Nemeses, nemesis.IsMembership) {
+		m := nemesis.CountMembership(ops)
+		res.Membership = &m
+	}
 	if o.Workload == "register" {
 		res.Read, res.Strict = o.Read, o.Strict
 		levels := []string{"lease", "follower"}

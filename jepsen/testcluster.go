@@ -227,42 +227,143 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// Replace implements nemesis.Cluster: a new process joins as a learner,
-// is promoted once it has caught up, and old is removed and stopped.
-func (t *testCluster) Replace(ctx context.Context, old int) (int, error) {
+// StartJoiner implements nemesis.Cluster: a new process (the next free
+// id) that joins the cluster, up but not yet added.
+func (t *testCluster) StartJoiner(ctx context.Context) (int, error) {
 	n, err := t.c.AddProcess(ctx)
-	if err != nil {
+	if n == nil {
 		return 0, err
 	}
-	if err := t.admin(ctx, "/v1/cluster/learners", map[string]any{"id": n.ID, "raft_addr": n.RaftAddr, "http_addr": n.HTTPAddr}); err != nil {
-		return 0, fmt.Errorf("add learner %d: %w", n.ID, err)
+	return n.ID, err
+}
+
+// AddLearner implements nemesis.Cluster: the leader registers the
+// process's HTTP address and adds it as a learner.
+func (t *testCluster) AddLearner(ctx context.Context, id int) error {
+	n := t.c.Node(id)
+	if n == nil {
+		return fmt.Errorf("no node %d", id)
 	}
-	// Promotion waits for the learner to catch up; the leader refuses a
-	// learner far behind, so retry until it is accepted.
+	err := t.admin(ctx, "/v1/cluster/learners", map[string]any{"id": id, "raft_addr": n.RaftAddr, "http_addr": n.HTTPAddr})
+	if err != nil && ctx.Err() == nil {
+		// An earlier attempt may have gone through before its answer
+		// was lost.
+		if _, learners, verr := t.view(ctx); verr == nil && slices.Contains(learners, id) {
+			return nil
+		}
+	}
+	return err
+}
+
+// Promote implements nemesis.Cluster: promote a learner to a member (a
+// new epoch). The leader refuses a learner far behind, so it asks again
+// until the promotion is accepted, or ctx ends.
+func (t *testCluster) Promote(ctx context.Context, id int) error {
 	for {
-		err := t.admin(ctx, "/v1/cluster/promote", map[string]any{"id": n.ID})
-		if err == nil {
-			break
+		err := t.admin(ctx, "/v1/cluster/promote", map[string]any{"id": id})
+		if err == nil || ctx.Err() == nil && t.isMember(ctx, id) {
+			t.mu.Lock()
+			if !slices.Contains(t.members, id) {
+				t.members = append(t.members, id)
+			}
+			t.mu.Unlock()
+			return nil
 		}
 		if ctx.Err() != nil {
-			return 0, fmt.Errorf("promote %d: %w", n.ID, err)
+			return err
 		}
-		time.Sleep(200 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Remove implements nemesis.Cluster: take a member (or learner) out of
+// the cluster through the leader, then stop its process. A removed
+// process is no longer a client target, and nothing restarts it.
+func (t *testCluster) Remove(ctx context.Context, id int) error {
+	err := t.admin(ctx, "/v1/cluster/remove", map[string]any{"id": id})
+	if err != nil && ctx.Err() == nil {
+		// An earlier attempt may have gone through before its answer
+		// was lost.
+		if members, learners, verr := t.view(ctx); verr == nil && !slices.Contains(members, id) && !slices.Contains(learners, id) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return err
+	}
+	t.forget(id)
+	if t.c.PID(id) != 0 {
+		return t.c.Kill(id)
+	}
+	return nil
+}
+
+// forget drops id from the members and from every fault record: healAll
+// must not restart a removed process.
+func (t *testCluster) forget(id int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.members = slices.DeleteFunc(t.members, func(m int) bool { return m == id })
+	delete(t.down, id)
+	delete(t.paused, id)
+	delete(t.rated, id)
+	delete(t.delayed, id)
+}
+
+// Wipe implements nemesis.Cluster: a killed node loses its disk. It stays
+// down: it must not come back as the member it was.
+func (t *testCluster) Wipe(id int) error {
+	if err := t.c.Wipe(id); err != nil {
+		return err
 	}
 	t.mu.Lock()
-	t.members = append(t.members, n.ID)
+	delete(t.down, id) // not to be restarted by healAll
 	t.mu.Unlock()
-	if err := t.admin(ctx, "/v1/cluster/remove", map[string]any{"id": old}); err != nil {
-		return n.ID, fmt.Errorf("remove %d: %w", old, err)
+	return nil
+}
+
+// Rejoin implements nemesis.Cluster: start a wiped, removed node again as
+// a process that joins (same id and address, empty disk).
+func (t *testCluster) Rejoin(ctx context.Context, id int) error { return t.c.Rejoin(ctx, id) }
+
+// SyncMembers implements nemesis.Cluster: after a change that failed (its
+// outcome unknown), take the members from the leader's view.
+func (t *testCluster) SyncMembers(ctx context.Context) error {
+	members, _, err := t.view(ctx)
+	if err != nil {
+		return err
 	}
 	t.mu.Lock()
-	t.members = slices.DeleteFunc(t.members, func(id int) bool { return id == old })
-	delete(t.down, old)
-	delete(t.paused, old)
-	delete(t.rated, old)
-	delete(t.delayed, old)
-	t.mu.Unlock()
-	return n.ID, t.c.Kill(old)
+	defer t.mu.Unlock()
+	t.members = slices.Clone(members)
+	return nil
+}
+
+// view is the members and learners as the leader reports them (asking
+// for up to 5 s until a node leads).
+func (t *testCluster) view(ctx context.Context) (members, learners []int, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	l, err := t.c.WaitLeader(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := t.c.Status(ctx, l)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(st.Members) == 0 {
+		return nil, nil, fmt.Errorf("leader %d reports no members", l)
+	}
+	return st.Members, st.Learners, nil
+}
+
+func (t *testCluster) isMember(ctx context.Context, id int) bool {
+	members, _, err := t.view(ctx)
+	return err == nil && slices.Contains(members, id)
 }
 
 // Transfer implements nemesis.Cluster.

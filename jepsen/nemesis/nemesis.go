@@ -2,7 +2,10 @@
 // and records each one's start and end in the history: network partitions
 // of several shapes, crashes and restarts, pauses longer than a lease,
 // clock-rate faults within and beyond the drift bound ρ, membership
-// changes, leadership transfers, message delay, duplication and
+// changes (adds, removes, replacements, the leader removed, a member that
+// lost its disk added back; alone, under a partition, while a member is
+// killed, during a leadership transfer), leadership transfers, message
+// delay, duplication and
 // reordering, instant kill-and-restart of the leader's granters, and
 // snapshot installs under load. Faults that act in several steps record
 // each step, timestamped, as an event of the nemesis.
@@ -36,10 +39,28 @@ type Cluster interface {
 	Resume(id int) error
 	SetClockRate(id int, rate float64) error
 	Leader(ctx context.Context) (int, error)
-	// Replace adds a new process as a learner, promotes it and removes
-	// member old (stopping its process); it returns the new id.
-	Replace(ctx context.Context, old int) (int, error)
 	Transfer(ctx context.Context, to int) error
+	// StartJoiner starts a new process (a new id) that joins the
+	// cluster; it is no member until AddLearner and Promote.
+	StartJoiner(ctx context.Context) (int, error)
+	// AddLearner adds a process as a learner (through the leader).
+	AddLearner(ctx context.Context, id int) error
+	// Promote makes a learner a member once the leader accepts it (it
+	// refuses a learner far behind), asking again until then or until ctx
+	// ends; Members includes it afterwards.
+	Promote(ctx context.Context, id int) error
+	// Remove takes a member or learner out (through the leader) and stops
+	// its process; Members no longer includes it.
+	Remove(ctx context.Context, id int) error
+	// Wipe empties a killed node's data directory (a lost disk); the
+	// node stays down.
+	Wipe(id int) error
+	// Rejoin starts a wiped node that was removed again, same id and
+	// address, as a process that joins (then AddLearner and Promote).
+	Rejoin(ctx context.Context, id int) error
+	// SyncMembers sets Members from the leader's view, after a change
+	// whose outcome is unknown.
+	SyncMembers(ctx context.Context) error
 	// Bounce SIGKILLs a node and starts it again at once, without
 	// waiting for it to answer; down is the time from kill to exec.
 	Bounce(id int) (down time.Duration, err error)
@@ -165,7 +186,8 @@ func (s *Schedule) logf(format string, args ...any) {
 }
 
 // Known lists the faults ByName builds, for help texts.
-const Known = "partition, kill, pause, clock, clock-beyond-rho, membership, transfer, delay, bounce, snapshot-install"
+const Known = "partition, kill, pause, clock, clock-beyond-rho, membership, transfer, delay, bounce, snapshot-install, " +
+	"member-add, member-remove, member-replace, member-remove-leader, member-rejoin, member-partition, member-kill, member-transfer"
 
 // ByName builds the faults --nemesis names; rho is the cluster's drift
 // bound and lease its longest lease (pauses outlast it).
@@ -183,8 +205,6 @@ func ByName(names []string, rho float64, lease time.Duration) ([]Fault, error) {
 			out = append(out, &clock{rho: rho})
 		case "clock-beyond-rho":
 			out = append(out, &clockBeyond{})
-		case "membership":
-			out = append(out, &membership{})
 		case "transfer":
 			out = append(out, &transfer{})
 		case "delay":
@@ -194,6 +214,10 @@ func ByName(names []string, rho float64, lease time.Duration) ([]Fault, error) {
 		case "snapshot-install":
 			out = append(out, &snapshotInstall{})
 		default:
+			if plans := membershipFaults[n]; plans != nil {
+				out = append(out, &membership{name: n, plans: plans})
+				continue
+			}
 			return nil, fmt.Errorf("unknown nemesis %q (known: %s)", n, Known)
 		}
 	}
@@ -233,7 +257,9 @@ func shuffled(rng *rand.Rand, ids []int) []int {
 
 // waitLeader asks for the leader for up to leaderWait: faults aimed at the
 // leader or its granters start after a short election rather than fail.
-func waitLeader(ctx context.Context, c Cluster) (int, error) { return waitLeaderFor(ctx, c, leaderWait) }
+func waitLeader(ctx context.Context, c Cluster) (int, error) {
+	return waitLeaderFor(ctx, c, leaderWait)
+}
 
 // waitLeaderFor asks for the leader until one leads or d has passed.
 func waitLeaderFor(ctx context.Context, c Cluster, d time.Duration) (int, error) {

@@ -93,6 +93,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "unavailable: %s\n", v)
 	}
 	fmt.Fprintf(stdout, "availability: %s\n", res.Availability.Summary())
+	if m := res.Membership; m != nil {
+		fmt.Fprintf(stdout, "membership: %s\n", m)
+	}
 	if s := res.Snapshots; s != nil && (s.Installed+s.Refused+s.Failed+s.Received > 0 || res.SnapshotEvery > 0) {
 		every := "edictkv's default"
 		if res.SnapshotEvery > 0 {
