@@ -227,3 +227,23 @@ func TestAvailabilityOpenGapAndNoMonitor(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(b2), `"leaderless":[]`)
 }
+
+// A fault acts from when the nemesis began to inject it (Began), not when
+// the injection was done: killing every node takes a while, and the
+// leader is gone before the last one dies.
+func TestAvailabilityLeaderLostWhileAFaultIsInjected(t *testing.T) {
+	var b builder
+	b.leader(0, 1, "")
+	b.fault("kill", "kill [2]", 5*sec, 9*sec)
+	b.ops = append(b.ops,
+		history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FStart, Nemesis: "kill", Detail: "kill [1 2 3 4 5]", Time: 12 * sec, Began: 11 * sec},
+		history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FStop, Nemesis: "kill", Time: 18 * sec})
+	b.noLeader(11*sec+2e8, 19*sec)
+	b.leader(19*sec+5e8, 3, "")
+
+	res := Availability(b.history(), AvailabilityOptions{})
+	assert.Equal(t, Valid, res.Valid, "%v", res.Violations)
+	require.Len(t, res.Leaderless, 1)
+	assert.Equal(t, "kill (kill [1 2 3 4 5])", res.Leaderless[0].After)
+	assert.InDelta(t, 1.5, res.Leaderless[0].AfterFault, 1e-9)
+}

@@ -88,6 +88,11 @@ type Op struct {
 	// transfer, delay, bounce, snapshot-install); Detail describes it.
 	Nemesis string `json:"nemesis,omitempty"`
 	Detail  string `json:"detail,omitempty"`
+	// Began is, on a fault's start (FStart), when the nemesis began to
+	// inject it (ns since the test began); Time is when it was in force.
+	// Injecting can take a while (killing every node, rules in every
+	// namespace), and the fault acts from the first step. Zero: at Time.
+	Began int64 `json:"began,omitempty"`
 }
 
 // Int returns a pointer to v, for Op.Value and Op.Prev.
@@ -114,6 +119,9 @@ func NewRecorder(w io.Writer) *Recorder {
 
 // Start is when the history began.
 func (r *Recorder) Start() time.Time { return r.start }
+
+// Now is the time an event added now would get (ns since the start).
+func (r *Recorder) Now() int64 { return time.Since(r.start).Nanoseconds() }
 
 // Add records op, setting its Index and Time, and returns it.
 func (r *Recorder) Add(op Op) Op {
@@ -175,8 +183,9 @@ func Read(rd io.Reader) ([]Op, error) {
 type Interval struct {
 	Nemesis string `json:"nemesis"`
 	Detail  string `json:"detail"`
-	// Start and End are ns since the test began; End is the history's end
-	// if the fault never stopped.
+	// Start and End are ns since the test began: Start when the nemesis
+	// began to inject it (Op.Began, or the start's Time), End the history's
+	// end if the fault never stopped.
 	Start int64 `json:"start_ns"`
 	End   int64 `json:"end_ns"`
 }
@@ -194,7 +203,11 @@ func Intervals(ops []Op) []Interval {
 		switch op.F {
 		case FStart:
 			open[op.Nemesis] = append(open[op.Nemesis], len(out))
-			out = append(out, Interval{Nemesis: op.Nemesis, Detail: op.Detail, Start: op.Time, End: -1})
+			start := op.Time
+			if op.Began > 0 {
+				start = min(op.Began, op.Time)
+			}
+			out = append(out, Interval{Nemesis: op.Nemesis, Detail: op.Detail, Start: start, End: -1})
 		case FStop:
 			if q := open[op.Nemesis]; len(q) > 0 {
 				out[q[0]].End = op.Time

@@ -135,14 +135,15 @@ func (s *Schedule) Run(ctx context.Context, c Cluster, rec *history.Recorder) er
 			return nil
 		}
 		f := s.Faults[i%len(s.Faults)]
+		began := rec.Now()
 		detail, err := f.Start(ctx, c, rng)
 		if err != nil {
 			s.logf("nemesis %s: start failed: %v", f.Name(), err)
-			rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FStart, Nemesis: f.Name(), Detail: "failed: " + err.Error()})
+			rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FStart, Nemesis: f.Name(), Detail: "failed: " + err.Error(), Began: began})
 			rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FStop, Nemesis: f.Name()})
 			continue
 		}
-		rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FStart, Nemesis: f.Name(), Detail: detail})
+		rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FStart, Nemesis: f.Name(), Detail: detail, Began: began})
 		s.logf("nemesis %s: %s", f.Name(), detail)
 		scripted := make(chan struct{})
 		if sf, ok := f.(Scripted); ok {
