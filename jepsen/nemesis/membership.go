@@ -90,20 +90,23 @@ const (
 type plan struct{ change, with string }
 
 // membershipRotation is --nemesis membership: every change and every
-// companion in turn, the first eight covering all of them (a 90 s run
-// reaches about eight). From five members the sizes go 5 5 4 5 4 4 4 5 4
-// 4 5, back to the start.
+// companion in turn, the first ten covering all of them (a 90 s run
+// reaches about ten), a change under a partition every two or three (the
+// shape that lost issue 14's leader). From five members the sizes go
+// 5 5 4 5 4 4 4 5 4 4 5 5 5, back to the start.
 var membershipRotation = []plan{
 	{changeReplace, withPartition},
 	{changeRemoveLeader, withNothing},
 	{changeAdd, withKill},
-	{changeRemove, withTransfer},
+	{changeRemove, withPartition},
+	{changeReplace, withTransfer},
 	{changeRejoin, withNothing},
-	{changeReplace, withNothing},
-	{changeAdd, withNothing},
-	{changeRemove, withNothing},
-	{changeReplace, withKill},
 	{changeAdd, withPartition},
+	{changeRemove, withNothing},
+	{changeReplace, withPartition},
+	{changeAdd, withNothing},
+	{changeReplace, withKill},
+	{changeReplace, withNothing},
 }
 
 // membershipFaults are the membership nemeses by name.
@@ -477,7 +480,7 @@ type MembershipCounts struct {
 
 // String says what the counts are, for the run's summary.
 func (m MembershipCounts) String() string {
-	return fmt.Sprintf("completed: %d replacements, %d adds, %d removes (the leader removed or replaced %d times), %d rejoins after a lost disk; %d failed, %d not started",
+	return fmt.Sprintf("completed: %d replacements, %d adds, %d removes (%d of these took out the leader), %d rejoins after a lost disk; %d failed, %d not started",
 		m.Replacements, m.Adds, m.Removes, m.LeaderRemovals, m.Rejoins, m.Failed, m.NotStarted)
 }
 
