@@ -446,10 +446,12 @@ func TestMembershipRotation(t *testing.T) {
 		"is cut off", "is killed", "(the leader)", "leadership moves"} {
 		assert.Contains(t, all, want)
 	}
-	assert.Contains(t, f.log, "rejoin "+strings.Fields(whats[5])[1], "the sixth change rejoins its member")
+	assert.Contains(t, f.log, "rejoin "+strings.Fields(whats[6])[1], "the seventh change rejoins its member")
 	m := CountMembership(rec.Ops())
 	t.Logf("%s\n%s", m, all)
-	assert.Equal(t, MembershipCounts{Replacements: 10, Adds: 6, Removes: 6, LeaderRemovals: 2, Rejoins: 2}, m)
+	assert.Equal(t, 2*len(membershipRotation), m.Replacements+m.Adds+m.Removes+m.Rejoins, "%+v", m)
+	assert.Equal(t, 2, m.LeaderRemovals)
+	assert.Zero(t, m.Failed)
 	// The sizes the rotation's comment promises: no change had to be
 	// turned into another.
 	assert.NotContains(t, all, "instead")
