@@ -35,7 +35,10 @@ import (
 // and what else happens while the change runs:
 //
 //   - partition: a member other than the leader and the one changed is
-//     cut off from everyone for the whole fault;
+//     cut off from everyone for the whole fault; every other time the
+//     lowest-id such member, the one the default weak-leader election
+//     (elect.LowestLive) names once the leader is gone, so that the new
+//     epoch's members look to a process that may have missed the change;
 //   - kill: a member other than the one changed (every other time the
 //     leader) is SIGKILLed while the change runs, and restarted when the
 //     fault ends;
@@ -150,6 +153,7 @@ type membership struct {
 	plans []plan
 	n     int
 	kills int // kill plans so far: every other one kills the leader
+	cuts  int // partition plans so far: every other one cuts the lowest id
 
 	// The change in force.
 	cur        plan
@@ -177,7 +181,7 @@ func (m *membership) Start(ctx context.Context, c Cluster, rng *rand.Rand) (stri
 	ids := c.Members()
 	p, note := m.plans[m.n%len(m.plans)].fit(len(ids))
 	m.n++
-	*m = membership{name: m.name, plans: m.plans, n: m.n, kills: m.kills, cur: p, note: note, leader: l}
+	*m = membership{name: m.name, plans: m.plans, n: m.n, kills: m.kills, cuts: m.cuts, cur: p, note: note, leader: l}
 	others := shuffled(rng, slices.DeleteFunc(slices.Clone(ids), func(id int) bool { return id == l }))
 	if len(others) < 2 {
 		return "", fmt.Errorf("a membership change needs %d members, not %v", minMembers, ids)
@@ -191,6 +195,10 @@ func (m *membership) Start(ctx context.Context, c Cluster, rng *rand.Rand) (stri
 	switch p.with {
 	case withPartition:
 		m.cut = others[0]
+		if m.cuts%2 == 1 {
+			m.cut = slices.Min(others)
+		}
+		m.cuts++
 		rest := slices.DeleteFunc(slices.Clone(ids), func(id int) bool { return id == m.cut })
 		if err := c.Block(groups(ids, []int{m.cut}, rest)); err != nil {
 			return "", err

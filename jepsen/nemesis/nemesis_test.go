@@ -441,6 +441,9 @@ func TestMembershipRotation(t *testing.T) {
 		assert.Contains(t, f.members, f.leader)
 	}
 	assert.LessOrEqual(t, f.maxSize, maxMembers+1)
+	// The second change under a partition cuts off the lowest id that
+	// neither leads nor is replaced: 1 leads, 3 is replaced, so 2.
+	assert.Equal(t, "replace member 3 (leader 1) while 2 is cut off", whats[1])
 	all := strings.Join(whats, "\n")
 	for _, want := range []string{"add a member", "remove member", "replace member", "remove the leader", "rejoin",
 		"is cut off", "is killed", "(the leader)", "leadership moves"} {
