@@ -93,26 +93,26 @@ const (
 type plan struct{ change, with string }
 
 // membershipRotation is --nemesis membership: every change and every
-// companion in turn, all of them within the first ten (a 90 s run reaches
-// about ten), and two changes under a partition back to back, twice: the
-// shape that lost issue 14's leader (the member cut off during the first
-// change may still be catching up with it when the second begins). From
-// five members the sizes go 5 5 5 4 5 4 4 4 5 5 5 4 5 5, back to the
-// start.
+// companion in turn, all of them within the first eight (a 90 s run
+// reaches about ten), with changes under a partition in the shapes that
+// lost issue 14's leader: two back to back at five members (the member cut
+// off during the first may still be catching up when the second begins),
+// and one at three, where the new epoch's quorum without the member cut
+// off is the leader and the newcomer. From five members the sizes go
+// 5 5 5 4 3 3 4 4 5 5 4 4 5, back to the start.
 var membershipRotation = []plan{
 	{changeReplace, withPartition},
 	{changeReplace, withPartition},
 	{changeRemoveLeader, withNothing},
+	{changeRemove, withTransfer},
+	{changeReplace, withPartition},
 	{changeAdd, withKill},
-	{changeRemove, withPartition},
-	{changeReplace, withTransfer},
 	{changeRejoin, withNothing},
 	{changeAdd, withPartition},
-	{changeReplace, withPartition},
 	{changeReplace, withNothing},
-	{changeRemove, withNothing},
-	{changeAdd, withNothing},
+	{changeRemove, withPartition},
 	{changeReplace, withKill},
+	{changeAdd, withNothing},
 }
 
 // membershipFaults are the membership nemeses by name.
