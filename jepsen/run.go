@@ -128,6 +128,10 @@ func (o *Options) defaults() error {
 	return nil
 }
 
+// finalReadsUnready bounds the final phase's reads when a member was not
+// ready after the final heal (the run is unavailable already).
+const finalReadsUnready = 10 * time.Second
+
 // defaultSnapshotEvery is --snapshot-every under the snapshot-install
 // nemesis: small, so that the log (which keeps 1024 entries behind a
 // snapshot) is compacted past a member after a few seconds of writes.
@@ -280,14 +284,20 @@ func Run(ctx context.Context, o Options) (Results, error) {
 	// Wait past the bound, to say how late a member was, up to a point.
 	readyLimit := max(2*o.ReadyBound, o.ReadyBound+10*time.Second)
 	allReady := cl.waitReady(ctx, rec, readyLimit)
-	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
+	finalLimit := 60 * time.Second
 	if !allReady {
-		// The run is unavailable; waiting longer for a leader would only
-		// delay the report.
-		o.progress("warning: not every member was ready %v after the final heal", readyLimit)
-	} else if err := cl.waitConverged(fctx); err != nil {
-		o.progress("warning: %v", err)
+		// The run is unavailable; waiting longer for a leader, or for
+		// final reads that time out one by one, would only delay the
+		// report.
+		o.progress("warning: not every member was ready %v after the final heal; final reads limited to %v", readyLimit, finalReadsUnready)
+		finalLimit = finalReadsUnready
+	}
+	fctx, cancel := context.WithTimeout(ctx, finalLimit)
+	defer cancel()
+	if allReady {
+		if err := cl.waitConverged(fctx); err != nil {
+			o.progress("warning: %v", err)
+		}
 	}
 	if o.Workload == "register" {
 		reg.FinalReads(fctx, rec, "follower", -2)
