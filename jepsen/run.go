@@ -4,10 +4,14 @@
 // and checkers that can fail (jepsen/check), with a report a person can
 // read (jepsen/report).
 //
-// A run writes to Options.Out: history.jsonl (every operation and fault),
-// results.json (the verdict, anomalies, counts), linearizability.html
-// (porcupine's visualization, register workload), latency.png and
-// throughput.png (fault intervals shaded) and the nodes' logs in nodes/.
+// A run writes to Options.Out: history.jsonl (every operation and fault,
+// and what the monitor saw of the leader), results.json (the verdict,
+// anomalies, leaderless intervals, membership changes, counts),
+// linearizability.html (porcupine's visualization, register workload),
+// latency.png and throughput.png (fault intervals and leaderless ones
+// shaded) and the nodes' logs in nodes/. A run is valid only if it is safe
+// and available: a leader within Options.LeaderBound of every fault's end,
+// every member ready within Options.ReadyBound of the final heal.
 package jepsen
 
 import (

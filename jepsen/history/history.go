@@ -84,8 +84,9 @@ type Op struct {
 	Node int `json:"node,omitempty"`
 	// Error says why an operation failed or has an unknown outcome.
 	Error string `json:"error,omitempty"`
-	// Nemesis names a fault (partition, kill, pause, clock, membership,
-	// transfer, delay, bounce, snapshot-install); Detail describes it.
+	// Nemesis names a fault (partition, kill, pause, clock, membership or
+	// member-*, transfer, delay, bounce, snapshot-install; heal for the
+	// final heal); Detail describes it.
 	Nemesis string `json:"nemesis,omitempty"`
 	Detail  string `json:"detail,omitempty"`
 	// Began is, on a fault's start (FStart), when the nemesis began to
