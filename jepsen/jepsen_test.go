@@ -69,11 +69,20 @@ func scenario(t *testing.T, o Options) Results {
 	}
 	assert.NotEmpty(t, res.Faults, "the nemesis ran")
 	t.Logf("%s mode: %d ok, %d fail, %d info, faults %d", o.Mode, res.Stats.Total.OK, res.Stats.Total.Fail, res.Stats.Total.Info, len(res.Faults))
+	t.Logf("verdict %s; availability: %s", res.Verdict, res.Availability.Summary())
+	for _, v := range res.Availability.Violations {
+		t.Logf("unavailable: %s", v)
+	}
+	// Availability is part of correctness: a leader within the bound
+	// after every fault, every member ready soon after the final heal.
+	assert.Equal(t, check.Valid, res.Availability.Valid, "unavailable: %v", res.Availability.Violations)
+	assert.Len(t, res.Availability.Ready, res.Nodes, "every member's readiness after the final heal")
 	return res
 }
 
 // Register histories under partitions, kills, pauses and clock drift
-// within ρ are linearizable at the lease level.
+// within ρ are linearizable at the lease level, and a node leads within
+// the bound after every fault (as in every scenario).
 func TestJepsenRegister(t *testing.T) {
 	res := scenario(t, Options{Workload: "register", Nemeses: []string{"partition", "kill", "pause", "clock"}})
 	require.NotNil(t, res.Register)

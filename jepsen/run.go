@@ -4,10 +4,14 @@
 // and checkers that can fail (jepsen/check), with a report a person can
 // read (jepsen/report).
 //
-// A run writes to Options.Out: history.jsonl (every operation and fault),
-// results.json (the verdict, anomalies, counts), linearizability.html
-// (porcupine's visualization, register workload), latency.png and
-// throughput.png (fault intervals shaded) and the nodes' logs in nodes/.
+// A run writes to Options.Out: history.jsonl (every operation and fault,
+// and what the monitor saw of the leader), results.json (the verdict,
+// anomalies, leaderless intervals, membership changes, counts),
+// linearizability.html (porcupine's visualization, register workload),
+// latency.png and throughput.png (fault intervals and leaderless ones
+// shaded) and the nodes' logs in nodes/. A run is valid only if it is safe
+// and available: a leader within Options.LeaderBound of every fault's end,
+// every member ready within Options.ReadyBound of the final heal.
 package jepsen
 
 import (
@@ -51,13 +55,19 @@ type Options struct {
 	// SnapshotEvery is every node's --snapshot-every (zero: edictkv's
 	// default, 8192; 128 with the snapshot-install nemesis, so that the
 	// log is compacted past a member cut off for a few seconds).
-	SnapshotEvery  uint64
-	Rho            float64       // the drift bound the nodes run with (default 0.001)
-	Binary         string        // edictkv built with -tags jepsen; built into Out if empty
-	RepoRoot       string        // where to build it from (default ".")
-	CheckTimeout   time.Duration // porcupine's limit (default 2m)
-	Progress       io.Writer     // progress lines (optional)
-	ClusterLogging io.Writer     // the cluster's own log (optional)
+	SnapshotEvery uint64
+	Rho           float64       // the drift bound the nodes run with (default 0.001)
+	Binary        string        // edictkv built with -tags jepsen; built into Out if empty
+	RepoRoot      string        // where to build it from (default ".")
+	CheckTimeout  time.Duration // porcupine's limit (default 2m)
+	// LeaderBound is how soon after a fault ends a node must lead again
+	// (and the longest a cluster may go without a leader between faults);
+	// ReadyBound how soon after the final heal every member must be ready.
+	// Defaults check.DefaultLeaderBound (5s) and DefaultReadyBound (10s).
+	// A run that breaks either is "unavailable".
+	LeaderBound, ReadyBound time.Duration
+	Progress                io.Writer // progress lines (optional)
+	ClusterLogging          io.Writer // the cluster's own log (optional)
 }
 
 func (o *Options) defaults() error {
@@ -100,6 +110,12 @@ func (o *Options) defaults() error {
 	if o.CheckTimeout <= 0 {
 		o.CheckTimeout = 2 * time.Minute
 	}
+	if o.LeaderBound <= 0 {
+		o.LeaderBound = check.DefaultLeaderBound
+	}
+	if o.ReadyBound <= 0 {
+		o.ReadyBound = check.DefaultReadyBound
+	}
 	if o.SnapshotEvery == 0 && slices.Contains(o.Nemeses, "snapshot-install") {
 		o.SnapshotEvery = defaultSnapshotEvery
 	}
@@ -116,19 +132,42 @@ func (o *Options) defaults() error {
 	return nil
 }
 
+// finalReadsUnready bounds the final phase's reads when a member was not
+// ready after the final heal (the run is unavailable already).
+const finalReadsUnready = 10 * time.Second
+
 // defaultSnapshotEvery is --snapshot-every under the snapshot-install
 // nemesis: small, so that the log (which keeps 1024 entries behind a
 // snapshot) is compacted past a member after a few seconds of writes.
 const defaultSnapshotEvery = 128
 
+// The run's verdicts (Results.Verdict).
+const (
+	VerdictValid       = "valid"       // safe, and available within the bounds
+	VerdictInvalid     = "invalid"     // a checker found an anomaly: not safe
+	VerdictUnavailable = "unavailable" // safe as far as the checker saw, but a bound on availability was broken
+	VerdictUnknown     = "unknown"     // the checker could not decide
+)
+
 // Results is results.json.
 type Results struct {
-	Valid    check.Validity        `json:"valid"`
-	Workload string                `json:"workload"`
-	Read     string                `json:"read,omitempty"`
-	Strict   bool                  `json:"strict,omitempty"`
-	Nemeses  []string              `json:"nemeses"`
-	Mode     string                `json:"mode"`
+	// Verdict is the run's: VerdictValid only if the history is safe
+	// (Valid) and available (Availability.Valid).
+	Verdict string `json:"verdict"`
+	// Valid is the safety checker's verdict (register or set).
+	Valid check.Validity `json:"valid"`
+	// Availability: leaderless intervals, readiness after the final heal,
+	// the bounds and whether they held.
+	Availability check.AvailabilityResult `json:"availability"`
+	// Membership counts the membership changes the nemesis completed
+	// (nil: no membership nemesis ran).
+	Membership *nemesis.MembershipCounts `json:"membership,omitempty"`
+	Workload   string                    `json:"workload"`
+	Read       string                    `json:"read,omitempty"`
+	Strict     bool                      `json:"strict,omitempty"`
+	Nemeses    []string                  `json:"nemeses"`
+	Mode       string                    `json:"mode"`
+	// Nodes is how many processes the cluster started with.
 	Nodes    int                   `json:"nodes"`
 	Seconds  float64               `json:"seconds"`
 	Register *check.RegisterResult `json:"register,omitempty"`
@@ -152,7 +191,9 @@ type NemesisEvent struct {
 }
 
 // Run runs one test and writes its report. The error is for a test that
-// could not run; an anomaly is Results.Valid == check.Invalid.
+// could not run; an anomaly is Results.Valid == check.Invalid, a broken
+// availability bound Results.Availability.Valid == check.Invalid, and
+// Results.Verdict says which.
 func Run(ctx context.Context, o Options) (Results, error) {
 	if err := o.defaults(); err != nil {
 		return Results{}, err
@@ -191,6 +232,12 @@ func Run(ctx context.Context, o Options) (Results, error) {
 		o.Nodes, o.Mode, cl.leaderOrZero(ctx), o.Workload, o.Time, o.Nemeses)
 
 	rec := history.NewRecorder(hf)
+	// The monitor watches who leads from now until the final reads are
+	// done.
+	monCtx, stopMonitor := context.WithCancel(ctx)
+	defer stopMonitor()
+	monDone := make(chan struct{})
+	go cl.monitor(monCtx, rec, monDone)
 	cfg := workload.Config{Clients: o.Clients, Targets: cl.targets, Seed: o.Seed}
 	reg := &workload.Register{Config: cfg, Keys: o.Keys, Level: o.Read}
 	set := &workload.Set{Config: cfg}
@@ -213,7 +260,7 @@ func Run(ctx context.Context, o Options) (Results, error) {
 			nemDone <- nil
 			return
 		}
-		s := &nemesis.Schedule{Faults: faults, Quiet: o.Quiet, Hold: o.Hold, Seed: o.Seed, Logf: o.progress}
+		s := &nemesis.Schedule{Faults: faults, Quiet: o.Quiet, Hold: o.Hold, LeaderWait: o.LeaderBound, Seed: o.Seed, Logf: o.progress}
 		nemDone <- s.Run(runCtx, cl, rec)
 	}()
 	progressDone := make(chan struct{})
@@ -229,22 +276,40 @@ func Run(ctx context.Context, o Options) (Results, error) {
 		_ = rec.Flush()
 		return Results{}, fmt.Errorf("jepsen: interrupted (history so far in %s): %w", o.Out, err)
 	}
-	// The final phase: everything healed, every node caught up, and what
+	// The final phase: everything healed, every member ready (within the
+	// bound, which the checker judges), every node caught up, and what
 	// each holds read.
 	o.progress("healing and reading the final state")
 	if err := cl.healAll(ctx); err != nil {
 		return Results{}, fmt.Errorf("jepsen: heal: %w", err)
 	}
-	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FHeal, Nemesis: "heal",
+		Detail: fmt.Sprintf("every fault undone; members %v", cl.Members())})
+	// Wait past the bound, to say how late a member was, up to a point.
+	readyLimit := max(2*o.ReadyBound, o.ReadyBound+10*time.Second)
+	allReady := cl.waitReady(ctx, rec, readyLimit)
+	finalLimit := 60 * time.Second
+	if !allReady {
+		// The run is unavailable; waiting longer for a leader, or for
+		// final reads that time out one by one, would only delay the
+		// report.
+		o.progress("warning: not every member was ready %v after the final heal; final reads limited to %v", readyLimit, finalReadsUnready)
+		finalLimit = finalReadsUnready
+	}
+	fctx, cancel := context.WithTimeout(ctx, finalLimit)
 	defer cancel()
-	if err := cl.waitConverged(fctx); err != nil {
-		o.progress("warning: %v", err)
+	if allReady {
+		if err := cl.waitConverged(fctx); err != nil {
+			o.progress("warning: %v", err)
+		}
 	}
 	if o.Workload == "register" {
 		reg.FinalReads(fctx, rec, "follower", -2)
 	} else if err := set.FinalReads(fctx, rec, cl.grpcTargets(), -2); err != nil {
 		return Results{}, err
 	}
+	stopMonitor()
+	<-monDone
 	if err := rec.Flush(); err != nil {
 		return Results{}, fmt.Errorf("jepsen: history: %w", err)
 	}
@@ -280,6 +345,11 @@ func (o Options) check(ops []history.Op, snaps *cluster.SnapshotCounts) (Results
 	if len(ops) > 0 {
 		res.Seconds = float64(ops[len(ops)-1].Time) / 1e9
 	}
+	res.Availability = check.Availability(ops, check.AvailabilityOptions{LeaderBound: o.LeaderBound, ReadyBound: o.ReadyBound})
+	if slices.ContainsFunc(o.Nemeses, nemesis.IsMembership) {
+		m := nemesis.CountMembership(ops)
+		res.Membership = &m
+	}
 	if o.Workload == "register" {
 		res.Read, res.Strict = o.Read, o.Strict
 		levels := []string{"lease", "follower"}
@@ -297,6 +367,7 @@ func (o Options) check(ops []history.Op, snaps *cluster.SnapshotCounts) (Results
 		s := check.Set(ops)
 		res.Set, res.Valid = &s, s.Valid
 	}
+	res.Verdict = verdict(res.Valid, res.Availability.Valid)
 	var errs []error
 	errs = append(errs, report.Latency(ops, filepath.Join(o.Out, "latency.png")),
 		report.Throughput(ops, filepath.Join(o.Out, "throughput.png"), time.Second))
@@ -306,6 +377,20 @@ func (o Options) check(ops []history.Op, snaps *cluster.SnapshotCounts) (Results
 	}
 	errs = append(errs, err)
 	return res, errors.Join(errs...)
+}
+
+// verdict combines the safety and availability verdicts: an anomaly first,
+// then a broken availability bound, then anything undecided.
+func verdict(safety, availability check.Validity) string {
+	switch {
+	case safety == check.Invalid:
+		return VerdictInvalid
+	case availability == check.Invalid:
+		return VerdictUnavailable
+	case safety == check.Valid && availability == check.Valid:
+		return VerdictValid
+	}
+	return VerdictUnknown
 }
 
 func (o Options) progress(format string, args ...any) {
@@ -326,18 +411,22 @@ func (o Options) reportProgress(ctx context.Context, rec *history.Recorder, done
 		case <-t.C:
 		}
 		counts := map[history.Type]int{}
-		fault := "none"
+		fault, leader := "none", "?"
 		for _, op := range rec.Ops() {
 			switch {
+			case op.Process == history.MonitorProcess && op.F == history.FLeader && op.Node == 0:
+				leader = "none"
+			case op.Process == history.MonitorProcess && op.F == history.FLeader:
+				leader = fmt.Sprint(op.Node)
 			case op.Process == history.NemesisProcess && op.F == history.FStart:
 				fault = op.Nemesis + " (" + op.Detail + ")"
 			case op.Process == history.NemesisProcess && op.F == history.FStop:
 				fault = "none"
-			case op.Type != history.Invoke:
+			case op.Client() && op.Type != history.Invoke:
 				counts[op.Type]++
 			}
 		}
-		o.progress("t=%4.0fs ok=%d fail=%d info=%d fault: %s", time.Since(rec.Start()).Seconds(),
-			counts[history.OK], counts[history.Fail], counts[history.Info], fault)
+		o.progress("t=%4.0fs ok=%d fail=%d info=%d leader: %s fault: %s", time.Since(rec.Start()).Seconds(),
+			counts[history.OK], counts[history.Fail], counts[history.Info], leader, fault)
 	}
 }

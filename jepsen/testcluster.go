@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/jepsen/cluster"
+	"github.com/edictlog/edictlog/jepsen/history"
 	"github.com/edictlog/edictlog/jepsen/workload"
 )
 
@@ -226,42 +227,143 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// Replace implements nemesis.Cluster: a new process joins as a learner,
-// is promoted once it has caught up, and old is removed and stopped.
-func (t *testCluster) Replace(ctx context.Context, old int) (int, error) {
+// StartJoiner implements nemesis.Cluster: a new process (the next free
+// id) that joins the cluster, up but not yet added.
+func (t *testCluster) StartJoiner(ctx context.Context) (int, error) {
 	n, err := t.c.AddProcess(ctx)
-	if err != nil {
+	if n == nil {
 		return 0, err
 	}
-	if err := t.admin(ctx, "/v1/cluster/learners", map[string]any{"id": n.ID, "raft_addr": n.RaftAddr, "http_addr": n.HTTPAddr}); err != nil {
-		return 0, fmt.Errorf("add learner %d: %w", n.ID, err)
+	return n.ID, err
+}
+
+// AddLearner implements nemesis.Cluster: the leader registers the
+// process's HTTP address and adds it as a learner.
+func (t *testCluster) AddLearner(ctx context.Context, id int) error {
+	n := t.c.Node(id)
+	if n == nil {
+		return fmt.Errorf("no node %d", id)
 	}
-	// Promotion waits for the learner to catch up; the leader refuses a
-	// learner far behind, so retry until it is accepted.
+	err := t.admin(ctx, "/v1/cluster/learners", map[string]any{"id": id, "raft_addr": n.RaftAddr, "http_addr": n.HTTPAddr})
+	if err != nil && ctx.Err() == nil {
+		// An earlier attempt may have gone through before its answer
+		// was lost.
+		if _, learners, verr := t.view(ctx); verr == nil && slices.Contains(learners, id) {
+			return nil
+		}
+	}
+	return err
+}
+
+// Promote implements nemesis.Cluster: promote a learner to a member (a
+// new epoch). The leader refuses a learner far behind, so it asks again
+// until the promotion is accepted, or ctx ends.
+func (t *testCluster) Promote(ctx context.Context, id int) error {
 	for {
-		err := t.admin(ctx, "/v1/cluster/promote", map[string]any{"id": n.ID})
-		if err == nil {
-			break
+		err := t.admin(ctx, "/v1/cluster/promote", map[string]any{"id": id})
+		if err == nil || ctx.Err() == nil && t.isMember(ctx, id) {
+			t.mu.Lock()
+			if !slices.Contains(t.members, id) {
+				t.members = append(t.members, id)
+			}
+			t.mu.Unlock()
+			return nil
 		}
 		if ctx.Err() != nil {
-			return 0, fmt.Errorf("promote %d: %w", n.ID, err)
+			return err
 		}
-		time.Sleep(200 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Remove implements nemesis.Cluster: take a member (or learner) out of
+// the cluster through the leader, then stop its process. A removed
+// process is no longer a client target, and nothing restarts it.
+func (t *testCluster) Remove(ctx context.Context, id int) error {
+	err := t.admin(ctx, "/v1/cluster/remove", map[string]any{"id": id})
+	if err != nil && ctx.Err() == nil {
+		// An earlier attempt may have gone through before its answer
+		// was lost.
+		if members, learners, verr := t.view(ctx); verr == nil && !slices.Contains(members, id) && !slices.Contains(learners, id) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return err
+	}
+	t.forget(id)
+	if t.c.PID(id) != 0 {
+		return t.c.Kill(id)
+	}
+	return nil
+}
+
+// forget drops id from the members and from every fault record: healAll
+// must not restart a removed process.
+func (t *testCluster) forget(id int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.members = slices.DeleteFunc(t.members, func(m int) bool { return m == id })
+	delete(t.down, id)
+	delete(t.paused, id)
+	delete(t.rated, id)
+	delete(t.delayed, id)
+}
+
+// Wipe implements nemesis.Cluster: a killed node loses its disk. It stays
+// down: it must not come back as the member it was.
+func (t *testCluster) Wipe(id int) error {
+	if err := t.c.Wipe(id); err != nil {
+		return err
 	}
 	t.mu.Lock()
-	t.members = append(t.members, n.ID)
+	delete(t.down, id) // not to be restarted by healAll
 	t.mu.Unlock()
-	if err := t.admin(ctx, "/v1/cluster/remove", map[string]any{"id": old}); err != nil {
-		return n.ID, fmt.Errorf("remove %d: %w", old, err)
+	return nil
+}
+
+// Rejoin implements nemesis.Cluster: start a wiped, removed node again as
+// a process that joins (same id and address, empty disk).
+func (t *testCluster) Rejoin(ctx context.Context, id int) error { return t.c.Rejoin(ctx, id) }
+
+// SyncMembers implements nemesis.Cluster: after a change that failed (its
+// outcome unknown), take the members from the leader's view.
+func (t *testCluster) SyncMembers(ctx context.Context) error {
+	members, _, err := t.view(ctx)
+	if err != nil {
+		return err
 	}
 	t.mu.Lock()
-	t.members = slices.DeleteFunc(t.members, func(id int) bool { return id == old })
-	delete(t.down, old)
-	delete(t.paused, old)
-	delete(t.rated, old)
-	delete(t.delayed, old)
-	t.mu.Unlock()
-	return n.ID, t.c.Kill(old)
+	defer t.mu.Unlock()
+	t.members = slices.Clone(members)
+	return nil
+}
+
+// view is the members and learners as the leader reports them (asking
+// for up to 5 s until a node leads).
+func (t *testCluster) view(ctx context.Context) (members, learners []int, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	l, err := t.c.WaitLeader(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := t.c.Status(ctx, l)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(st.Members) == 0 {
+		return nil, nil, fmt.Errorf("leader %d reports no members", l)
+	}
+	return st.Members, st.Learners, nil
+}
+
+func (t *testCluster) isMember(ctx context.Context, id int) bool {
+	members, _, err := t.view(ctx)
+	return err == nil && slices.Contains(members, id)
 }
 
 // Transfer implements nemesis.Cluster.
@@ -324,4 +426,122 @@ func (t *testCluster) waitConverged(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// monitorEvery is how often the monitor asks who leads.
+const monitorEvery = 100 * time.Millisecond
+
+// monitor asks every live node's status who leads (cluster.Leader) every
+// monitorEvery until ctx ends, and records what it saw as
+// history.FLeader events of history.MonitorProcess: each change of
+// leader, and every poll that finds none (so that the checker knows the
+// cluster was still leaderless after a client operation proved a leader
+// for a moment).
+func (t *testCluster) monitor(ctx context.Context, rec *history.Recorder, done chan<- struct{}) {
+	defer close(done)
+	tick := time.NewTicker(monitorEvery)
+	defer tick.Stop()
+	last := -1
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		l, err := t.c.Leader(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			l = 0
+		}
+		if l == 0 || l != last {
+			op := history.Op{Process: history.MonitorProcess, Type: history.Info, F: history.FLeader, Node: l}
+			if err != nil {
+				op.Error = err.Error()
+			}
+			rec.Add(op)
+		}
+		last = l
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// readyProbeKey is the key a member is asked to read at the follower
+// level to show it can serve (absent: 404 is an answer too).
+const readyProbeKey = "jepsen-ready-probe"
+
+// waitReady waits up to limit for every member to be ready: it answers,
+// knows a leader, has applied what it knows committed (its /v1/status
+// says ready) and answers a follower read. Each member's outcome is
+// recorded as a history.FReady event of history.MonitorProcess: OK when
+// it became ready, Fail with the last reason when the harness gave up.
+// It reports whether all were ready.
+func (t *testCluster) waitReady(ctx context.Context, rec *history.Recorder, limit time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	members := t.Members()
+	ok := make([]bool, len(members))
+	var wg sync.WaitGroup
+	for i, id := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			why := "never polled"
+			for {
+				st, err := t.c.Status(ctx, id)
+				switch {
+				case err != nil:
+					why = "status: " + err.Error()
+				case st.Leader == 0:
+					why = "no leader known"
+				case !st.Ready:
+					why = fmt.Sprintf("not ready: applied %d, commit %d", st.Applied, st.Commit)
+				default:
+					why = t.probeRead(ctx, id)
+					if why == "" {
+						rec.Add(history.Op{Process: history.MonitorProcess, Type: history.OK, F: history.FReady, Node: id,
+							Detail: fmt.Sprintf("leader %d, applied %d", st.Leader, st.Applied)})
+						ok[i] = true
+						return
+					}
+				}
+				select {
+				case <-ctx.Done():
+					rec.Add(history.Op{Process: history.MonitorProcess, Type: history.Fail, F: history.FReady, Node: id,
+						Error: fmt.Sprintf("not ready %v after the heal: %s", limit, why)})
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return !slices.Contains(ok, false)
+}
+
+// probeRead reads readyProbeKey at the follower level from member id: ""
+// if it answered (200 or 404), else why not.
+func (t *testCluster) probeRead(ctx context.Context, id int) string {
+	n := t.c.Node(id)
+	if n == nil {
+		return "no such node"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.URL()+"/v1/kv/"+readyProbeKey+"?consistency=follower", nil)
+	if err != nil {
+		return err.Error()
+	}
+	resp, err := t.http.Do(req)
+	if err != nil {
+		return "follower read: " + err.Error()
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotFound {
+		return fmt.Sprintf("follower read: %d %s", resp.StatusCode, bytes.TrimSpace(msg))
+	}
+	return ""
 }

@@ -18,14 +18,15 @@ type operation struct {
 func (o operation) f() string { return o.invoke.F }
 
 // pair matches every client invocation with the completion of the same
-// process that follows it, in invocation order. Nemesis events are skipped.
+// process that follows it, in invocation order. The nemesis's and the
+// monitor's events are skipped.
 // It fails on a completion without an invocation, or on a second
 // invocation while one is in flight on the same process.
 func pair(ops []history.Op) ([]operation, error) {
 	var out []operation
 	pending := map[int]int{} // process → index into out
 	for _, op := range ops {
-		if op.Process == history.NemesisProcess {
+		if !op.Client() {
 			continue
 		}
 		switch op.Type {

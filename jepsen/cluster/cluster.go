@@ -2,7 +2,9 @@
 // Jepsen-style test: it builds the binary (with the build tag jepsen, which
 // compiles in the fault hooks of internal/kvserver/faults_jepsen.go), starts
 // processes 1..N, and injects faults: network partitions, SIGKILL and
-// restart, SIGSTOP and SIGCONT, and clock rate drift.
+// restart, SIGSTOP and SIGCONT, clock rate drift, message delay, and the
+// loss of a node's disk (Wipe). It also starts the processes that
+// membership changes add (AddProcess, and Rejoin for a wiped node).
 //
 // There are two modes.
 //
@@ -892,13 +894,7 @@ func (c *Cluster) WaitLeader(ctx context.Context) (int, error) {
 // /v1/cluster/learners, then /v1/cluster/promote). Under a partition the
 // new node is alone.
 func (c *Cluster) AddProcess(ctx context.Context) (*Node, error) {
-	var members []int
-	for _, n := range c.live() {
-		if st, err := c.status(ctx, n); err == nil && len(st.Members) > 0 {
-			members = st.Members
-			break
-		}
-	}
+	members := c.liveMembers(ctx)
 	c.mu.Lock()
 	id := 1
 	for c.nodes[id] != nil {
@@ -930,6 +926,73 @@ func (c *Cluster) AddProcess(ctx context.Context) (*Node, error) {
 	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	return n, c.waitUp(wctx, n)
+}
+
+// Wipe empties a stopped node's data directory, as a crash that loses the
+// disk would: the process's next start knows nothing, not even its
+// incarnation. A cluster must not take such a process back as the member
+// it was (it would have forgotten its grants and its log); see Rejoin.
+func (c *Cluster) Wipe(id int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.node(id)
+	if err != nil {
+		return err
+	}
+	if n.running() {
+		return fmt.Errorf("cluster: node %d is running; kill it before wiping its disk", id)
+	}
+	if err := os.RemoveAll(n.DataDir); err != nil {
+		return fmt.Errorf("cluster: wipe node %d: %w", id, err)
+	}
+	c.log.Info("node wiped", "node", id, "dir", n.DataDir)
+	return nil
+}
+
+// Rejoin starts a stopped node again, with the same id, addresses and
+// data directory, as a new process that joins the cluster (--join, and
+// the current members, as a live node reports them, as --peers), and
+// waits until it answers HTTP. It is for a node whose disk was wiped
+// after the cluster removed it: the caller adds it back with the admin
+// API (learner, then promote). Later restarts keep these arguments
+// (--join is ignored once the data directory holds a log).
+func (c *Cluster) Rejoin(ctx context.Context, id int) error {
+	members := c.liveMembers(ctx)
+	c.mu.Lock()
+	n, err := c.node(id)
+	if err == nil && n.running() {
+		err = fmt.Errorf("cluster: node %d is running", id)
+	}
+	if err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	var peers []*Node
+	for _, p := range c.sortedLocked() {
+		if p.ID != id && (members == nil || slices.Contains(members, p.ID)) {
+			peers = append(peers, p)
+		}
+	}
+	n.args = c.serveArgs(n, peersArg(peers), true)
+	err = c.spawn(n)
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	return c.waitUp(wctx, n)
+}
+
+// liveMembers is the members as the first live node to answer reports
+// them; nil if none answers.
+func (c *Cluster) liveMembers(ctx context.Context) []int {
+	for _, n := range c.live() {
+		if st, err := c.status(ctx, n); err == nil && len(st.Members) > 0 {
+			return st.Members
+		}
+	}
+	return nil
 }
 
 // Close kills every process and, in netns mode, removes the namespaces,

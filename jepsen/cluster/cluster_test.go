@@ -260,6 +260,62 @@ func TestPortableAddProcess(t *testing.T) {
 	eventually(t, "the learner to catch up", 15*time.Second, func() bool { return get(n, "x") == "y" })
 }
 
+// admin posts an admin request to node n and fails the test unless it is
+// accepted.
+func admin(t *testing.T, n *Node, path, body string) {
+	t.Helper()
+	resp, err := client.Post(n.URL()+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s %s: %s %s", path, body, resp.Status, b)
+	}
+}
+
+// A member loses its disk: Wipe empties its data directory, the cluster
+// removes it, and Rejoin starts it on the same address as a joining
+// process, which the cluster adds back and which catches up from empty.
+func TestPortableWipeAndRejoin(t *testing.T) {
+	c := start(t, ModePortable, 3)
+	ld := leader(t, c)
+	put(t, c.Node(ld), "a", "1")
+	victim := ld%3 + 1
+	n := c.Node(victim)
+	eventually(t, "the victim to apply a", 15*time.Second, func() bool { return get(n, "a") == "1" })
+	if err := c.Wipe(victim); err == nil {
+		t.Fatal("wiped a running node")
+	}
+	if err := c.Kill(victim); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Wipe(victim); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(n.DataDir); !os.IsNotExist(err) {
+		t.Fatalf("the data directory is still there: %v", err)
+	}
+	admin(t, c.Node(ld), "/v1/cluster/remove", fmt.Sprintf(`{"id":%d}`, victim))
+	put(t, c.Node(leader(t, c)), "a", "2")
+	if err := c.Rejoin(context.Background(), victim); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Status(context.Background(), victim)
+	if err != nil || slices.Contains(st.Members, victim) || st.Applied != 0 {
+		t.Fatalf("the rejoining process, before it is added: %+v (%v)", st, err)
+	}
+	ld = leader(t, c)
+	admin(t, c.Node(ld), "/v1/cluster/learners", fmt.Sprintf(`{"id":%d,"raft_addr":%q,"http_addr":%q}`, victim, n.RaftAddr, n.HTTPAddr))
+	eventually(t, "the empty learner to catch up", 15*time.Second, func() bool { return get(n, "a") == "2" })
+	admin(t, c.Node(ld), "/v1/cluster/promote", fmt.Sprintf(`{"id":%d}`, victim))
+	eventually(t, "a member again", 15*time.Second, func() bool {
+		st, err := c.Status(context.Background(), victim)
+		return err == nil && slices.Contains(st.Members, victim) && st.Leader != 0
+	})
+}
+
 // netnsOK skips the test unless netns mode can work here.
 func netnsOK(t *testing.T) {
 	t.Helper()

@@ -34,6 +34,17 @@ const (
 // NemesisProcess is the Process of the nemesis's events.
 const NemesisProcess = -1
 
+// MonitorProcess is the Process of what the harness observed of the
+// cluster itself rather than did to it or through it: which node led, as
+// polled throughout the test (FLeader), and each node's readiness after
+// the final heal (FReady). Its events are neither client operations nor
+// faults. (Process -2 is the final reads'.)
+const MonitorProcess = -3
+
+// Client reports whether op is a client operation's invocation or
+// completion: not the nemesis's, not the monitor's.
+func (op Op) Client() bool { return op.Process != NemesisProcess && op.Process != MonitorProcess }
+
 // The operations' functions (F).
 const (
 	FRead      = "read"       // register: read Key; Value is what was read (nil: missing)
@@ -44,6 +55,9 @@ const (
 	FStart     = "start"      // nemesis: fault Nemesis began (Detail says what)
 	FStop      = "stop"       // nemesis: fault Nemesis ended
 	FEvent     = "event"      // nemesis: one step of fault Nemesis, while it is in force (Detail says what)
+	FHeal      = "heal"       // nemesis: the final heal, after the last fault, undid everything still in force
+	FLeader    = "leader"     // monitor: from now on Node leads (0: no node leads; Error says why)
+	FReady     = "ready"      // monitor: after the final heal, Node is ready (OK) or never was (Fail; Error says why)
 )
 
 // Op is one event.
@@ -70,10 +84,16 @@ type Op struct {
 	Node int `json:"node,omitempty"`
 	// Error says why an operation failed or has an unknown outcome.
 	Error string `json:"error,omitempty"`
-	// Nemesis names a fault (partition, kill, pause, clock, membership,
-	// transfer, delay, bounce, snapshot-install); Detail describes it.
+	// Nemesis names a fault (partition, kill, pause, clock, membership or
+	// member-*, transfer, delay, bounce, snapshot-install; heal for the
+	// final heal); Detail describes it.
 	Nemesis string `json:"nemesis,omitempty"`
 	Detail  string `json:"detail,omitempty"`
+	// Began is, on a fault's start (FStart), when the nemesis began to
+	// inject it (ns since the test began); Time is when it was in force.
+	// Injecting can take a while (killing every node, rules in every
+	// namespace), and the fault acts from the first step. Zero: at Time.
+	Began int64 `json:"began,omitempty"`
 }
 
 // Int returns a pointer to v, for Op.Value and Op.Prev.
@@ -100,6 +120,9 @@ func NewRecorder(w io.Writer) *Recorder {
 
 // Start is when the history began.
 func (r *Recorder) Start() time.Time { return r.start }
+
+// Now is the time an event added now would get (ns since the start).
+func (r *Recorder) Now() int64 { return time.Since(r.start).Nanoseconds() }
 
 // Add records op, setting its Index and Time, and returns it.
 func (r *Recorder) Add(op Op) Op {
@@ -161,8 +184,9 @@ func Read(rd io.Reader) ([]Op, error) {
 type Interval struct {
 	Nemesis string `json:"nemesis"`
 	Detail  string `json:"detail"`
-	// Start and End are ns since the test began; End is the history's end
-	// if the fault never stopped.
+	// Start and End are ns since the test began: Start when the nemesis
+	// began to inject it (Op.Began, or the start's Time), End the history's
+	// end if the fault never stopped.
 	Start int64 `json:"start_ns"`
 	End   int64 `json:"end_ns"`
 }
@@ -180,7 +204,11 @@ func Intervals(ops []Op) []Interval {
 		switch op.F {
 		case FStart:
 			open[op.Nemesis] = append(open[op.Nemesis], len(out))
-			out = append(out, Interval{Nemesis: op.Nemesis, Detail: op.Detail, Start: op.Time, End: -1})
+			start := op.Time
+			if op.Began > 0 {
+				start = min(op.Began, op.Time)
+			}
+			out = append(out, Interval{Nemesis: op.Nemesis, Detail: op.Detail, Start: start, End: -1})
 		case FStop:
 			if q := open[op.Nemesis]; len(q) > 0 {
 				out[q[0]].End = op.Time
@@ -192,6 +220,69 @@ func Intervals(ops []Op) []Interval {
 		if out[i].End < 0 {
 			out[i].End = end
 		}
+	}
+	return out
+}
+
+// Gap is a span of the test in which no node led, as far as the history
+// shows.
+type Gap struct {
+	// Start and End are ns since the test began.
+	Start, End int64
+	// Open: the history ended within the gap (End is the history's end).
+	Open bool
+	// Why is the monitor's reason at the gap's start.
+	Why string
+}
+
+// LeaderEvidence reports whether op proves that some node led when it was
+// recorded: a client's write, compare-and-set or add that completed OK,
+// or a read at the lease or follower level that completed OK (only a
+// leader, or a follower that asked the leader, answers those). Stale
+// reads and a set's final reads prove nothing.
+func LeaderEvidence(op Op) bool {
+	if !op.Client() || op.Type != OK {
+		return false
+	}
+	switch op.F {
+	case FWrite, FCAS, FAdd:
+		return true
+	case FRead:
+		return op.Level == "lease" || op.Level == "follower"
+	}
+	return false
+}
+
+// Leaderless returns the spans in which no node led. The monitor's FLeader
+// events say who led when it polled: a gap opens at an event with Node 0
+// (the monitor records one at every poll that finds no leader) and closes
+// at the next event naming a leader, or earlier at a client operation
+// that proves one (LeaderEvidence) at its completion; the monitor's next
+// poll without a leader opens another. Before the monitor's first event
+// nothing is known and no gap is reported.
+func Leaderless(ops []Op) []Gap {
+	var out []Gap
+	open := false
+	var end int64
+	for _, op := range ops {
+		end = max(end, op.Time)
+		switch {
+		case op.Process == MonitorProcess && op.F == FLeader:
+			switch {
+			case op.Node == 0 && !open:
+				out = append(out, Gap{Start: op.Time, Why: op.Error})
+				open = true
+			case op.Node != 0 && open:
+				out[len(out)-1].End = op.Time
+				open = false
+			}
+		case open && LeaderEvidence(op):
+			out[len(out)-1].End = op.Time
+			open = false
+		}
+	}
+	if open {
+		out[len(out)-1].End, out[len(out)-1].Open = end, true
 	}
 	return out
 }

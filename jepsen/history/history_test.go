@@ -64,3 +64,32 @@ func TestIntervalsPairsStartsAndStops(t *testing.T) {
 	}, history.Intervals(ops))
 	assert.Empty(t, history.Intervals(nil))
 }
+
+// The monitor's polls without a leader open a gap; a leader seen, or an
+// operation only a leader completes, closes it; the monitor's and the
+// nemesis's events are no client's.
+func TestLeaderless(t *testing.T) {
+	mon := func(t int64, node int) history.Op {
+		return history.Op{Time: t, Process: history.MonitorProcess, Type: history.Info, F: history.FLeader, Node: node, Error: "why"}
+	}
+	ops := []history.Op{
+		mon(0, 1),
+		mon(10, 0), mon(20, 0),
+		{Time: 25, Process: 3, Type: history.OK, F: history.FRead, Level: "stale"},
+		{Time: 30, Process: 3, Type: history.Fail, F: history.FWrite},
+		{Time: 35, Process: 3, Type: history.OK, F: history.FAdd}, // a leader at 35
+		mon(40, 0),
+		mon(50, 2),
+		mon(60, 0), mon(70, 0),
+		{Time: 80, Process: history.NemesisProcess, Type: history.Info, F: history.FHeal},
+	}
+	for i := range ops {
+		ops[i].Index = i
+	}
+	assert.False(t, ops[0].Client())
+	assert.False(t, ops[10].Client())
+	assert.True(t, ops[3].Client())
+	assert.Equal(t, []history.Gap{{Start: 10, End: 35, Why: "why"}, {Start: 40, End: 50, Why: "why"}, {Start: 60, End: 80, Open: true, Why: "why"}},
+		history.Leaderless(ops))
+	assert.Empty(t, history.Leaderless(ops[3:6]), "nothing before the monitor's first poll")
+}

@@ -193,40 +193,6 @@ func (k *clockBeyond) Stop(ctx context.Context, c Cluster) error {
 	return errors.Join(c.Block(nil), c.SetClockRate(k.leader, 1))
 }
 
-// membership replaces a member that does not lead with a new process
-// (learner, promote, remove) while another member is cut off from the
-// rest: the change must go through under a fault, with a bare quorum.
-type membership struct{}
-
-func (m *membership) Name() string { return "membership" }
-
-func (m *membership) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, error) {
-	l, err := c.Leader(ctx)
-	if err != nil {
-		return "", err
-	}
-	ids := c.Members()
-	others := shuffled(rng, slices.DeleteFunc(slices.Clone(ids), func(id int) bool { return id == l }))
-	if len(others) < 2 {
-		return "", errors.New("a replacement under a partition needs 3 members")
-	}
-	old, cut := others[0], others[1]
-	rest := slices.DeleteFunc(slices.Clone(ids), func(id int) bool { return id == cut })
-	if err := c.Block(groups(ids, []int{cut}, rest)); err != nil {
-		return "", err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	nu, err := c.Replace(ctx, old)
-	if err != nil {
-		// A failed start is not stopped by the schedule: heal here.
-		return "", errors.Join(fmt.Errorf("replace %d while %d is cut off: %w", old, cut, err), c.Block(nil))
-	}
-	return fmt.Sprintf("replaced member %d with %d while %d was cut off", old, nu, cut), nil
-}
-
-func (m *membership) Stop(ctx context.Context, c Cluster) error { return c.Block(nil) }
-
 // transfer hands leadership to a random other member under load.
 type transfer struct{}
 

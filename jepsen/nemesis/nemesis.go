@@ -2,7 +2,10 @@
 // and records each one's start and end in the history: network partitions
 // of several shapes, crashes and restarts, pauses longer than a lease,
 // clock-rate faults within and beyond the drift bound ρ, membership
-// changes, leadership transfers, message delay, duplication and
+// changes (adds, removes, replacements, the leader removed, a member that
+// lost its disk added back; alone, under a partition, while a member is
+// killed, during a leadership transfer), leadership transfers, message
+// delay, duplication and
 // reordering, instant kill-and-restart of the leader's granters, and
 // snapshot installs under load. Faults that act in several steps record
 // each step, timestamped, as an event of the nemesis.
@@ -36,10 +39,28 @@ type Cluster interface {
 	Resume(id int) error
 	SetClockRate(id int, rate float64) error
 	Leader(ctx context.Context) (int, error)
-	// Replace adds a new process as a learner, promotes it and removes
-	// member old (stopping its process); it returns the new id.
-	Replace(ctx context.Context, old int) (int, error)
 	Transfer(ctx context.Context, to int) error
+	// StartJoiner starts a new process (a new id) that joins the
+	// cluster; it is no member until AddLearner and Promote.
+	StartJoiner(ctx context.Context) (int, error)
+	// AddLearner adds a process as a learner (through the leader).
+	AddLearner(ctx context.Context, id int) error
+	// Promote makes a learner a member once the leader accepts it (it
+	// refuses a learner far behind), asking again until then or until ctx
+	// ends; Members includes it afterwards.
+	Promote(ctx context.Context, id int) error
+	// Remove takes a member or learner out (through the leader) and stops
+	// its process; Members no longer includes it.
+	Remove(ctx context.Context, id int) error
+	// Wipe empties a killed node's data directory (a lost disk); the
+	// node stays down.
+	Wipe(id int) error
+	// Rejoin starts a wiped node that was removed again, same id and
+	// address, as a process that joins (then AddLearner and Promote).
+	Rejoin(ctx context.Context, id int) error
+	// SyncMembers sets Members from the leader's view, after a change
+	// whose outcome is unknown.
+	SyncMembers(ctx context.Context) error
 	// Bounce SIGKILLs a node and starts it again at once, without
 	// waiting for it to answer; down is the time from kill to exec.
 	Bounce(id int) (down time.Duration, err error)
@@ -84,7 +105,14 @@ type Summarized interface {
 type Schedule struct {
 	Faults      []Fault
 	Quiet, Hold time.Duration
-	Seed        uint64
+	// LeaderWait, if positive, holds each fault back after the quiet
+	// until a node leads, for up to LeaderWait: the availability checker
+	// counts time without a leader from the end of the fault before, and
+	// a fault started on a cluster that has not recovered from the last
+	// one would excuse it. (A cluster leaderless that long has broken the
+	// bound already.)
+	LeaderWait time.Duration
+	Seed       uint64
 	// Logf reports what happens (optional).
 	Logf func(format string, args ...any)
 }
@@ -98,7 +126,19 @@ func (s *Schedule) Run(ctx context.Context, c Cluster, rec *history.Recorder) er
 			return nil
 		case <-time.After(s.Quiet):
 		}
+		if s.LeaderWait > 0 {
+			if _, err := waitLeaderFor(ctx, c, s.LeaderWait); err != nil && ctx.Err() == nil {
+				s.logf("nemesis: no leader %v after the quiet; starting the next fault anyway", s.LeaderWait)
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
 		f := s.Faults[i%len(s.Faults)]
+		// The fault acts from the first step of its injection; a start
+		// that failed (it waited for a leader in vain, mostly) injected
+		// nothing worth a span of its own.
+		began := rec.Now()
 		detail, err := f.Start(ctx, c, rng)
 		if err != nil {
 			s.logf("nemesis %s: start failed: %v", f.Name(), err)
@@ -106,7 +146,7 @@ func (s *Schedule) Run(ctx context.Context, c Cluster, rec *history.Recorder) er
 			rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FStop, Nemesis: f.Name()})
 			continue
 		}
-		rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FStart, Nemesis: f.Name(), Detail: detail})
+		rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FStart, Nemesis: f.Name(), Detail: detail, Began: began})
 		s.logf("nemesis %s: %s", f.Name(), detail)
 		scripted := make(chan struct{})
 		if sf, ok := f.(Scripted); ok {
@@ -150,7 +190,8 @@ func (s *Schedule) logf(format string, args ...any) {
 }
 
 // Known lists the faults ByName builds, for help texts.
-const Known = "partition, kill, pause, clock, clock-beyond-rho, membership, transfer, delay, bounce, snapshot-install"
+const Known = "partition, kill, pause, clock, clock-beyond-rho, membership, transfer, delay, bounce, snapshot-install, " +
+	"member-add, member-remove, member-replace, member-remove-leader, member-rejoin, member-partition, member-kill, member-transfer"
 
 // ByName builds the faults --nemesis names; rho is the cluster's drift
 // bound and lease its longest lease (pauses outlast it).
@@ -168,8 +209,6 @@ func ByName(names []string, rho float64, lease time.Duration) ([]Fault, error) {
 			out = append(out, &clock{rho: rho})
 		case "clock-beyond-rho":
 			out = append(out, &clockBeyond{})
-		case "membership":
-			out = append(out, &membership{})
 		case "transfer":
 			out = append(out, &transfer{})
 		case "delay":
@@ -179,6 +218,10 @@ func ByName(names []string, rho float64, lease time.Duration) ([]Fault, error) {
 		case "snapshot-install":
 			out = append(out, &snapshotInstall{})
 		default:
+			if plans := membershipFaults[n]; plans != nil {
+				out = append(out, &membership{name: n, plans: plans})
+				continue
+			}
 			return nil, fmt.Errorf("unknown nemesis %q (known: %s)", n, Known)
 		}
 	}
@@ -219,7 +262,12 @@ func shuffled(rng *rand.Rand, ids []int) []int {
 // waitLeader asks for the leader for up to leaderWait: faults aimed at the
 // leader or its granters start after a short election rather than fail.
 func waitLeader(ctx context.Context, c Cluster) (int, error) {
-	deadline := time.Now().Add(leaderWait)
+	return waitLeaderFor(ctx, c, leaderWait)
+}
+
+// waitLeaderFor asks for the leader until one leads or d has passed.
+func waitLeaderFor(ctx context.Context, c Cluster, d time.Duration) (int, error) {
+	deadline := time.Now().Add(d)
 	for {
 		l, err := c.Leader(ctx)
 		if err == nil || time.Now().After(deadline) {

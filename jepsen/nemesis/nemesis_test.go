@@ -3,8 +3,11 @@ package nemesis
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 
 // fakeCluster records what the nemesis asked for.
 type fakeCluster struct {
+	mu      sync.Mutex // the membership nemesis kills and transfers while it changes members
 	members []int
 	leader  int
 	blocked map[int][]int
@@ -26,61 +30,187 @@ type fakeCluster struct {
 	bounces []int // in order
 	// failover: Block of the leader from everyone makes another lead.
 	failover bool
+	// Membership: processes started (id → running), learners, wiped
+	// disks, the largest number of members at any time, and changes made.
+	procs    map[int]bool
+	learners []int
+	wiped    map[int]bool
+	maxSize  int
+	log      []string
 }
 
 func newFake(n int) *fakeCluster {
-	f := &fakeCluster{leader: 1, down: map[int]string{}, rates: map[int]float64{}, delays: map[int]cluster.Delay{}}
+	f := &fakeCluster{leader: 1, down: map[int]string{}, rates: map[int]float64{}, delays: map[int]cluster.Delay{},
+		procs: map[int]bool{}, wiped: map[int]bool{}, maxSize: n}
 	for i := 1; i <= n; i++ {
 		f.members = append(f.members, i)
 	}
 	return f
 }
 
-func (f *fakeCluster) Members() []int { return slices.Clone(f.members) }
+func (f *fakeCluster) Members() []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.members)
+}
 
 // Block: with failover, a leader cut off from everyone is succeeded by
 // another member.
 func (f *fakeCluster) Block(b map[int][]int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.blocked = b
 	if f.failover && len(b[f.leader]) == len(f.members)-1 {
 		f.leader = slices.DeleteFunc(slices.Clone(f.members), func(id int) bool { return id == f.leader })[0]
 	}
 	return nil
 }
-func (f *fakeCluster) Kill(id int) error                    { f.down[id] = "killed"; return nil }
-func (f *fakeCluster) Restart(id int) error                 { delete(f.down, id); return nil }
-func (f *fakeCluster) Pause(id int) error                   { f.down[id] = "paused"; return nil }
-func (f *fakeCluster) Resume(id int) error                  { delete(f.down, id); return nil }
-func (f *fakeCluster) SetClockRate(id int, r float64) error { f.rates[id] = r; return nil }
-func (f *fakeCluster) Leader(context.Context) (int, error)  { return f.leader, nil }
+func (f *fakeCluster) Kill(id int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down[id] = "killed"
+	return nil
+}
+func (f *fakeCluster) Restart(id int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.down, id)
+	return nil
+}
+func (f *fakeCluster) Pause(id int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down[id] = "paused"
+	return nil
+}
+func (f *fakeCluster) Resume(id int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.down, id)
+	return nil
+}
+func (f *fakeCluster) SetClockRate(id int, r float64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rates[id] = r
+	return nil
+}
+func (f *fakeCluster) Leader(context.Context) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.leader, nil
+}
 func (f *fakeCluster) Transfer(_ context.Context, to int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.leader = to
 	return nil
 }
 func (f *fakeCluster) Bounce(id int) (time.Duration, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.bounces = append(f.bounces, id)
 	return time.Millisecond, nil
 }
-func (f *fakeCluster) WaitUp(context.Context, int) error { return nil }
+func (f *fakeCluster) WaitUp(context.Context, int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return nil
+}
 func (f *fakeCluster) SetDelay(id int, d cluster.Delay) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.delays[id] = d
 	return nil
 }
 
 // HookStats: a stream is always in flight, and some messages were held.
 func (f *fakeCluster) HookStats(context.Context, int) (cluster.HookStats, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	return cluster.HookStats{Held: 3, SnapshotsHolding: 1}, nil
 }
 
 // Status: every member follows f.leader, and the leader's log is compacted
 // past everyone's last entry.
 func (f *fakeCluster) Status(_ context.Context, id int) (cluster.Status, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	return cluster.Status{ID: id, Leader: f.leader, IsLeader: id == f.leader, FirstIndex: 100, LastIndex: 50, Commit: 40, Applied: 40}, nil
 }
-func (f *fakeCluster) Replace(_ context.Context, old int) (int, error) {
-	nu := slices.Max(f.members) + 1
-	f.members = append(slices.DeleteFunc(f.members, func(id int) bool { return id == old }), nu)
+func (f *fakeCluster) StartJoiner(context.Context) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	nu := slices.Max(append(slices.Collect(maps.Keys(f.procs)), f.members...)) + 1
+	f.procs[nu] = true
 	return nu, nil
+}
+func (f *fakeCluster) AddLearner(_ context.Context, id int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if slices.Contains(f.members, id) || slices.Contains(f.learners, id) {
+		return fmt.Errorf("%d is already in", id)
+	}
+	f.learners = append(f.learners, id)
+	return nil
+}
+func (f *fakeCluster) Promote(_ context.Context, id int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !slices.Contains(f.learners, id) {
+		return fmt.Errorf("%d is no learner", id)
+	}
+	f.learners = slices.DeleteFunc(f.learners, func(p int) bool { return p == id })
+	f.members = append(f.members, id)
+	f.maxSize = max(f.maxSize, len(f.members))
+	f.log = append(f.log, fmt.Sprintf("+%d", id))
+	return nil
+}
+
+// Remove: a removed leader hands over to the lowest other member.
+func (f *fakeCluster) Remove(_ context.Context, id int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case slices.Contains(f.learners, id):
+		f.learners = slices.DeleteFunc(f.learners, func(p int) bool { return p == id })
+	case slices.Contains(f.members, id):
+		f.members = slices.DeleteFunc(f.members, func(p int) bool { return p == id })
+		f.log = append(f.log, fmt.Sprintf("-%d", id))
+	default:
+		return fmt.Errorf("%d is not in", id)
+	}
+	if f.leader == id {
+		f.leader = slices.Min(f.members)
+	}
+	delete(f.down, id)
+	f.procs[id] = false
+	return nil
+}
+func (f *fakeCluster) Wipe(id int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down[id] != "killed" {
+		return fmt.Errorf("wipe %d: running", id)
+	}
+	delete(f.down, id)
+	f.wiped[id] = true
+	return nil
+}
+func (f *fakeCluster) Rejoin(_ context.Context, id int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.wiped[id] || slices.Contains(f.members, id) {
+		return fmt.Errorf("rejoin %d: not wiped or still a member", id)
+	}
+	f.procs[id] = true
+	f.log = append(f.log, fmt.Sprintf("rejoin %d", id))
+	return nil
+}
+func (f *fakeCluster) SyncMembers(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return nil
 }
 
 // connected reports whether a and b can talk under f.blocked.
@@ -271,4 +401,114 @@ func TestDelayTargets(t *testing.T) {
 		}
 		assert.Contains(t, d.Summary(), fmt.Sprintf("%d messages held", 3*len(w)))
 	}
+}
+
+// runFault starts, scripts and stops one fault as the schedule does,
+// recording into rec.
+func runFault(t *testing.T, f Fault, c Cluster, rng *rand.Rand, rec *history.Recorder) string {
+	t.Helper()
+	what, err := f.Start(context.Background(), c, rng)
+	require.NoError(t, err)
+	rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FStart, Nemesis: f.Name(), Detail: what})
+	if sf, ok := f.(Scripted); ok {
+		sf.Script(context.Background(), c, rng, func(format string, args ...any) {
+			rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FEvent, Nemesis: f.Name(), Detail: fmt.Sprintf(format, args...)})
+		})
+	}
+	require.NoError(t, f.Stop(context.Background(), c))
+	rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FStop, Nemesis: f.Name()})
+	return what
+}
+
+// --nemesis membership runs every change and every companion fault in
+// turn, keeps 3 to 5 members between changes (6 for a moment within a
+// replacement at 5), undoes its companions, and counts what it did.
+func TestMembershipRotation(t *testing.T) {
+	f := newFake(5)
+	faults, err := ByName([]string{"membership"}, 0.001, 100*time.Millisecond)
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(1, 2))
+	rec := history.NewRecorder(nil)
+	var whats []string
+	for i := range 2 * len(membershipRotation) {
+		what := runFault(t, faults[0], f, rng, rec)
+		whats = append(whats, what)
+		assert.GreaterOrEqual(t, len(f.members), minMembers, "after %d: %s", i, what)
+		assert.LessOrEqual(t, len(f.members), maxMembers, "after %d: %s", i, what)
+		assert.Nil(t, f.blocked, "%s: healed", what)
+		assert.Empty(t, f.down, "%s: the killed member is back", what)
+		assert.Empty(t, f.learners, "%s: no learner left behind", what)
+		assert.Contains(t, f.members, f.leader)
+	}
+	assert.LessOrEqual(t, f.maxSize, maxMembers+1)
+	// The second change under a partition cuts off the lowest id that
+	// neither leads nor is replaced: 1 leads, 3 is replaced, so 2.
+	assert.Equal(t, "replace member 3 (leader 1) while 2 is cut off", whats[1])
+	all := strings.Join(whats, "\n")
+	for _, want := range []string{"add a member", "remove member", "replace member", "remove the leader", "rejoin",
+		"is cut off", "is killed", "(the leader)", "leadership moves"} {
+		assert.Contains(t, all, want)
+	}
+	assert.Contains(t, f.log, "rejoin "+strings.Fields(whats[6])[1], "the seventh change rejoins its member")
+	m := CountMembership(rec.Ops())
+	t.Logf("%s\n%s", m, all)
+	assert.Equal(t, 2*len(membershipRotation), m.Replacements+m.Adds+m.Removes+m.Rejoins, "%+v", m)
+	assert.Equal(t, 2, m.LeaderRemovals)
+	assert.Zero(t, m.Failed)
+	// The sizes the rotation's comment promises: no change had to be
+	// turned into another.
+	assert.NotContains(t, all, "instead")
+}
+
+// Each named membership nemesis makes its change and keeps the size in
+// bounds however often it runs.
+func TestMembershipNamed(t *testing.T) {
+	for name := range membershipFaults {
+		t.Run(name, func(t *testing.T) {
+			f := newFake(5)
+			faults, err := ByName([]string{name}, 0.001, 100*time.Millisecond)
+			require.NoError(t, err)
+			rng := rand.New(rand.NewPCG(3, 4))
+			rec := history.NewRecorder(nil)
+			for range 7 {
+				what := runFault(t, faults[0], f, rng, rec)
+				assert.GreaterOrEqual(t, len(f.members), minMembers, what)
+				assert.LessOrEqual(t, len(f.members), maxMembers, what)
+				assert.Empty(t, f.down, what)
+				assert.Nil(t, f.blocked, what)
+			}
+			m := CountMembership(rec.Ops())
+			assert.Equal(t, 7, m.Adds+m.Removes+m.Replacements+m.Rejoins, "%s: every change completed: %+v", name, m)
+			assert.Zero(t, m.Failed)
+		})
+	}
+	assert.True(t, IsMembership("member-rejoin"))
+	assert.False(t, IsMembership("partition"))
+}
+
+// A rejoin whose removal fails leaves the wiped member down, a change
+// that fails counts as failed, and a fault that could not start as not
+// started.
+func TestMembershipFailures(t *testing.T) {
+	f := &failingRemove{fakeCluster: newFake(4)}
+	faults, err := ByName([]string{"member-rejoin"}, 0.001, 100*time.Millisecond)
+	require.NoError(t, err)
+	rec := history.NewRecorder(nil)
+	runFault(t, faults[0], f, rand.New(rand.NewPCG(1, 1)), rec)
+	ops := rec.Ops()
+	stop := ops[len(ops)-1]
+	last := ops[len(ops)-2]
+	assert.Contains(t, last.Detail, "failed rejoin: remove")
+	assert.Contains(t, faults[0].(Summarized).Summary(), "lost its disk and stays down")
+	assert.Len(t, f.wiped, 1)
+	assert.Empty(t, f.down, "a wiped member is not restarted")
+	rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FStart, Nemesis: "membership", Detail: "failed: cluster: no node leads"})
+	rec.Add(stop)
+	assert.Equal(t, MembershipCounts{Failed: 1, NotStarted: 1}, CountMembership(rec.Ops()))
+}
+
+type failingRemove struct{ *fakeCluster }
+
+func (f *failingRemove) Remove(context.Context, int) error {
+	return fmt.Errorf("remove: 503 no leader")
 }

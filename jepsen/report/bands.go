@@ -89,3 +89,60 @@ func (s swatch) Thumbnail(c *draw.Canvas) {
 	c.SetColor(s.color)
 	c.Fill(c.Rectangle.Path())
 }
+
+// leaderlessColor fills the spans without a leader: red, and darker in a
+// strip along the bottom, so that they stay visible over a fault's band.
+var (
+	leaderlessColor      = color.NRGBA{R: 0xe0, G: 0x20, B: 0x20, A: 0x30}
+	leaderlessStripColor = color.NRGBA{R: 0xc0, G: 0x10, B: 0x10, A: 0xc0}
+)
+
+// gapBands is a plot.Plotter that shades the spans in which no node led
+// (history.Leaderless) across the data area, with a solid strip at its
+// bottom and "no leader" written above the strip of a span long enough
+// to hold it.
+type gapBands struct{ gaps []history.Gap }
+
+// Plot implements plot.Plotter.
+func (g gapBands) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, _ := p.Transforms(&c)
+	sty := p.Legend.TextStyle
+	sty.Font.Size = vg.Points(7)
+	sty.XAlign, sty.YAlign = draw.XLeft, draw.YBottom
+	strip := vg.Points(4)
+	for _, s := range g.gaps {
+		x0, x1 := trX(seconds(s.Start)), trX(seconds(s.End))
+		x0, x1 = max(x0, c.Min.X), min(x1, c.Max.X)
+		if x1 < x0 {
+			continue
+		}
+		if x1-x0 < vg.Points(0.5) {
+			x1 = x0 + vg.Points(0.5)
+		}
+		r := vg.Rectangle{Min: vg.Point{X: x0, Y: c.Min.Y}, Max: vg.Point{X: x1, Y: c.Max.Y}}
+		c.SetColor(leaderlessColor)
+		c.Fill(r.Path())
+		r.Max.Y = c.Min.Y + strip
+		c.SetColor(leaderlessStripColor)
+		c.Fill(r.Path())
+		if x1-x0 > vg.Points(40) {
+			c.FillText(sty, vg.Point{X: x0 + vg.Points(2), Y: c.Min.Y + strip + vg.Points(1)}, "no leader")
+		}
+	}
+}
+
+// DataRange implements plot.DataRanger, as bands does.
+func (g gapBands) DataRange() (xmin, xmax, ymin, ymax float64) {
+	xmin, xmax = inf, -inf
+	for _, s := range g.gaps {
+		xmin, xmax = min(xmin, seconds(s.Start)), max(xmax, seconds(s.End))
+	}
+	return xmin, xmax, inf, -inf
+}
+
+// legend adds "no leader" to p's legend if there is a span without one.
+func (g gapBands) legend(p *plot.Plot) {
+	if len(g.gaps) > 0 {
+		p.Legend.Add("no leader", swatch{leaderlessStripColor})
+	}
+}

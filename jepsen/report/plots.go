@@ -55,7 +55,8 @@ const minLatencyMS = 1e-3
 // client operation's latency in milliseconds against the time of its
 // invocation in seconds since the test began, over the nemesis's faults.
 // The colour of a point is its outcome and its shape its function; the
-// legend lists both. The latency axis is logarithmic when the latencies
+// legend lists both. Spans in which no node led (history.Leaderless) are
+// shaded red, with a solid strip along the bottom. The latency axis is logarithmic when the latencies
 // span more than an order of magnitude; latencies are clamped at 1 µs.
 func Latency(ops []history.Op, path string) error {
 	if err := checkFormat(path); err != nil {
@@ -64,7 +65,8 @@ func Latency(ops []history.Op, path string) error {
 	done, pending, end := pair(ops)
 	p := newPlot("Latency", "time since start (s)", "latency (ms)", len(done), len(pending))
 	b := newBands(history.Intervals(ops))
-	p.Add(b)
+	gaps := gapBands{history.Leaderless(ops)}
+	p.Add(b, gaps)
 
 	type key struct {
 		f       string
@@ -108,6 +110,7 @@ func Latency(ops []history.Op, path string) error {
 		p.Legend.Add(f, glyphThumb(glyph(f, color.Black)))
 	}
 	b.legend(p)
+	gaps.legend(p)
 	fitX(p, end)
 	if len(done) > 0 && hi/lo > 10 {
 		p.Y.Scale = plot.LogScale{}
@@ -122,8 +125,8 @@ func Latency(ops []history.Op, path string) error {
 
 // Throughput writes to path (.png or .svg) a plot of client completions
 // per second over time, counted in buckets of the given width (1 s if
-// bucket is not positive), one line per outcome, over the nemesis's faults.
-// The last bucket ends with the history, and its rate is taken over its
+// bucket is not positive), one line per outcome, over the nemesis's faults
+// and the spans in which no node led. The last bucket ends with the history, and its rate is taken over its
 // actual width (at least a quarter bucket).
 func Throughput(ops []history.Op, path string, bucket time.Duration) error {
 	if err := checkFormat(path); err != nil {
@@ -140,7 +143,8 @@ func Throughput(ops []history.Op, path string, bucket time.Duration) error {
 	title := fmt.Sprintf("Throughput (%v buckets)", bucket)
 	p := newPlot(title, "time since start (s)", "completions per second", len(done), len(pending))
 	b := newBands(history.Intervals(ops))
-	p.Add(b)
+	gaps := gapBands{history.Leaderless(ops)}
+	p.Add(b, gaps)
 
 	counts := map[history.Type][]int{}
 	for _, c := range done {
@@ -171,6 +175,7 @@ func Throughput(ops []history.Op, path string, bucket time.Duration) error {
 		p.Legend.Add(string(o), l)
 	}
 	b.legend(p)
+	gaps.legend(p)
 	fitX(p, end)
 	fitY(p)
 	return save(p, path)

@@ -11,7 +11,8 @@
 // Both plots shade the nemesis's faults (history.Intervals) as translucent
 // vertical bands, labelled with the fault's name and listed in the legend,
 // so that a latency spike or a drop in throughput can be matched to the
-// fault that caused it. The output format follows the path's extension:
+// fault that caused it, and the spans in which no node led
+// (history.Leaderless, from the harness's monitor) in red. The output format follows the path's extension:
 // ".png" or ".svg".
 //
 // An operation is paired with the next completion (ok, fail or info) of the
@@ -51,7 +52,7 @@ func pair(ops []history.Op) (done []completion, pending []history.Op, end int64)
 	open := map[int]history.Op{} // process → its operation in flight
 	for _, op := range ops {
 		end = max(end, op.Time)
-		if op.Process == history.NemesisProcess {
+		if !op.Client() {
 			continue
 		}
 		switch op.Type {

@@ -28,6 +28,13 @@ func synthetic() []history.Op {
 	add(history.Op{Time: 4e9, Process: history.NemesisProcess, Type: history.Info, F: history.FStop, Nemesis: "partition"})
 	add(history.Op{Time: 6e9, Process: history.NemesisProcess, Type: history.Info, F: history.FStart, Nemesis: "kill", Detail: "n2"})
 	add(history.Op{Time: 7.5e9, Process: history.NemesisProcess, Type: history.Info, F: history.FStop, Nemesis: "kill"})
+	// The monitor: a leader, none from 6.1 s to 8 s.
+	for _, m := range []struct {
+		t    int64
+		node int
+	}{{0, 1}, {6.1e9, 0}, {6.6e9, 0}, {7.1e9, 0}, {7.6e9, 0}, {8e9, 2}} {
+		add(history.Op{Time: m.t, Process: history.MonitorProcess, Type: history.Info, F: history.FLeader, Node: m.node})
+	}
 	fs := []string{history.FRead, history.FWrite, history.FCAS, history.FAdd}
 	faulty := func(t int64) bool { return (t >= 2e9 && t < 4e9) || (t >= 6e9 && t < 7.5e9) }
 	for proc := range 5 {
@@ -110,6 +117,9 @@ func TestPlots(t *testing.T) {
 	}
 	if in := history.Intervals(ops); len(in) != 2 {
 		t.Fatalf("intervals: %+v", in)
+	}
+	if g := history.Leaderless(ops); len(g) == 0 {
+		t.Fatalf("no leaderless span in %+v", g)
 	}
 	dir := t.TempDir()
 	for _, ext := range []string{".png", ".svg"} {

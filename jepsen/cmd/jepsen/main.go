@@ -3,8 +3,13 @@
 //
 //	go run ./jepsen/cmd/jepsen --time 60s --nemesis partition,kill,pause,clock --workload register
 //
-// Exit status: 0 when the history is valid, 1 when the checker found an
-// anomaly, 2 when the test could not run or the checker could not decide.
+// It ends with the verdict: valid (safe, and available within the bounds),
+// invalid (the checker found an anomaly), unavailable (safe as far as the
+// checker saw, but no node led for longer than --leader-bound after a
+// fault ended, or a member was not ready within --ready-bound of the final
+// heal), or unknown. Exit status: 0 when valid, 1 when invalid or
+// unavailable, 2 when the test could not run or the checker could not
+// decide.
 package main
 
 import (
@@ -49,6 +54,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.Rho, "rho", 1e-3, "the nodes' --rho (the clock nemesis stays within it)")
 	fs.StringVar(&o.Binary, "binary", "", "an edictkv built with -tags jepsen (default: build one)")
 	fs.DurationVar(&o.CheckTimeout, "check-timeout", 2*time.Minute, "porcupine's time limit")
+	fs.DurationVar(&o.LeaderBound, "leader-bound", check.DefaultLeaderBound, "after a fault ends (and at any time between faults) a node must lead within this, or the run is unavailable")
+	fs.DurationVar(&o.ReadyBound, "ready-bound", check.DefaultReadyBound, "after the final heal every member must be ready (answer, know a leader, serve a follower read) within this, or the run is unavailable")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -72,8 +79,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	fmt.Fprintf(stdout, "valid: %s  (workload %s, nemesis %v, %s mode, %.0fs; report in %s)\n",
-		res.Valid, res.Workload, res.Nemeses, res.Mode, res.Seconds, o.Out)
+	fmt.Fprintf(stdout, "verdict: %s  (workload %s, nemesis %v, %s mode, %.0fs; report in %s)\n",
+		res.Verdict, res.Workload, res.Nemeses, res.Mode, res.Seconds, o.Out)
+	switch res.Valid {
+	case check.Valid:
+		fmt.Fprintln(stdout, "safety: valid (no anomaly found)")
+	case check.Invalid:
+		fmt.Fprintln(stdout, "safety: INVALID (the anomaly is below)")
+	default:
+		fmt.Fprintf(stdout, "safety: %s (the checker could not decide)\n", res.Valid)
+	}
+	for _, v := range res.Availability.Violations {
+		fmt.Fprintf(stdout, "unavailable: %s\n", v)
+	}
+	fmt.Fprintf(stdout, "availability: %s\n", res.Availability.Summary())
+	if m := res.Membership; m != nil {
+		fmt.Fprintf(stdout, "membership: %s\n", m)
+	}
 	if s := res.Snapshots; s != nil && (s.Installed+s.Refused+s.Failed+s.Received > 0 || res.SnapshotEvery > 0) {
 		every := "edictkv's default"
 		if res.SnapshotEvery > 0 {
@@ -89,10 +111,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "set: %d acknowledged, %d lost, %d duplicated, %d unexpected, %d failed-but-present\n",
 			res.Set.Acknowledged, len(res.Set.Lost), len(res.Set.Duplicated), len(res.Set.Unexpected), len(res.Set.FailedButPresent))
 	}
-	switch res.Valid {
-	case check.Valid:
+	switch res.Verdict {
+	case jepsen.VerdictValid:
 		return 0
-	case check.Invalid:
+	case jepsen.VerdictInvalid, jepsen.VerdictUnavailable:
 		return 1
 	}
 	return 2
