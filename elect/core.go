@@ -134,11 +134,11 @@ func (c *Core) Step(now edict.Time, m Message) error {
 	if m.To != c.id {
 		return fmt.Errorf("elect: %v addressed to %v delivered to %v", m.Type, m.To, c.id)
 	}
-	c.advance(now)
-	c.hearNews(now, m)
 	if err := c.checkSender(m); err != nil {
 		return err
 	}
+	c.advance(now)
+	c.hearNews(now, m)
 	// A grant that expired since the last reading must be reported before
 	// this message can replace its grantee, or the lapse goes unseen and
 	// the detector keeps naming a dead process.

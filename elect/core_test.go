@@ -255,11 +255,15 @@ func TestMessageValidate(t *testing.T) {
 	ok := Message{Type: MsgGrantRequest, From: 1, To: 2, Delta: time.Second}
 	require.NoError(t, ok.Validate())
 	for want, m := range map[string]Message{
-		"unknown message type": {Type: 99, From: 1, To: 2},
-		"without a sender":     {Type: MsgGrant, To: 2},
-		"without a receiver":   {Type: MsgGrant, From: 1},
-		"negative δ":           {Type: MsgGrant, From: 1, To: 2, Delta: -1},
-		"δ = 0":                {Type: MsgGrantRequest, From: 1, To: 2},
+		"unknown message type":  {Type: 99, From: 1, To: 2},
+		"without a sender":      {Type: MsgGrant, To: 2},
+		"without a receiver":    {Type: MsgGrant, From: 1},
+		"negative δ":            {Type: MsgGrant, From: 1, To: 2, Delta: -1},
+		"δ = 0":                 {Type: MsgGrantRequest, From: 1, To: 2},
+		"names no members":      {Type: MsgGrant, From: 1, To: 2, Newest: 3, NewestRan: true},
+		"are not sorted":        {Type: MsgGrant, From: 1, To: 2, Newest: 3, NewestMembers: []edict.ProcessID{2, 1}},
+		"not sorted, distinct":  {Type: MsgGrant, From: 1, To: 2, Newest: 3, NewestMembers: []edict.ProcessID{1, 1}},
+		"[⊥ p1] are not sorted": {Type: MsgGrant, From: 1, To: 2, Newest: 3, NewestMembers: []edict.ProcessID{0, 1}},
 	} {
 		assert.ErrorContains(t, m.Validate(), want)
 	}

@@ -50,7 +50,8 @@ func testLease(from, to edict.ProcessID) elect.Message {
 func sampleMessages() []Message {
 	reign := testStamp(1, 1000, 0)
 	grant := elect.Message{Type: elect.MsgGrant, From: 1, To: 2, Epoch: 1, Start: edict.Time{Incarnation: 2, Nanos: 12345},
-		T: edict.Time{Incarnation: 1, Nanos: 999}, LastIndex: 41, LastStamp: testStamp(1, 700, 41)}
+		T: edict.Time{Incarnation: 1, Nanos: 999}, LastIndex: 41, LastStamp: testStamp(1, 700, 41),
+		Newest: 2, NewestMembers: []edict.ProcessID{1, 2, 4}, NewestRan: true}
 	return []Message{
 		LeaseMessage(testLease(1, 2)),
 		LeaseMessage(grant),
