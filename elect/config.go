@@ -46,6 +46,14 @@ type EpochConfig struct {
 	// committed, and only a log that holds the stop edict does (DESIGN
 	// §7). AddEpoch of the same epoch without Heard lifts the mark.
 	Heard bool
+	// StopIndex and StopStamp name the committed stop edict that began
+	// the epoch, when the caller knows it (zero otherwise); the news
+	// carries them. The lease protocol ignores them: they are for the log
+	// of a process that knows the epoch only as Heard, which learns from
+	// them what to fetch from any peer, and that the entry, once its own
+	// log holds it, is committed (Log Matching).
+	StopIndex uint64
+	StopStamp edict.Stamp
 }
 
 // Config configures a Core. Durations are real-time periods; the core

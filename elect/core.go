@@ -289,6 +289,7 @@ func (c *Core) emit(m Message) {
 			newest.members = maj.Members()
 		}
 		m.Newest, m.NewestMembers, m.NewestRan = newest.epoch, newest.members, newest.epoch == c.active
+		m.NewestStopIndex, m.NewestStopStamp = newest.stopIndex, newest.stopStamp
 	}
 	c.ready.Messages = append(c.ready.Messages, m)
 }
@@ -316,9 +317,14 @@ func (c *Core) hearNews(now edict.Time, m Message) {
 		if err != nil {
 			return
 		}
-		c.addEpoch(EpochConfig{Epoch: m.Newest, Quorum: q, Heard: true})
-		c.event(Event{Kind: EpochHeard, Epoch: m.Newest, Members: slices.Clone(m.NewestMembers)})
+		c.addEpoch(EpochConfig{Epoch: m.Newest, Quorum: q, Heard: true, StopIndex: m.NewestStopIndex, StopStamp: m.NewestStopStamp})
+		c.event(Event{Kind: EpochHeard, Epoch: m.Newest, Members: slices.Clone(m.NewestMembers), StopIndex: m.NewestStopIndex, StopStamp: m.NewestStopStamp})
 		es = c.epochs[m.Newest]
+	} else if es.heard && es.stopIndex == 0 && m.NewestStopIndex != 0 && fmt.Sprint(es.qs.Members()) == fmt.Sprint(m.NewestMembers) {
+		// Heard first from a peer that did not know where the stop edict
+		// is; now from one that does.
+		es.stopIndex, es.stopStamp = m.NewestStopIndex, m.NewestStopStamp
+		c.event(Event{Kind: EpochHeard, Epoch: m.Newest, Members: slices.Clone(m.NewestMembers), StopIndex: m.NewestStopIndex, StopStamp: m.NewestStopStamp})
 	}
 	if m.NewestRan && m.Newest > c.active && !es.terminated {
 		c.learnTerminated(now, m.Newest)

@@ -261,6 +261,8 @@ func TestMessageValidate(t *testing.T) {
 		"negative δ":            {Type: MsgGrant, From: 1, To: 2, Delta: -1},
 		"δ = 0":                 {Type: MsgGrantRequest, From: 1, To: 2},
 		"names no members":      {Type: MsgGrant, From: 1, To: 2, Newest: 3, NewestRan: true},
+		"but not its members":   {Type: MsgGrant, From: 1, To: 2, Newest: 3, NewestStopIndex: 4, NewestStopStamp: edict.Stamp{Epoch: 1, Counter: 1}},
+		"both or neither":       {Type: MsgGrant, From: 1, To: 2, Newest: 3, NewestMembers: []edict.ProcessID{1}, NewestStopIndex: 4},
 		"are not sorted":        {Type: MsgGrant, From: 1, To: 2, Newest: 3, NewestMembers: []edict.ProcessID{2, 1}},
 		"not sorted, distinct":  {Type: MsgGrant, From: 1, To: 2, Newest: 3, NewestMembers: []edict.ProcessID{1, 1}},
 		"[⊥ p1] are not sorted": {Type: MsgGrant, From: 1, To: 2, Newest: 3, NewestMembers: []edict.ProcessID{0, 1}},

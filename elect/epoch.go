@@ -30,6 +30,9 @@ func (c *Core) AddEpoch(cfg EpochConfig) error {
 		if !cfg.Heard {
 			old.heard = false // the log now holds the stop edict that began it
 		}
+		if old.stopIndex == 0 && cfg.StopIndex != 0 {
+			old.stopIndex, old.stopStamp = cfg.StopIndex, cfg.StopStamp
+		}
 		return nil
 	}
 	c.addEpoch(cfg)

@@ -62,4 +62,9 @@ type Event struct {
 	// Members are an EpochHeard epoch's members (a majority quorum
 	// system).
 	Members []edict.ProcessID
+	// StopIndex and StopStamp: an EpochHeard epoch's stop edict, when
+	// the news named it (EpochConfig.StopIndex). An epoch already heard is
+	// reported again when news first names its stop edict.
+	StopIndex uint64
+	StopStamp edict.Stamp
 }

@@ -31,12 +31,15 @@ type epochState struct {
 	// heard: known only from a peer's epoch news (EpochConfig.Heard); no
 	// campaign in it.
 	heard bool
+	// stopIndex and stopStamp: EpochConfig's, when known.
+	stopIndex uint64
+	stopStamp edict.Stamp
 	// members caches a majority's member list for the news emit sends.
 	members []edict.ProcessID
 }
 
 func newEpochState(cfg EpochConfig) *epochState {
-	return &epochState{epoch: cfg.Epoch, qs: cfg.Quorum, heard: cfg.Heard, retired: map[edict.ProcessID]edict.Time{}}
+	return &epochState{epoch: cfg.Epoch, qs: cfg.Quorum, heard: cfg.Heard, stopIndex: cfg.StopIndex, stopStamp: cfg.StopStamp, retired: map[edict.ProcessID]edict.Time{}}
 }
 
 func (es *epochState) wedge() {

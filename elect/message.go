@@ -112,6 +112,14 @@ type Message struct {
 	Newest        uint64            `codec:"n"`
 	NewestMembers []edict.ProcessID `codec:"nm"`
 	NewestRan     bool              `codec:"nr"`
+	// NewestStopIndex and NewestStopStamp name the committed stop edict
+	// that began the newest epoch, when the sender knows it (zero
+	// otherwise). Only the process whose log committed the edict can know
+	// it is committed; this carries that knowledge to every process that
+	// holds the entry but never heard its commit, and tells one that lacks
+	// it what to fetch from any peer (EpochConfig.StopIndex).
+	NewestStopIndex uint64      `codec:"ni"`
+	NewestStopStamp edict.Stamp `codec:"nst"`
 }
 
 func (m Message) String() string {
@@ -143,6 +151,10 @@ func (m Message) Validate() error {
 		return fmt.Errorf("elect: %v with news of %d members, limit %d", m.Type, len(m.NewestMembers), edict.MaxQTSize)
 	case m.NewestRan && len(m.NewestMembers) == 0:
 		return fmt.Errorf("elect: %v says epoch %d runs but names no members", m.Type, m.Newest)
+	case m.NewestStopIndex != 0 && len(m.NewestMembers) == 0:
+		return fmt.Errorf("elect: %v names the stop edict of epoch %d but not its members", m.Type, m.Newest)
+	case (m.NewestStopIndex == 0) != m.NewestStopStamp.IsZero():
+		return fmt.Errorf("elect: %v names the stop edict of epoch %d by index %d and stamp %v: both or neither", m.Type, m.Newest, m.NewestStopIndex, m.NewestStopStamp)
 	}
 	for i, p := range m.NewestMembers {
 		if p == edict.None || i > 0 && m.NewestMembers[i-1] >= p {

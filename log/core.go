@@ -100,9 +100,16 @@ type Core struct {
 	// wedgeOnStepDown: this leader committed a stop edict and wedges its
 	// epoch once its lease lapses.
 	wedgeOnStepDown bool
-	// stopProof is the newest committed stop edict, which this process's
-	// wedge requests carry.
+	// stopProof is the newest stop edict known committed (by this log,
+	// or by the news of an epoch it began), which this process's wedge
+	// requests carry.
 	stopProof storage.Position
+	// learnAt, learnID and learnPeer pace the committed fetches of a
+	// process that knows its newest epoch only as Heard (learn.go).
+	learnAt       edict.Time
+	learnID       uint64
+	learnPeer     int
+	learnProgress bool
 	// lastContact is when an append from a leader was last accepted.
 	lastContact edict.Time
 	lastNow     edict.Time
@@ -134,7 +141,10 @@ func NewCore(cfg CoreConfig, st State, now edict.Time) (*Core, error) {
 		if err != nil {
 			return nil, fmt.Errorf("log: epoch %d: %w", e.Epoch, err)
 		}
-		ecs = append(ecs, elect.EpochConfig{Epoch: e.Epoch, Quorum: q, Heard: e.Heard})
+		ecs = append(ecs, elect.EpochConfig{Epoch: e.Epoch, Quorum: q, Heard: e.Heard, StopIndex: e.StopIndex, StopStamp: e.StopStamp})
+		if e.StopIndex > c.stopProof.Index {
+			c.stopProof = storage.Position{Index: e.StopIndex, Stamp: e.StopStamp}
+		}
 	}
 	ec := cfg.Elect
 	ec.ID, ec.Epochs = cfg.ID, ecs
@@ -215,6 +225,9 @@ func (c *Core) Tick(now edict.Time) {
 // NextTick is the reading by which Tick should next be called.
 func (c *Core) NextTick() edict.Time {
 	next := c.el.NextTick()
+	if c.lead == nil && c.learning() && c.learnAt.After(c.lastNow) && c.learnAt.Before(next) {
+		next = c.learnAt
+	}
 	if c.lead != nil {
 		hb := c.lastNow.Add(c.cfg.Heartbeat / 2)
 		if hb.Before(next) {
@@ -249,9 +262,17 @@ func (c *Core) Step(now edict.Time, m transport.Message) error {
 	case transport.KindTimeoutNow:
 		c.onTimeoutNow(now, m.From, m.TimeoutNow)
 	case transport.KindFetch:
-		c.onFetch(now, m.From, m.Fetch)
+		if m.Fetch.Committed {
+			c.onCommittedFetch(m.From, m.Fetch)
+		} else {
+			c.onFetch(now, m.From, m.Fetch)
+		}
 	case transport.KindFetchReply:
-		c.onFetchReply(now, m.From, m.FetchReply)
+		if m.FetchReply.Committed {
+			c.onCommittedFetchReply(now, m.From, m.FetchReply)
+		} else {
+			c.onFetchReply(now, m.From, m.FetchReply)
+		}
 	}
 	c.afterStep(now)
 	return err
@@ -262,6 +283,7 @@ func (c *Core) afterStep(now edict.Time) {
 	if c.lead != nil {
 		c.leaderTick(now)
 	}
+	c.learnCommitted(now)
 	c.processCommitted(now)
 	c.checkReads(now)
 	if c.campaignIn != 0 && c.el.ActiveEpoch() == c.campaignIn {

@@ -62,7 +62,12 @@ func (c *Core) processCommitted(now edict.Time) {
 			panic(fmt.Sprintf("log: committed %v entry %d: %v", e.Kind, i, err))
 		}
 		if e.Kind == storage.EntryStop {
-			c.stopProof = storage.Position{Index: e.Index, Stamp: e.Stamp}
+			if e.Index > c.stopProof.Index {
+				c.stopProof = storage.Position{Index: e.Index, Stamp: e.Stamp}
+			}
+		}
+		if e.Kind == storage.EntryStop {
+			m.Config.StopIndex, m.Config.StopStamp = e.Index, e.Stamp
 		}
 		c.learnMembership(now, m, e.Kind == storage.EntryStop)
 	}
@@ -72,7 +77,11 @@ func (c *Core) processCommitted(now edict.Time) {
 // A stop edict ends its epoch: the next one's processes wedge it (§10.6).
 func (c *Core) learnMembership(now edict.Time, m Membership, stop bool) {
 	cfg := m.Config
-	wasHeard := c.epochs[cfg.Epoch].Heard
+	old := c.epochs[cfg.Epoch]
+	wasHeard := old.Heard
+	if cfg.StopIndex == 0 {
+		cfg.StopIndex, cfg.StopStamp = old.StopIndex, old.StopStamp // a config edict keeps its epoch's stop
+	}
 	c.epochs[cfg.Epoch] = cfg
 	if b, err := storage.EncodeEpochConfig(cfg); err == nil {
 		c.setStable(storage.EpochConfigKey(cfg.Epoch), b)
@@ -93,7 +102,7 @@ func (c *Core) learnMembership(now edict.Time, m Membership, stop bool) {
 	if err != nil {
 		panic(fmt.Sprintf("log: committed stop edict names a bad epoch: %v", err))
 	}
-	if err := c.el.AddEpoch(elect.EpochConfig{Epoch: cfg.Epoch, Quorum: q}); err != nil {
+	if err := c.el.AddEpoch(elect.EpochConfig{Epoch: cfg.Epoch, Quorum: q, StopIndex: cfg.StopIndex, StopStamp: cfg.StopStamp}); err != nil {
 		panic(fmt.Sprintf("log: committed stop edict conflicts with a known epoch: %v", err))
 	}
 	if c.lead != nil && c.lead.epoch < cfg.Epoch {
@@ -137,11 +146,26 @@ func (c *Core) learnRanEpoch(now edict.Time, cfg storage.EpochConfig) {
 // stop edict (learnMembership then replaces the record). A member of the
 // epoch helps wedge its predecessors at once, as it would had the log
 // brought the epoch.
+//
+// News that names the stop edict's position says that entry is committed:
+// it becomes this process's stop proof, which its wedge requests carry to
+// processes that hold the entry without knowing it committed, and what
+// learnCommitted fetches up to.
 func (c *Core) hearEpoch(now edict.Time, ev elect.Event) {
-	if _, known := c.epochs[ev.Epoch]; known {
+	if ev.StopIndex > c.stopProof.Index && !mutated(RuleHeardLearns) {
+		c.stopProof = storage.Position{Index: ev.StopIndex, Stamp: ev.StopStamp}
+	}
+	if old, known := c.epochs[ev.Epoch]; known {
+		if old.Heard && old.StopIndex == 0 && ev.StopIndex != 0 {
+			old.StopIndex, old.StopStamp = ev.StopIndex, ev.StopStamp
+			c.epochs[ev.Epoch] = old
+			if b, err := storage.EncodeEpochConfig(old); err == nil {
+				c.setStable(storage.EpochConfigKey(old.Epoch), b)
+			}
+		}
 		return
 	}
-	cfg := storage.EpochConfig{Epoch: ev.Epoch, Members: ev.Members, Heard: true}
+	cfg := storage.EpochConfig{Epoch: ev.Epoch, Members: ev.Members, Heard: true, StopIndex: ev.StopIndex, StopStamp: ev.StopStamp}
 	if err := cfg.Check(); err != nil {
 		panic(fmt.Sprintf("log: the lease core heard of an impossible epoch: %v", err)) // elect checked the news
 	}

@@ -40,6 +40,15 @@ const (
 	// it sends anything (Recover), so its readings grow across restarts
 	// and a restarted process is quarantined.
 	RuleIncarnationBump = "incarnation-bump"
+	// RuleLearnCommittedOnly: a Committed Fetch is answered with committed
+	// entries only (onCommittedFetch).
+	RuleLearnCommittedOnly = "learn-committed-only"
+	// RuleHeardLearns: a follower that knows its newest epoch only as
+	// Heard takes the stop edict its news names as its stop proof (which
+	// its wedge requests carry), commits it if its log holds it, and
+	// otherwise fetches committed entries from any peer (hearEpoch,
+	// learnCommitted).
+	RuleHeardLearns = "heard-learns"
 )
 
 // MutationRules lists the rules above in the order of docs/protocol.md.
@@ -47,4 +56,5 @@ var mutationRules = []string{
 	RuleCurrentReignCommit, RuleAcceptGrantee, RuleAcceptReign, RuleReplyReign,
 	RuleQuarantineAppends, RuleAcceptedReignMonotone, RuleNoTruncateCommitted,
 	RuleReignStartBeforeReads, RuleFsyncBeforeAck, RuleFollowerReadIndex, RuleIncarnationBump,
+	RuleLearnCommittedOnly, RuleHeardLearns,
 }

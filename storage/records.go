@@ -124,6 +124,12 @@ type EpochConfig struct {
 	// unknown, and the process may not lead the epoch until its log holds
 	// the stop edict that began it.
 	Heard bool `codec:"h,omitempty"`
+	// StopIndex and StopStamp name the committed stop edict that began the
+	// epoch, where this process knows it (elect.EpochConfig.StopIndex): a
+	// process's own record, never part of a membership payload, which
+	// cannot name its own position.
+	StopIndex uint64      `codec:"si,omitempty"`
+	StopStamp edict.Stamp `codec:"ss,omitempty"`
 }
 
 // Check refuses a configuration no epoch can have: no members, process 0,

@@ -132,11 +132,12 @@ func messageToWire(m Message) (*wMessage, error) {
 		w.TimeoutNow = &wTimeoutNow{Epoch: m.TimeoutNow.Epoch, Reign: t.stamp(m.TimeoutNow.Reign)}
 	case KindFetch:
 		f := m.Fetch
-		w.Fetch = &wFetch{Epoch: f.Epoch, ID: f.ID, Attempt: timeToWire(f.Attempt), PrevIndex: f.PrevIndex, PrevStamp: t.stamp(f.PrevStamp), Max: f.Max}
+		w.Fetch = &wFetch{Epoch: f.Epoch, ID: f.ID, Attempt: timeToWire(f.Attempt), PrevIndex: f.PrevIndex, PrevStamp: t.stamp(f.PrevStamp), Max: f.Max,
+			Committed: f.Committed, UpToIndex: f.UpToIndex, UpToStamp: t.stamp(f.UpToStamp)}
 	case KindFetchReply:
 		r := m.FetchReply
 		wr := &wFetchReply{Epoch: r.Epoch, ID: r.ID, Attempt: timeToWire(r.Attempt), LastIndex: r.LastIndex, LastStamp: t.stamp(r.LastStamp), Compacted: r.Compacted, OK: r.OK,
-			Entries: entriesToWire(r.Entries, &t)}
+			Entries: entriesToWire(r.Entries, &t), Committed: r.Committed, Commit: r.Commit}
 		if len(r.Entries) > 0 {
 			wr.First = r.Entries[0].Index
 		}
@@ -205,7 +206,8 @@ func messageFromWire(w *wMessage) (Message, error) {
 		}
 	case KindFetch:
 		if f := w.Fetch; f != nil {
-			m.Fetch = &Fetch{Epoch: f.Epoch, ID: f.ID, Attempt: timeFromWire(f.Attempt), PrevIndex: f.PrevIndex, PrevStamp: e.get(q, f.PrevStamp), Max: f.Max}
+			m.Fetch = &Fetch{Epoch: f.Epoch, ID: f.ID, Attempt: timeFromWire(f.Attempt), PrevIndex: f.PrevIndex, PrevStamp: e.get(q, f.PrevStamp), Max: f.Max,
+				Committed: f.Committed, UpToIndex: f.UpToIndex, UpToStamp: e.get(q, f.UpToStamp)}
 		}
 	case KindFetchReply:
 		if r := w.FetchReply; r != nil {
@@ -213,7 +215,7 @@ func messageFromWire(w *wMessage) (Message, error) {
 				return Message{}, errors.New("fetch reply names a first index but has no entries")
 			}
 			m.FetchReply = &FetchReply{Epoch: r.Epoch, ID: r.ID, Attempt: timeFromWire(r.Attempt), LastIndex: r.LastIndex, LastStamp: e.get(q, r.LastStamp), Compacted: r.Compacted, OK: r.OK,
-				Entries: entriesFromWire(r.Entries, r.First, q, &e)}
+				Entries: entriesFromWire(r.Entries, r.First, q, &e), Committed: r.Committed, Commit: r.Commit}
 		}
 	}
 	if present != 1 || m.Kind() != k {

@@ -51,7 +51,7 @@ func sampleMessages() []Message {
 	reign := testStamp(1, 1000, 0)
 	grant := elect.Message{Type: elect.MsgGrant, From: 1, To: 2, Epoch: 1, Start: edict.Time{Incarnation: 2, Nanos: 12345},
 		T: edict.Time{Incarnation: 1, Nanos: 999}, LastIndex: 41, LastStamp: testStamp(1, 700, 41),
-		Newest: 2, NewestMembers: []edict.ProcessID{1, 2, 4}, NewestRan: true}
+		Newest: 2, NewestMembers: []edict.ProcessID{1, 2, 4}, NewestRan: true, NewestStopIndex: 11, NewestStopStamp: testStamp(1, 900, 11)}
 	return []Message{
 		LeaseMessage(testLease(1, 2)),
 		LeaseMessage(grant),
@@ -66,6 +66,8 @@ func sampleMessages() []Message {
 		{From: 1, To: 2, Fetch: &Fetch{Epoch: 1, ID: 5, Attempt: edict.Time{Incarnation: 2, Nanos: 4242}, PrevIndex: 9, PrevStamp: testStamp(1, 600, 9), Max: 64}},
 		{From: 1, To: 2, FetchReply: &FetchReply{Epoch: 1, ID: 5, Attempt: edict.Time{Incarnation: 2, Nanos: 4242}, LastIndex: 12, LastStamp: testStamp(1, 600, 12), OK: true, Entries: testAppend(9, 3, 20).Entries}},
 		{From: 1, To: 2, FetchReply: &FetchReply{Epoch: 1, ID: 6, LastIndex: 12, LastStamp: testStamp(1, 600, 12), Compacted: true}},
+		{From: 1, To: 2, Fetch: &Fetch{Epoch: 2, ID: 7, PrevIndex: 9, PrevStamp: testStamp(1, 600, 9), Max: 64, Committed: true, UpToIndex: 11, UpToStamp: testStamp(1, 900, 11)}},
+		{From: 1, To: 2, FetchReply: &FetchReply{Epoch: 2, ID: 7, LastIndex: 12, LastStamp: testStamp(1, 600, 12), OK: true, Entries: testAppend(9, 2, 20).Entries, Committed: true, Commit: 11}},
 	}
 }
 

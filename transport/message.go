@@ -150,10 +150,10 @@ func (m Message) String() string {
 		return fmt.Sprintf("timeoutNow %v→%v e%d", m.From, m.To, m.TimeoutNow.Epoch)
 	case KindFetch:
 		f := m.Fetch
-		return fmt.Sprintf("fetch %v→%v e%d id=%d prev=%d max=%d", m.From, m.To, f.Epoch, f.ID, f.PrevIndex, f.Max)
+		return fmt.Sprintf("fetch %v→%v e%d id=%d prev=%d max=%d committed=%t upTo=%d", m.From, m.To, f.Epoch, f.ID, f.PrevIndex, f.Max, f.Committed, f.UpToIndex)
 	case KindFetchReply:
 		r := m.FetchReply
-		return fmt.Sprintf("fetchReply %v→%v e%d id=%d ok=%t compacted=%t last=%d entries=%d", m.From, m.To, r.Epoch, r.ID, r.OK, r.Compacted, r.LastIndex, len(r.Entries))
+		return fmt.Sprintf("fetchReply %v→%v e%d id=%d ok=%t compacted=%t last=%d entries=%d committed=%t commit=%d", m.From, m.To, r.Epoch, r.ID, r.OK, r.Compacted, r.LastIndex, len(r.Entries), r.Committed, r.Commit)
 	}
 	return fmt.Sprintf("invalid message %v→%v", m.From, m.To)
 }
@@ -174,7 +174,7 @@ func (m Message) Validate() error {
 	case KindLease:
 		err = m.Lease.Validate()
 		if err == nil {
-			err = checkStamps(m.Lease.LastStamp)
+			err = checkStamps(m.Lease.LastStamp, m.Lease.NewestStopStamp)
 		}
 		if err == nil && (m.Lease.From != m.From || m.Lease.To != m.To) {
 			err = fmt.Errorf("lease message %v→%v in an envelope %v→%v", m.Lease.From, m.Lease.To, m.From, m.To)
@@ -369,6 +369,13 @@ func (t *TimeoutNow) Validate() error {
 // leader fetching what its quorum's most up-to-date log has and its own
 // lacks, before it appends its reign-start edict (DESIGN §6). ID correlates
 // the reply.
+//
+// A Committed fetch comes instead from a process catching up on committed
+// entries only, from any peer: one that knows the newest epoch only from
+// a peer's news, whose log may lack the stop edict that began it (issue
+// 14). The answer holds entries the answerer knows committed: up to its
+// commit index, or up to (UpToIndex, UpToStamp), the stop edict the
+// asker's news named committed, if the answerer's log holds that entry.
 type Fetch struct {
 	Epoch uint64
 	ID    uint64
@@ -379,14 +386,22 @@ type Fetch struct {
 	PrevIndex uint64
 	PrevStamp edict.Stamp
 	Max       uint32
+	Committed bool
+	UpToIndex uint64
+	UpToStamp edict.Stamp
 }
 
 // Validate checks the structure of f.
 func (f *Fetch) Validate() error {
-	if f.ID == 0 {
+	switch {
+	case f.ID == 0:
 		return errors.New("fetch without an id")
+	case !f.Committed && f.UpToIndex != 0:
+		return errors.New("fetch names a committed position but is not a committed fetch")
+	case (f.UpToIndex == 0) != f.UpToStamp.IsZero():
+		return fmt.Errorf("fetch names a committed position by index %d and stamp %v: both or neither", f.UpToIndex, f.UpToStamp)
 	}
-	return checkStamps(f.PrevStamp)
+	return checkStamps(f.PrevStamp, f.UpToStamp)
 }
 
 // FetchReply answers a Fetch. With OK, the logs matched at the fetch's
@@ -404,6 +419,10 @@ type FetchReply struct {
 	// Entries are contiguous (each index one more than the one before),
 	// at most MaxAppendEntries.
 	Entries []Entry
+	// Committed answers a committed fetch: every entry is at or below
+	// Commit, the highest index the answerer knows committed.
+	Committed bool
+	Commit    uint64
 }
 
 // Validate checks the structure of r.
@@ -415,6 +434,10 @@ func (r *FetchReply) Validate() error {
 		return fmt.Errorf("%d entries exceeds the limit of %d", len(r.Entries), MaxAppendEntries)
 	case len(r.Entries) > 0 && !r.OK:
 		return errors.New("fetch reply with entries but without OK")
+	case !r.Committed && r.Commit != 0:
+		return errors.New("fetch reply names a commit index but answers no committed fetch")
+	case r.Committed && len(r.Entries) > 0 && r.Entries[len(r.Entries)-1].Index > r.Commit:
+		return fmt.Errorf("committed fetch reply with entries up to %d beyond its commit index %d", r.Entries[len(r.Entries)-1].Index, r.Commit)
 	}
 	if err := checkStamps(r.LastStamp); err != nil {
 		return err

@@ -128,6 +128,10 @@ func TestValidateRefuses(t *testing.T) {
 		{Message{From: 1, To: 2, Fetch: &Fetch{}}, "without an id"},
 		{Message{From: 1, To: 2, FetchReply: &FetchReply{ID: 1, Entries: testAppend(0, 1, 1).Entries}}, "without OK"},
 		{Message{From: 1, To: 2, FetchReply: &FetchReply{ID: 1, OK: true, Entries: gap.Entries}}, "contiguous"},
+		{Message{From: 1, To: 2, Fetch: &Fetch{ID: 1, UpToIndex: 4, UpToStamp: reign}}, "not a committed fetch"},
+		{Message{From: 1, To: 2, Fetch: &Fetch{ID: 1, Committed: true, UpToIndex: 4}}, "both or neither"},
+		{Message{From: 1, To: 2, FetchReply: &FetchReply{ID: 1, Commit: 4}}, "answers no committed fetch"},
+		{Message{From: 1, To: 2, FetchReply: &FetchReply{ID: 1, OK: true, Committed: true, Commit: 1, Entries: testAppend(0, 2, 1).Entries}}, "beyond its commit index"},
 	}
 	for _, c := range cases {
 		err := c.m.Validate()

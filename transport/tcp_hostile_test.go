@@ -80,8 +80,8 @@ func TestTCPBadFramesCloseOnlyTheirConnection(t *testing.T) {
 	}{
 		{"over the limit", func(c net.Conn) { c.Write(header(limit+1, FrameVersion)) },
 			[]string{"closing connection", "peer=p3", "frame exceeds the size limit: frame of 65537 bytes, limit 65536"}},
-		{"wrong version", func(c net.Conn) { c.Write(append(header(3, 7), 1, 2)) },
-			[]string{"closing connection", "peer=p3", fmt.Sprintf("unknown frame version: version byte 7, want %d", FrameVersion)}},
+		{"wrong version", func(c net.Conn) { c.Write(append(header(3, FrameVersion+1), 1, 2)) },
+			[]string{"closing connection", "peer=p3", fmt.Sprintf("unknown frame version: version byte %d, want %d", FrameVersion+1, FrameVersion)}},
 		{"truncated", func(c net.Conn) {
 			c.Write(append(header(100, FrameVersion), make([]byte, 10)...))
 			c.(*net.TCPConn).CloseWrite()

@@ -62,9 +62,11 @@ type wLease struct {
 	LastStamp wStamp
 	Payload   []byte
 	// The sender's epoch news (elect.Message.Newest…).
-	Newest        uint64
-	NewestMembers []uint64
-	NewestRan     bool
+	Newest          uint64
+	NewestMembers   []uint64
+	NewestRan       bool
+	NewestStopIndex uint64
+	NewestStopStamp wStamp
 }
 
 type wEntry struct {
@@ -129,6 +131,9 @@ type wFetch struct {
 	PrevIndex uint64
 	PrevStamp wStamp
 	Max       uint32
+	Committed bool
+	UpToIndex uint64
+	UpToStamp wStamp
 }
 
 type wFetchReply struct {
@@ -142,6 +147,8 @@ type wFetchReply struct {
 	OK        bool
 	First     uint64 // index of Entries[0]; the rest follow contiguously
 	Entries   []wEntry
+	Committed bool
+	Commit    uint64
 }
 
 // wMessage is the body of a message frame. Exactly the pointer that Kind
@@ -341,6 +348,7 @@ func leaseToWire(m *elect.Message, t *qtTable) *wLease {
 		T: timeToWire(m.T), Grantee: uint64(m.Grantee), Remaining: int64(m.Remaining), Wedged: m.Wedged,
 		LastIndex: m.LastIndex, LastStamp: t.stamp(m.LastStamp), Payload: m.Payload,
 		Newest: m.Newest, NewestMembers: idsToWire(m.NewestMembers), NewestRan: m.NewestRan,
+		NewestStopIndex: m.NewestStopIndex, NewestStopStamp: t.stamp(m.NewestStopStamp),
 	}
 }
 
@@ -351,5 +359,6 @@ func leaseFromWire(w *wLease, q qtRefs, e *stampErr) *elect.Message {
 		T: timeFromWire(w.T), Grantee: edict.ProcessID(w.Grantee), Remaining: time.Duration(w.Remaining), Wedged: w.Wedged,
 		LastIndex: w.LastIndex, LastStamp: e.get(q, w.LastStamp), Payload: w.Payload,
 		Newest: w.Newest, NewestMembers: idsFromWire(w.NewestMembers), NewestRan: w.NewestRan,
+		NewestStopIndex: w.NewestStopIndex, NewestStopStamp: e.get(q, w.NewestStopStamp),
 	}
 }
