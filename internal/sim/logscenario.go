@@ -86,6 +86,13 @@ type LogScenario struct {
 	// quarantine, is reached by the old leader's appends; the followers
 	// that complete the candidate's quorum are starved of them.
 	ForgottenGrantEvery time.Duration
+	// StopIsolation plays issue 14's not-yet-covered case on purpose
+	// (adversary_stopisolation.go), with Membership: the leader's stop
+	// edict commits on a quorum that leaves a member of the old epoch
+	// without it, every later log message of the leader is lost, its
+	// wedge requests reach only the processes that lack the edict, and
+	// it crashes for good once the news of the new epoch has spread.
+	StopIsolation bool
 	// IgnoreSuspend is a negative control: the driver never asks the
 	// clock whether it was suspended, so a leader trusts a lease that a
 	// suspend outlived.
