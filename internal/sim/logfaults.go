@@ -359,8 +359,8 @@ func (r *lrun) describe() string {
 		}
 		now := p.now(r.w.now)
 		st := p.core.Status(now)
-		b = fmt.Appendf(b, "\n  %v up=%t epoch=%d leader=%v isLeader=%t commit=%d applied=%d last=%d members=%v learners=%v %s",
-			id, p.up, st.Epoch, st.Leader, st.IsLeader, st.Commit, st.Applied, st.LastIndex, st.Members, st.Learners, p.core.Debug(now))
+		b = fmt.Appendf(b, "\n  %v up=%t epoch=%d heard=%t leader=%v isLeader=%t commit=%d applied=%d last=%d members=%v learners=%v %s",
+			id, p.up, st.Epoch, st.EpochHeard, st.Leader, st.IsLeader, st.Commit, st.Applied, st.LastIndex, st.Members, st.Learners, p.core.Debug(now))
 	}
 	return string(b) + r.stopIso.summary()
 }
