@@ -230,8 +230,9 @@ func KnownBugLogScenarios() []LogScenario {
 		// commit it, and one that lacks it can fetch it. Run it with
 		// EDICT_SIM_KNOWN_BUGS=1 go test ./internal/sim/ -run 'TestLogKnownBugs/log-stop-isolation$' -count=1 -v
 		// GST at 6 s leaves the replacement and the plan room before it;
-		// the 6 s after it exceed LivenessBound (5.2 s), without which a
-		// run that never elects a leader would pass.
+		// the 6 s after it exceed LivenessBound (5.2 s), so that a run
+		// without a leader fails as one ("liveness: no leader"), not only
+		// as "no write was acknowledged after GST".
 		{Scenario: Scenario{Name: "log-stop-isolation", N: 3, GST: 6 * time.Second, Duration: 12 * time.Second},
 			Membership: true, StopIsolation: true, Seeds: 40},
 	}
