@@ -92,11 +92,15 @@ func TestNegativeControlLog(t *testing.T) {
 // work, kept runnable rather than forgotten.
 func TestLogKnownBugs(t *testing.T) {
 	if os.Getenv("EDICT_SIM_KNOWN_BUGS") != "1" {
-		t.Skip("known failing scenarios (membership changes under partitions and crashes); EDICT_SIM_KNOWN_BUGS=1 runs them")
+		t.Skip("known failing scenarios (see KnownBugLogScenarios); EDICT_SIM_KNOWN_BUGS=1 runs them")
 	}
 	for _, sc := range KnownBugLogScenarios() {
 		t.Run(sc.Name, func(t *testing.T) {
-			for _, seed := range seedList(t, 100) {
+			def := 100
+			if sc.Seeds > 0 {
+				def = sc.Seeds
+			}
+			for _, seed := range seedList(t, def) {
 				if res := RunLog(sc, seed); res.Violation != "" {
 					t.Fatalf("%v\nreplay: EDICT_SIM_KNOWN_BUGS=1 EDICT_SIM_SEED=%d go test ./internal/sim/ -run 'TestLogKnownBugs/%s$' -count=1 -v", res, seed, sc.Name)
 				}

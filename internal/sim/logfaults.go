@@ -60,6 +60,7 @@ func (r *lrun) schedule() {
 	}
 	r.scheduleReplay()
 	r.scheduleQuarantine()
+	r.scheduleStopIsolation()
 	r.w.at(r.gst, r.stabilize)
 }
 
@@ -202,7 +203,7 @@ func (r *lrun) maybeSuspendCandidate(p *lproc) {
 }
 
 func (r *lrun) restart(p *lproc) {
-	if p.up || !p.started || r.sc.NoFailureDetector && p.id == r.ids[0] && r.w.now >= r.gst {
+	if p.up || !p.started || r.sc.NoFailureDetector && p.id == r.ids[0] && r.w.now >= r.gst || r.stopIso.keepsDown(p) {
 		return
 	}
 	if r.w.chance(r.sc.RebootClock) {
@@ -358,10 +359,10 @@ func (r *lrun) describe() string {
 		}
 		now := p.now(r.w.now)
 		st := p.core.Status(now)
-		b = fmt.Appendf(b, "\n  %v up=%t epoch=%d leader=%v isLeader=%t commit=%d applied=%d last=%d members=%v learners=%v %s",
-			id, p.up, st.Epoch, st.Leader, st.IsLeader, st.Commit, st.Applied, st.LastIndex, st.Members, st.Learners, p.core.Debug(now))
+		b = fmt.Appendf(b, "\n  %v up=%t epoch=%d heard=%t leader=%v isLeader=%t commit=%d applied=%d last=%d members=%v learners=%v %s",
+			id, p.up, st.Epoch, st.EpochHeard, st.Leader, st.IsLeader, st.Commit, st.Applied, st.LastIndex, st.Members, st.Learners, p.core.Debug(now))
 	}
-	return string(b)
+	return string(b) + r.stopIso.summary()
 }
 
 // every runs f at jittered intervals until until, or a violation.

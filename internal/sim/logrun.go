@@ -55,6 +55,7 @@ type lrun struct {
 	// The targeted adversaries, nil unless the scenario asks for them.
 	replay     *replayAdversary
 	quarantine *quarantineAdversary
+	stopIso    *stopIsolation
 
 	// Ground truth for the checkers of logcheck.go, kept here so that it
 	// survives a process's restart.
@@ -252,7 +253,7 @@ func (r *lrun) send(m transport.Message) {
 	if m.Lease != nil && m.Lease.Type == elect.MsgGrantRequest && !m.Lease.Wedge {
 		r.maybeSuspendCandidate(r.procs[m.From])
 	}
-	if r.replayIntercept(m) || r.quarantineIntercept(m) {
+	if r.replayIntercept(m) || r.quarantineIntercept(m) || r.stopIso.intercept(m) {
 		return // an adversary dropped or held it (adversary_*.go)
 	}
 	if r.connCut[connection{m.From, m.To, m.Lease != nil}] {

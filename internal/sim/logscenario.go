@@ -86,6 +86,13 @@ type LogScenario struct {
 	// quarantine, is reached by the old leader's appends; the followers
 	// that complete the candidate's quorum are starved of them.
 	ForgottenGrantEvery time.Duration
+	// StopIsolation plays issue 14's not-yet-covered case on purpose
+	// (adversary_stopisolation.go), with Membership: the leader's stop
+	// edict commits on a quorum that leaves a member of the old epoch
+	// without it, every later log message of the leader is lost, its
+	// wedge requests reach only the processes that lack the edict, and
+	// it crashes for good once the news of the new epoch has spread.
+	StopIsolation bool
 	// IgnoreSuspend is a negative control: the driver never asks the
 	// clock whether it was suspended, so a leader trusts a lease that a
 	// suspend outlived.
@@ -209,10 +216,26 @@ func LogScenarios() []LogScenario {
 
 // KnownBugLogScenarios fail today; TestLogKnownBugs runs them on request
 // (EDICT_SIM_KNOWN_BUGS=1) until they are fixed and join LogScenarios.
-// None does today: log-replacements-faults, the last, joined
-// LogScenarios with issue 14's fix.
+// log-replacements-faults, the previous one, joined LogScenarios with
+// issue 14's epoch news and campaign fallback.
 func KnownBugLogScenarios() []LogScenario {
-	return nil
+	return []LogScenario{
+		// Issue 14, the case docs/protocol.md lists as "Not yet covered"
+		// (adversary_stopisolation.go): the old leader dies right after
+		// its stop edict commits, before anyone else knows it committed,
+		// while the news of the new epoch reaches everyone. Every process
+		// then knows the new epoch only as Heard and the old one wedged:
+		// nobody may campaign, and no leader comes after GST. It joins
+		// LogScenarios once a Heard process that holds the stop edict can
+		// commit it, and one that lacks it can fetch it. Run it with
+		// EDICT_SIM_KNOWN_BUGS=1 go test ./internal/sim/ -run 'TestLogKnownBugs/log-stop-isolation$' -count=1 -v
+		// GST at 6 s leaves the replacement and the plan room before it;
+		// the 6 s after it exceed LivenessBound (5.2 s), so that a run
+		// without a leader fails as one ("liveness: no leader"), not only
+		// as "no write was acknowledged after GST".
+		{Scenario: Scenario{Name: "log-stop-isolation", N: 3, GST: 6 * time.Second, Duration: 12 * time.Second},
+			Membership: true, StopIsolation: true, Seeds: 40},
+	}
 }
 
 // logCheckBudget bounds porcupine per run; a run it cannot decide in time
