@@ -211,31 +211,30 @@ func LogScenarios() []LogScenario {
 		// for FallbackAfter campaigns whatever its detector names.
 		{Scenario: Scenario{Name: "log-replacements-faults", N: 5, GST: 8 * time.Second, Duration: 14 * time.Second, Partitions: true, Crashes: true},
 			Membership: true, Replacements: 4, Snapshots: true, Seeds: 40},
+		// Issue 14's last case, aimed at (adversary_stopisolation.go):
+		// the old leader dies right after its stop edict commits, before
+		// anyone else knows it committed, while the news of the new epoch
+		// reaches everyone. Every process then knew the new epoch only as
+		// Heard and the old one wedged: nobody could campaign, and 200 of
+		// 200 seeds ended without a leader. Now the news names the stop
+		// edict: a Heard process that holds it commits it, and one that
+		// lacks it fetches committed entries from any peer. GST at 6 s
+		// leaves the replacement and the plan room before it; the 6 s
+		// after it exceed LivenessBound (5.2 s), so that a run without a
+		// leader fails as one ("liveness: no leader"), not only as "no
+		// write was acknowledged after GST".
+		{Scenario: Scenario{Name: "log-stop-isolation", N: 3, GST: 6 * time.Second, Duration: 12 * time.Second},
+			Membership: true, StopIsolation: true, Seeds: 40},
 	}
 }
 
 // KnownBugLogScenarios fail today; TestLogKnownBugs runs them on request
 // (EDICT_SIM_KNOWN_BUGS=1) until they are fixed and join LogScenarios.
-// log-replacements-faults, the previous one, joined LogScenarios with
-// issue 14's epoch news and campaign fallback.
+// log-replacements-faults joined LogScenarios with issue 14's epoch news
+// and campaign fallback, log-stop-isolation with its stop-edict news and
+// committed fetches.
 func KnownBugLogScenarios() []LogScenario {
-	return []LogScenario{
-		// Issue 14, the case docs/protocol.md lists as "Not yet covered"
-		// (adversary_stopisolation.go): the old leader dies right after
-		// its stop edict commits, before anyone else knows it committed,
-		// while the news of the new epoch reaches everyone. Every process
-		// then knows the new epoch only as Heard and the old one wedged:
-		// nobody may campaign, and no leader comes after GST. It joins
-		// LogScenarios once a Heard process that holds the stop edict can
-		// commit it, and one that lacks it can fetch it. Run it with
-		// EDICT_SIM_KNOWN_BUGS=1 go test ./internal/sim/ -run 'TestLogKnownBugs/log-stop-isolation$' -count=1 -v
-		// GST at 6 s leaves the replacement and the plan room before it;
-		// the 6 s after it exceed LivenessBound (5.2 s), so that a run
-		// without a leader fails as one ("liveness: no leader"), not only
-		// as "no write was acknowledged after GST".
-		{Scenario: Scenario{Name: "log-stop-isolation", N: 3, GST: 6 * time.Second, Duration: 12 * time.Second},
-			Membership: true, StopIsolation: true, Seeds: 40},
-	}
+	return nil
 }
 
 // logCheckBudget bounds porcupine per run; a run it cannot decide in time
