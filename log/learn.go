@@ -38,6 +38,13 @@ import (
 // that the old log held lies below the first replaced entry, and a fetch
 // that no longer finds the reported position releases the lease.
 //
+// A peer that compacted the entries after the asker's commit index
+// answers Compacted, and the asker tries the next. No snapshot is sent:
+// liveness needs none (docs/protocol.md's election argument: some member
+// of the talking quorum holds the stop edict itself, and commits it from
+// the news), and a leader of the epoch sends one to whoever still lacks
+// entries.
+//
 // Late, duplicated and reordered replies, and replies from an earlier
 // life of either side, carry only committed entries, facts for good: each
 // is checked against this log (the first entry must follow the commit
