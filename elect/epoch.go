@@ -2,12 +2,13 @@ package elect
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/edictlog/edictlog/edict"
 )
 
-// wedging is an attempt to terminate an epoch by wedging a quorum of it
-// with grantRequest(⊥, ∞) (§10.6).
+// wedging is an attempt to terminate an epoch by wedging a set of its
+// members that meets every quorum with grantRequest(⊥, ∞) (§10.6).
 type wedging struct {
 	epoch   uint64
 	start   edict.Time
@@ -67,7 +68,7 @@ func (c *Core) Terminated(epoch uint64) bool {
 }
 
 // Wedge starts terminating epoch: grantRequest(⊥, ∞) to each of its
-// members, retried until a quorum is wedged. A leader of the epoch first
+// members, retried until the wedged members meet every quorum (blocking). A leader of the epoch first
 // gives up its lease (E_p := C_p), which lets its own grantees wedge at
 // once instead of waiting the lease out (DESIGN §7).
 func (c *Core) Wedge(now edict.Time, epoch uint64) error {
@@ -148,8 +149,8 @@ func (c *Core) onWedgeRequest(now edict.Time, m Message, es *epochState) {
 	c.send(now, r)
 }
 
-// onWedgeReply counts wedged members; a quorum of them terminates the
-// epoch. Wedged state is durable, so a reply to any round counts.
+// onWedgeReply counts wedged members; a set of them that meets every
+// quorum terminates the epoch (blocking). Wedged state is durable, so a reply to any round counts.
 func (c *Core) onWedgeReply(now edict.Time, m Message) {
 	w := c.wedges[m.Epoch]
 	es := c.epochs[m.Epoch]
@@ -168,18 +169,24 @@ func (c *Core) onWedgeReply(now edict.Time, m Message) {
 		}
 	}
 	w.wedged = append(w.wedged, m.From)
-	qt, err := edict.NewQT(readingsOf(w.wedged)...)
-	if err == nil && (es.qs.IsQuorum(qt.Processes()) || mutated(RuleWedgeOnEpochChange)) {
+	if blocking(es.qs, w.wedged) || mutated(RuleWedgeOnEpochChange) {
 		c.learnTerminated(now, m.Epoch+1)
 	}
 }
 
-func readingsOf(ps []edict.ProcessID) []edict.Reading {
-	rs := make([]edict.Reading, len(ps))
-	for i, p := range ps {
-		rs[i] = edict.Reading{Process: p}
-	}
-	return rs
+// blocking reports whether the wedged members meet every quorum of qs:
+// then no quorum can grant in the epoch again, so no one leads it again,
+// and no lease of it is still valid — a lease rests on a quorum's grants,
+// one of them a wedged member's, which wedged only once its grant had
+// ended or its grantee had given the lease up (onWedgeRequest). §10.6
+// asks for a wedged quorum; a blocking set is all the argument uses, and
+// is smaller when the epoch has an even number of members (two of four):
+// a replacement passes through one (three members, then four, then
+// three), and a quorum of the four may not be reachable once the removed
+// member is gone and another is cut off, while two of them are.
+func blocking(qs edict.QuorumSystem, wedged []edict.ProcessID) bool {
+	rest := slices.DeleteFunc(qs.Members(), func(p edict.ProcessID) bool { return slices.Contains(wedged, p) })
+	return !qs.IsQuorum(rest)
 }
 
 // learnTerminated records that every epoch below upTo is TERMINATED and

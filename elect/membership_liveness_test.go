@@ -108,3 +108,45 @@ func TestCampaignFallbackStaysQuietUnderALeader(t *testing.T) {
 		assert.Nil(t, c.cores[id].attempt, "p%d never campaigned", id)
 	}
 }
+
+// A replacement at three members passes through four: {p1, p2, p3} adds
+// p4, then removes p3. Epoch 1 = {p1…p4} has committed the stop edict of
+// epoch 2 = {p1, p2, p4} when p3, removed, is gone and p2 is cut off. A
+// quorum of epoch 1 is three of four, so wedging a quorum needed p2 or p3
+// and the cluster had no leader until p2 came back — though p1 and p4 are
+// a quorum of epoch 2, as they would be for etcd. Two wedged members of
+// four meet every quorum of three: no lease of epoch 1 can be granted
+// again, and that is all termination needs. One wedged member does not.
+func TestTwoWedgedOfFourTerminateTheEpoch(t *testing.T) {
+	c := newCluster(t, 1, 2, 3, 4)
+	e2 := EpochConfig{Epoch: 1, Quorum: edict.MustMajority(1, 2, 4)}
+	c.elect(1)
+	delete(c.cores, 2) // cut off
+	delete(c.cores, 3) // removed and gone
+	require.NoError(t, c.cores[1].AddEpoch(e2))
+	require.NoError(t, c.cores[4].AddEpoch(e2))
+
+	// p4 alone wedges epoch 0 first: one of four meets no quorum of three.
+	require.NoError(t, c.cores[4].Wedge(c.reading(4), 0))
+	c.collect(4)
+	c.deliver(func(m Message) bool { return m.To == 4 || m.From == 4 })
+	assert.False(t, c.cores[4].Terminated(0), "p4's own wedge is not enough, and p1 still grants to itself")
+
+	// p1 gives its lease up and wedges: p1 and p4 block every quorum.
+	require.NoError(t, c.cores[1].Wedge(c.reading(1), 0))
+	c.collect(1)
+	c.deliver(nil)
+	c.advance(time.Second)
+	c.tick(4)
+	c.deliver(nil)
+	for _, id := range []edict.ProcessID{1, 4} {
+		assert.True(t, c.cores[id].Terminated(0), "p%d knows epoch 0 terminated", id)
+		assert.Equal(t, uint64(1), c.cores[id].ActiveEpoch())
+	}
+
+	// p1 and p4 elect a leader of epoch 1 without p2.
+	c.cores[4].Campaign(c.reading(4))
+	c.collect(4)
+	c.deliver(nil)
+	assert.True(t, c.cores[4].IsLeader(c.reading(4)) || c.cores[1].IsLeader(c.reading(1)), "a leader of epoch 1")
+}

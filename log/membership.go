@@ -107,11 +107,18 @@ func (c *Core) learnMembership(now edict.Time, m Membership, stop bool) {
 	}
 	if c.lead != nil && c.lead.epoch < cfg.Epoch {
 		// Keep leading — no new proposals, and the lease core no longer
-		// renews — until every member of the next epoch holds the stop
-		// edict (leaderTick then wedges), or the lease lapses (stepDown
-		// wedges). A member that holds it learns from the wedge request's
-		// proof that it committed; one that lacks it would never learn the
-		// next epoch exists.
+		// renews — until a quorum of the next epoch holds the stop edict
+		// (leaderTick then wedges), or the lease lapses (stepDown wedges).
+		// A member that holds it learns from the wedge request's proof
+		// that it committed, and the next epoch can elect at once; one
+		// that lacks it learns the epoch from the news and fetches the
+		// edict from any peer (learn.go), or gets it from the epoch's
+		// first leader. Waiting for every member once made one member cut
+		// off, or a slow connection to it, cost the cluster its leader
+		// until the lease lapsed — and by then the old epoch's removed
+		// member may be gone, leaving the old epoch without a quorum to
+		// wedge it (Jepsen, a replacement at three members while the
+		// third is cut off).
 		c.lead.stopped = true
 		c.lead.next = cfg.Members
 		c.wedgeOnStepDown = true
@@ -176,19 +183,20 @@ func (c *Core) hearEpoch(now edict.Time, ev elect.Event) {
 	c.wedgePredecessors(now)
 }
 
-// nextEpochHoldsStop reports whether every other member of the next epoch
-// has replicated the stop edict.
+// nextEpochHoldsStop reports whether a quorum of the next epoch has
+// replicated the stop edict (this leader counts if it is a member).
 func (c *Core) nextEpochHoldsStop() bool {
 	l := c.lead
+	var holders []edict.ProcessID
 	for _, p := range l.next {
-		if p == c.id {
-			continue
-		}
-		if pr := l.progress[p]; pr == nil || pr.match < c.stopProof.Index {
-			return false
+		if p == c.id && c.persisted >= c.stopProof.Index {
+			holders = append(holders, p)
+		} else if pr := l.progress[p]; pr != nil && pr.match >= c.stopProof.Index {
+			holders = append(holders, p)
 		}
 	}
-	return true
+	q, err := edict.NewMajority(l.next...)
+	return err == nil && q.IsQuorum(holders)
 }
 
 // learnStopFromWedge: a wedge request carries the position of the stop

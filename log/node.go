@@ -262,6 +262,7 @@ var nonBlocking = func() context.Context {
 func (n *Node) onEvent(ev Event) {
 	switch ev.Kind {
 	case BecameLeader:
+		n.log.Info("became leader", "epoch", ev.Epoch, "reign", ev.Reign.String())
 	case SteppedDown:
 		n.log.Warn("stepped down", "reason", ev.Reason, "epoch", ev.Epoch)
 		n.leading = false
@@ -270,6 +271,7 @@ func (n *Node) onEvent(ev Event) {
 		n.notifyLeader(LeaderChange{Leader: ev.Leader, Epoch: ev.Epoch})
 	case ConfigChanged:
 		if ev.Membership != nil {
+			n.log.Info("configuration", "epoch", ev.Epoch, "members", ev.Membership.Config.Members, "learners", ev.Membership.Config.Learners)
 			for id, addr := range ev.Membership.Addrs {
 				if id != n.cfg.ID && addr != "" {
 					n.cfg.Transport.AddPeer(id, addr)
