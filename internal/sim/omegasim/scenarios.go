@@ -1,4 +1,4 @@
-package omega
+package omegasim
 
 import (
 	"fmt"
@@ -6,19 +6,25 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/internal/detsim"
+	"github.com/edictlog/edictlog/elect/omega"
+	"github.com/edictlog/edictlog/internal/sim"
 )
 
 // The scenarios behind Claims and the tests. All use δ = scenarioDelta
-// with detsim's delays in [1ms, δ], so that detsim's links are the
+// with the simulator's delays in [1ms, δ], so that its links are the
 // paper's (expiring, §6.1) links with this δ once they are good.
 const scenarioDelta = 10 * time.Millisecond
 
-func scenarioConfig() Config { return Config{Delta: scenarioDelta} }
+// scenarioConfig spells out the figures' timings for δ (η = δ, timeout
+// δ+η, omega.Config's defaults), so that the bounds below read the values
+// the instances run with.
+func scenarioConfig() omega.Config {
+	return omega.Config{Delta: scenarioDelta, Eta: scenarioDelta, Timeout: 2 * scenarioDelta}
+}
 
 // electionBound is the longest a good period (no slow links, no further
 // crashes) may stay leaderless after the leaders of the f rounds after a
-// stable round crash together at t0, in the configured δ, η, T.
+// stable round crash together at t0, in c's δ, η, T (all set).
 //
 // ConstantTime: 9δ, Theorem 5 (§7), independent of f. The other figures
 // come with no formula — the paper says only that their election time is
@@ -28,15 +34,22 @@ func scenarioConfig() Config { return Config{Delta: scenarioDelta} }
 // the next leader on entering its round (line 4): δ + f·T. Figs. 2 and 4
 // wait for two OKs (line 15), sent η apart, each up to δ late: δ + f·T +
 // η + δ.
-func electionBound(v Variant, c Config, f int) (time.Duration, string) {
-	c, _ = c.withDefaults()
+//
+// The paper's time is continuous; the simulator's advances in ticks of ε
+// = sim.Resolution, and a timer fires at the first tick at which it is
+// due. "timer > T" therefore fires at T+ε, not T: each timer in the chain
+// adds ε, f of them for Fig. 1, f+1 (the f timeouts and the η between the
+// two OKs) for Figs. 2 and 4. (internal/detsim, whose tick was 1ns, hid
+// the same f ticks under a 1µs slack on the comparison.)
+func electionBound(v omega.Variant, c omega.Config, f int) (time.Duration, string) {
+	eps := sim.Resolution
 	switch v {
-	case ConstantTime:
+	case omega.ConstantTime:
 		return 9 * c.Delta, "9δ (Thm. 5, §7)"
-	case Fig1:
-		return c.Delta + time.Duration(f)*c.Timeout, "δ+f·T (derived from Fig. 1 l.4, 15)"
+	case omega.Fig1:
+		return c.Delta + time.Duration(f)*(c.Timeout+eps), "δ+f·(T+ε) (derived from Fig. 1 l.4, 15; ε = 1µs tick)"
 	}
-	return 2*c.Delta + time.Duration(f)*c.Timeout + c.Eta, "2δ+f·T+η (derived from Fig. 2/4 l.15)"
+	return 2*c.Delta + time.Duration(f)*(c.Timeout+eps) + c.Eta + eps, "2δ+f·(T+ε)+η+ε (derived from Fig. 2/4 l.15; ε = 1µs tick)"
 }
 
 // electionResult is what electionScenario measured.
@@ -54,8 +67,8 @@ type electionResult struct {
 // 0..f−1 (processes 1..f, the leader and the next f−1 in round order),
 // measures the election time, counts links in steady state, then recovers
 // the crashed — lower ids than the new leader — and checks k-stability.
-func electionScenario(v Variant, base Config, n, f int, seed uint64) electionResult {
-	r := newRun(v, base, detsim.Config{N: n, Seed: seed}, nil)
+func electionScenario(v omega.Variant, base omega.Config, n, f int, seed uint64) electionResult {
+	r := newRun(v, base, sim.ProtocolConfig{N: n, Seed: seed})
 	var res electionResult
 	r.sim.RunFor(50 * scenarioDelta)
 	res.first = r.leaderNow()
@@ -79,30 +92,26 @@ func electionScenario(v Variant, base Config, n, f int, seed uint64) electionRes
 // times out on round 0, sends (START, 1) to process 2 (and, in Fig. 2,
 // (STOP, 0) to process 1), and crashes at C = 3δ, after which process 1
 // is accessible. The link n → 2 stays slow and delivers at M = 60δ. On
-// reliable links (Figs. 1, 2) held messages are delivered late; Figs. 4
-// and 4+5 assume expiring links (§6.1), which drop a message older than
-// δ, so there the held messages are lost. It returns the k-stability
+// reliable links (Figs. 1, 2) n's messages are delivered late: to 2 at
+// M, to the others just after n crashed, at C+δ/2. Figs. 4 and 4+5
+// assume expiring links (§6.1), which drop a message older than δ, so
+// there n's links are cut. Nothing reaches n. It returns the k-stability
 // violations, k = max(variant's k, 3).
-func scenario1(v Variant, n int, seed uint64) (*run, []string) {
-	const never = time.Duration(1 << 62)
+func scenario1(v omega.Variant, n int, seed uint64) (*run, []string) {
 	c, m := 3*scenarioDelta, 60*scenarioDelta
 	last := edict.ProcessID(n)
-	late := func(release time.Duration) rule {
-		if v >= Stable6 {
-			return rule{drop: 1}
+	r := newRun(v, scenarioConfig(), sim.ProtocolConfig{N: n, Seed: seed})
+	for _, p := range ids(1, n-1) {
+		r.sim.Cut(p, last)
+		switch {
+		case v >= omega.Stable6:
+			r.sim.Cut(last, p)
+		case p == 2:
+			r.sim.Slow(last, p, m)
+		default:
+			r.sim.Slow(last, p, c+scenarioDelta/2)
 		}
-		return rule{release: release}
 	}
-	toTwo := late(m)
-	toTwo.from, toTwo.to, toTwo.until = last, 2, m
-	toOthers := late(c + scenarioDelta/2)
-	toOthers.from, toOthers.until = last, c
-	rules := []rule{
-		{to: last, until: never, release: never}, // nothing reaches n
-		toTwo,                                    // checked first: n → 2 is slow until M
-		toOthers,                                 // n → others is slow until n crashes
-	}
-	r := newRun(v, scenarioConfig(), detsim.Config{N: n, Seed: seed}, rules)
 	r.sim.RunUntil(c)
 	r.crash(last)
 	r.gst = c
@@ -117,12 +126,10 @@ func scenario1(v Variant, n int, seed uint64) (*run, []string) {
 // of them recovering before GST. Clocks drift (ρ = 10⁻³). It returns the
 // run, how long after GST the last change of leader came, and whether Ω
 // held from GST + 100δ to the end (GST + 300δ).
-func omegaScenario(v Variant, n int, seed uint64) (*run, time.Duration, error) {
+func omegaScenario(v omega.Variant, n int, seed uint64) (*run, time.Duration, error) {
 	d := scenarioDelta
 	gst := 100 * d
-	rules := []rule{{until: gst, drop: 0.2}}
-	r := newRun(v, scenarioConfig(), detsim.Config{N: n, Seed: seed, Rho: 1e-3}, rules)
-	r.gst = gst
+	r := newRun(v, scenarioConfig(), sim.ProtocolConfig{N: n, Seed: seed, Rho: 1e-3, Loss: 0.2, GST: gst})
 	rng := rand.New(rand.NewPCG(seed, 0x0e9a))
 	type act struct {
 		at     time.Duration

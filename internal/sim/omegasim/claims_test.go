@@ -1,4 +1,4 @@
-package omega
+package omegasim
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package omega
+package omegasim
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/internal/detsim"
+	"github.com/edictlog/edictlog/internal/sim"
 )
 
 // point is who was leader (§3.1: the process every alive process names)
@@ -24,7 +24,7 @@ type point struct {
 // process that had just restarted and not yet heard anyone would count as
 // demoting the leader, which §3.3 does not mean. Every change at one
 // instant is applied before the leader is read.
-func replay(members []edict.ProcessID, changes []detsim.Change, life []lifeEvent) []point {
+func replay(members []edict.ProcessID, changes []sim.Change, life []lifeEvent) []point {
 	alive := map[edict.ProcessID]bool{}
 	joining := map[edict.ProcessID]bool{}
 	opinion := map[edict.ProcessID]edict.ProcessID{}

@@ -1,23 +1,34 @@
-package omega
+// Package omegasim checks the Ω leader elections of elect/omega against
+// their paper (Aguilera, Delporte-Gallet, Fauconnier, Toueg, "Stable
+// Leader Election", DISC 2001) in the simulator's ProtocolRun: Ω (§3.1),
+// communication efficiency (§3.2), k-stability (§3.3), the election time
+// bounds, and §5's problem scenario 1, each with a negative control.
+// Claims tabulates the paper against the measurements for N = 3, 5, 7, 9
+// (docs/detectors.md).
+//
+// The scenarios make single links slow (§5's scenario 1) or lossy until
+// GST with the simulator's own links: sim.ProtocolRun.Slow and Cut, and
+// ProtocolConfig.Loss and GST.
+package omegasim
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
-	"github.com/edictlog/edictlog/internal/detsim"
+	"github.com/edictlog/edictlog/elect/omega"
+	"github.com/edictlog/edictlog/internal/sim"
 )
 
-// Factory adapts variant v to detsim.Config.New: base supplies δ, η and
-// the other timings; ID, Members and Incarnation come from the simulator.
-// It panics on an invalid base, which is a programming error.
-func Factory(v Variant, base Config) func(edict.ProcessID, []edict.ProcessID, uint64) elect.Protocol {
+// factory adapts variant v to sim.ProtocolConfig.New: base supplies δ, η
+// and the other timings; ID, Members and Incarnation come from the
+// simulator. It panics on an invalid base, which is a programming error.
+func factory(v omega.Variant, base omega.Config) func(edict.ProcessID, []edict.ProcessID, uint64) elect.Protocol {
 	return func(id edict.ProcessID, members []edict.ProcessID, inc uint64) elect.Protocol {
 		c := base
 		c.ID, c.Members, c.Incarnation = id, members, inc
-		o, err := New(v, c)
+		o, err := omega.New(v, c)
 		if err != nil {
 			panic(err)
 		}
@@ -26,9 +37,9 @@ func Factory(v Variant, base Config) func(edict.ProcessID, []edict.ProcessID, ui
 }
 
 // run is a simulation with the record the checkers need: when processes
-// crashed and recovered, and which links were bad when (rules, GST).
+// crashed and recovered, and which links were bad when (GST, goodFrom).
 type run struct {
-	sim   *detsim.Sim
+	sim   *sim.ProtocolRun
 	delta time.Duration
 	life  []lifeEvent
 	// gst is when every link became good (§2); a process is accessible
@@ -43,22 +54,15 @@ type lifeEvent struct {
 	up bool
 }
 
-// newRun starts a simulation of v whose receivers apply rules. A zero
-// sc.MaxDelay is set to δ: detsim then meets §6.1's expiring links.
-func newRun(v Variant, base Config, sc detsim.Config, rules []rule) *run {
-	r := &run{delta: base.Delta, goodFrom: map[edict.ProcessID]time.Duration{}}
+// newRun starts a simulation of v. A zero sc.MaxDelay is set to δ: the
+// simulator's links then meet §6.1's expiring links once they are good.
+func newRun(v omega.Variant, base omega.Config, sc sim.ProtocolConfig) *run {
+	r := &run{delta: base.Delta, goodFrom: map[edict.ProcessID]time.Duration{}, gst: sc.GST}
 	if sc.MaxDelay == 0 {
 		sc.MaxDelay = base.Delta
 	}
-	inner := Factory(v, base)
-	sc.New = func(id edict.ProcessID, members []edict.ProcessID, inc uint64) elect.Protocol {
-		p := inner(id, members, inc)
-		if len(rules) == 0 {
-			return p
-		}
-		return &shim{inner: p, id: id, rules: rules, rng: rand.New(rand.NewPCG(sc.Seed, uint64(id)<<32|inc))}
-	}
-	r.sim = detsim.New(sc)
+	sc.New = factory(v, base)
+	r.sim = sim.NewProtocolRun(sc)
 	return r
 }
 
