@@ -1,10 +1,11 @@
-package fetzer
+package fetzersim
 
 import (
 	"testing"
 	"time"
 
-	"github.com/edictlog/edictlog/internal/detsim"
+	"github.com/edictlog/edictlog/elect/fetzer"
+	"github.com/edictlog/edictlog/internal/sim"
 )
 
 // TestClaims: every row of the claims table holds.
@@ -35,15 +36,15 @@ func TestClaimsSeeds(t *testing.T) {
 // is the slowest of N−1 round trips, which must grow with N and stay
 // within 2Δ(1+ρ).
 func TestElectionTimeVsN(t *testing.T) {
-	bound := scale(2*DefaultDelta, 1+DefaultRho)
+	bound := scale(2*fetzer.DefaultDelta, 1+fetzer.DefaultRho)
 	var prev time.Duration
 	for _, n := range []int{3, 5, 7, 9} {
-		w := newWorld(n, Config{}, detsim.Config{Seed: 42, Rho: DefaultRho})
-		w.sim.ResetCounts()
-		w.sim.RunFor(10 * time.Second)
+		w := NewWorld(n, fetzer.Config{}, sim.ProtocolConfig{Seed: 42, Rho: fetzer.DefaultRho})
+		w.Sim.ResetCounts()
+		w.Sim.RunFor(10 * time.Second)
 		s := w.procs[1].Stats()
 		mean := s.RenewalTime / time.Duration(s.Renewed)
-		total, _ := w.sim.Messages()
+		total, _ := w.Sim.Messages()
 		t.Logf("N=%d: first election %v, mean renewal %v over %d, %.2f messages and %.2f replies per round",
 			n, w.starts[0].at, mean, s.Renewed, float64(total)/float64(s.Elections), float64(s.Replies)/float64(s.Elections))
 		if mean > bound || mean <= prev {

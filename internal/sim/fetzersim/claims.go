@@ -1,4 +1,4 @@
-package fetzer
+package fetzersim
 
 import (
 	"fmt"
@@ -6,19 +6,20 @@ import (
 	"strings"
 	"time"
 
-	"github.com/edictlog/edictlog/internal/detsim"
+	"github.com/edictlog/edictlog/elect/fetzer"
+	"github.com/edictlog/edictlog/internal/sim"
 )
 
-// Name is the Protocol's name in the claims table.
-const Name = "fetzer"
+// name is the Protocol's name in the claims table.
+const name = "fetzer"
 
 // Claims runs, for N = 3, 5, 7, 9, one simulation with the defaults (delays
 // 1–5ms, ρ = 1e-4, no loss): a cold start, a steady second, a split into
 // a minority {1..⌊N/2⌋} and a majority, and a heal; then the majority mode
 // under the same split. Every step is checked against (T), (SO), (BI) and
 // (LS) (check.go). It returns the paper's claims beside the measurements.
-func Claims(seed uint64) []detsim.Claim {
-	var rows []detsim.Claim
+func Claims(seed uint64) []sim.Claim {
+	var rows []sim.Claim
 	for _, n := range []int{3, 5, 7, 9} {
 		rows = append(rows, claimsFor(n, seed)...)
 	}
@@ -27,19 +28,19 @@ func Claims(seed uint64) []detsim.Claim {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }
 
-func claimsFor(n int, seed uint64) []detsim.Claim {
-	base := Config{}
+func claimsFor(n int, seed uint64) []sim.Claim {
+	base := fetzer.Config{}
 	kappa := base.Kappa()
-	c := base.withDefaults()
-	row := func(prop, paper, measured string, holds bool) detsim.Claim {
-		return detsim.Claim{Algorithm: Name, Property: prop, N: n, Paper: paper, Measured: measured, Holds: holds}
+	row := func(prop, paper, measured string, holds bool) sim.Claim {
+		return sim.Claim{Algorithm: name, Property: prop, N: n, Paper: paper, Measured: measured, Holds: holds}
 	}
-	var rows []detsim.Claim
-	w := newWorld(n, base, detsim.Config{Seed: seed + uint64(n), Rho: c.Rho})
-	all := w.sim.Members()
+	var rows []sim.Claim
+	w := NewWorld(n, base, sim.ProtocolConfig{Seed: seed + uint64(n), Rho: fetzer.DefaultRho})
+	c := w.procs[1].Config() // base with its defaults
+	all := w.Sim.Members()
 
 	// Cold start: all processes form one stable partition at 0.
-	w.sim.RunFor(time.Second)
+	w.Sim.RunFor(time.Second)
 	first, took, ok := w.firstStart(0, all)
 	rows = append(rows, row("election time from start",
 		fmt.Sprintf("≤ κ = %s (§IX C.1)", ms(kappa)),
@@ -50,11 +51,11 @@ func claimsFor(n int, seed uint64) []detsim.Claim {
 	// the election time of a round (§XI, Fig. 25) is the slowest reply.
 	leader := w.procs[1]
 	before := leader.Stats()
-	w.sim.ResetCounts()
-	w.sim.RunFor(time.Second)
+	w.Sim.ResetCounts()
+	w.Sim.RunFor(time.Second)
 	after := leader.Stats()
 	rounds := after.Elections - before.Elections
-	total, _ := w.sim.Messages()
+	total, _ := w.Sim.Messages()
 	renewed := after.Renewed - before.Renewed
 	var mean time.Duration
 	if renewed > 0 {
@@ -81,23 +82,23 @@ func claimsFor(n int, seed uint64) []detsim.Claim {
 	// Split: a minority {1..⌊N/2⌋} keeping the old leader and a majority
 	// that must elect its smallest id within κ (§IX C.1, Fig. 27).
 	minority, majority := all[:n/2], all[n/2:]
-	split := w.sim.Now()
-	w.partition(minority, majority)
-	w.sim.RunFor(2 * kappa)
+	split := w.Sim.Now()
+	w.Partition(minority, majority)
+	w.Sim.RunFor(2 * kappa)
 	s, took, ok := w.firstStart(split, majority)
 	rows = append(rows, row("re-election after a partition split",
 		fmt.Sprintf("majority side elects min = %v within κ = %s (§IX C.1)", majority[0], ms(kappa)),
 		fmt.Sprintf("%v elected after %s with support %v", s.id, ms(took), s.support),
 		ok && took <= kappa && s.id == majority[0] && slices.Equal(s.support, majority)))
-	lid, lsup, auth := leader.LocalLeader(leader.reading())
-	mid, msup, mauth := w.procs[majority[0]].LocalLeader(w.procs[majority[0]].reading())
+	lid, lsup, auth := w.local(1)
+	mid, msup, mauth := w.local(majority[0])
 	rows = append(rows, row("minority local leader non-authoritative",
 		"each stable partition has a local leader (§V T); only a majority's is authoritative (Nerio §10.3)",
 		fmt.Sprintf("minority: %v %v authoritative=%v; majority: %v %v authoritative=%v", lid, lsup, auth, mid, msup, mauth),
 		lid == 1 && slices.Equal(lsup, minority) && !auth && mid == majority[0] && slices.Equal(msup, majority) && mauth))
 
 	// Heal: within κ the old minority leader 1 leads all (BI, §IX D).
-	healed := w.sim.Now()
+	healed := w.Sim.Now()
 	merged := time.Duration(-1)
 	w.onCheck = func(t time.Duration, views []view) {
 		var ls []view
@@ -110,26 +111,26 @@ func claimsFor(n int, seed uint64) []detsim.Claim {
 			merged = t - healed
 		}
 	}
-	w.heal()
-	w.sim.RunFor(2 * kappa)
+	w.Heal()
+	w.Sim.RunFor(2 * kappa)
 	w.onCheck = nil
 	ls := w.leaders()
 	rows = append(rows, row("one leader after a heal",
 		fmt.Sprintf("two leaders in a merged partition for at most κ = %s (§VI Fig. 16, BI)", ms(kappa)),
 		fmt.Sprintf("1 leads all %d after %s; leaders now %d", n, ms(merged), len(ls)),
 		merged >= 0 && merged <= kappa && len(ls) == 1 && ls[0].id == 1))
-	w.finish()
+	w.Finish()
 	rows = append(rows, propertyRows(n, w, row)...)
 
 	// Majority mode (§X): only the majority side has a leader.
-	m := newWorld(n, Config{Majority: true}, detsim.Config{Seed: seed + uint64(n) + 100, Rho: c.Rho})
-	m.sim.RunFor(time.Second)
-	split = m.sim.Now()
-	m.partition(minority, majority)
-	m.sim.RunFor(3 * kappa)
+	m := NewWorld(n, fetzer.Config{Majority: true}, sim.ProtocolConfig{Seed: seed + uint64(n) + 100, Rho: c.Rho})
+	m.Sim.RunFor(time.Second)
+	split = m.Sim.Now()
+	m.Partition(minority, majority)
+	m.Sim.RunFor(3 * kappa)
 	s, took, ok = m.firstStart(split, majority)
 	_, _, minorityLed := m.firstStart(split+time.Nanosecond, minority)
-	m.finish()
+	m.Finish()
 	rows = append(rows, row("majority mode: only the majority has a leader",
 		fmt.Sprintf("minNumSupporters = %d; at most one leader; majority elects within κ (§X)", n/2+1),
 		fmt.Sprintf("majority: %v after %s; minority leaders after split: %v; violations: %d in %d checks", s.id, ms(took), minorityLed, len(m.violations), m.checks),
@@ -138,7 +139,7 @@ func claimsFor(n int, seed uint64) []detsim.Claim {
 }
 
 // propertyRows reports the checker's verdict on (T), (SO), (BI), (LS).
-func propertyRows(n int, w *world, row func(string, string, string, bool) detsim.Claim) []detsim.Claim {
+func propertyRows(n int, w *World, row func(string, string, string, bool) sim.Claim) []sim.Claim {
 	count := func(prefix string) int {
 		k := 0
 		for _, v := range w.violations {
@@ -148,7 +149,7 @@ func propertyRows(n int, w *world, row func(string, string, string, bool) detsim
 		}
 		return k
 	}
-	var rows []detsim.Claim
+	var rows []sim.Claim
 	for _, p := range []struct{ name, paper string }{
 		{"T", "a stable partition for κ has a leader within κ (§V)"},
 		{"SO", "a process supports at most one process (§V, §IX A)"},
