@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edictlog/edictlog/elect/bully"
 	"github.com/edictlog/edictlog/elect/detectors"
 	"github.com/edictlog/edictlog/elect/stoller"
 	"github.com/edictlog/edictlog/internal/detsim"
 	"github.com/edictlog/edictlog/internal/sim"
+	"github.com/edictlog/edictlog/internal/sim/bullysim"
 	"github.com/edictlog/edictlog/internal/sim/fetzersim"
 	"github.com/edictlog/edictlog/internal/sim/omegasim"
 )
@@ -22,7 +22,7 @@ var claimSources = []struct {
 	name, paper string
 	claims      func(seed uint64) []sim.Claim
 }{
-	{"bully", "Garcia-Molina's Bully and Invitation, as in the Souto slides (and Stoller §1, §4 on their flaws)", fromDetsim(bully.Claims)},
+	{"bully", "Garcia-Molina's Bully and Invitation, as in the Souto slides (and Stoller §1, §4 on their flaws)", bullysim.Claims},
 	{"stoller", "Stoller: Leader Election in Distributed Systems with Crash Failures (§4 Bully with a failure detector, §7 the Asynchronous Bully, §6 failure detectors)", fromDetsim(stoller.Claims)},
 	{"omega", "Aguilera, Delporte-Gallet, Fauconnier, Toueg: Stable Leader Election (Figs. 1, 2, 4, 5)", omegasim.Claims},
 	{"fetzer", "Fetzer and Cristian: A Highly Available Local Leader Election Service", fetzersim.Claims},

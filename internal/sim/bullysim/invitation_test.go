@@ -1,4 +1,4 @@
-package bully
+package bullysim
 
 import (
 	"testing"
@@ -8,19 +8,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/internal/detsim"
+	"github.com/edictlog/edictlog/elect/bully"
+	"github.com/edictlog/edictlog/internal/sim"
 )
 
 func newInvitationWorld(n int, seed uint64, fd time.Duration) *world {
-	return newWorld(detsim.Config{N: n, Seed: seed, Rho: 1e-3, FailureDetector: fd},
-		func(c Config) stater { return NewInvitation(c) }, CheckAssertion3)
+	return newWorld(sim.ProtocolConfig{N: n, Seed: seed, Rho: 1e-3, FailureDetector: fd},
+		func(c bully.Config) stater { return bully.NewInvitation(c) }, CheckAssertion3)
 }
 
 // settle runs until Assertion 4′ holds of the current connectivity, and
 // then a while longer to see that it stays.
 func settle(t *testing.T, w *world, limit time.Duration) {
 	t.Helper()
-	_, ok := w.untilHolds(limit, func(s map[edict.ProcessID]State) error { return CheckAssertion4Prime(s, w.graph()) })
+	_, ok := w.untilHolds(limit, func(s map[edict.ProcessID]bully.State) error { return CheckAssertion4Prime(s, w.graph()) })
 	require.True(t, ok, "%v %v: %v", w.sim, w.states(), CheckAssertion4Prime(w.states(), w.graph()))
 	w.sim.RunFor(500 * time.Millisecond)
 	require.NoError(t, CheckAssertion4Prime(w.states(), w.graph()))
@@ -122,7 +123,7 @@ func TestInvitationCliqueCover(t *testing.T) {
 			w := newInvitationWorld(6, seed, 0)
 			inClique := func(x edict.ProcessID) bool { return (x <= 3) != strong }
 			if strong {
-				w.untilHolds(2*time.Second, func(s map[edict.ProcessID]State) error { return CheckAssertion2(s, 6) })
+				w.untilHolds(2*time.Second, func(s map[edict.ProcessID]bully.State) error { return CheckAssertion2(s, 6) })
 			}
 			for a := edict.ProcessID(1); a <= 6; a++ {
 				for b := a + 1; b <= 6; b++ {
@@ -136,7 +137,7 @@ func TestInvitationCliqueCover(t *testing.T) {
 			require.Equal(t, 3, g.MinCliqueCover())
 			require.NoError(t, w.bad)
 			err := CheckAssertion4Prime(s, g)
-			groups := map[Group][]edict.ProcessID{}
+			groups := map[bully.Group][]edict.ProcessID{}
 			for _, id := range g.Nodes {
 				groups[s[id].G] = append(groups[s[id].G], id)
 			}

@@ -1,4 +1,4 @@
-package bully
+package bullysim
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package bully
+package bullysim
 
 import (
 	"testing"
@@ -8,18 +8,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/internal/detsim"
+	"github.com/edictlog/edictlog/elect/bully"
+	"github.com/edictlog/edictlog/internal/sim"
 )
 
 func newBullyWorld(n int, seed uint64, fd time.Duration) *world {
-	return newWorld(detsim.Config{N: n, Seed: seed, Rho: 1e-3, FailureDetector: fd},
-		func(c Config) stater { return NewBully(c) }, CheckAssertion1)
+	return newWorld(sim.ProtocolConfig{N: n, Seed: seed, Rho: 1e-3, FailureDetector: fd},
+		func(c bully.Config) stater { return bully.NewBully(c) }, CheckAssertion1)
 }
 
 func TestBullyElectsHighest(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 5, 9} {
 		w := newBullyWorld(n, 1, 0)
-		_, ok := w.untilHolds(time.Second, func(s map[edict.ProcessID]State) error {
+		_, ok := w.untilHolds(time.Second, func(s map[edict.ProcessID]bully.State) error {
 			return CheckAssertion2(s, edict.ProcessID(n))
 		})
 		require.True(t, ok, "n=%d %v %v", n, w.sim, w.states())
@@ -46,7 +47,7 @@ func TestBullyLeaderCrash(t *testing.T) {
 				bound := CrashMessages(n, fd > 0)
 				assert.LessOrEqual(t, r.messages, bound, "n=%d seed=%d fd=%v", n, seed, fd)
 				if fd > 0 {
-					// detsim's detector tells every survivor at once: the
+					// The simulator's detector tells every survivor at once: the
 					// worst case, reached exactly.
 					assert.Equal(t, bound, r.messages, "n=%d seed=%d", n, seed)
 				}
@@ -77,16 +78,16 @@ func TestBullyChurn(t *testing.T) {
 // (3/3)").
 func TestBullyRecovery(t *testing.T) {
 	w := newBullyWorld(5, 3, 0)
-	w.untilHolds(time.Second, func(s map[edict.ProcessID]State) error { return CheckAssertion2(s, 5) })
+	w.untilHolds(time.Second, func(s map[edict.ProcessID]bully.State) error { return CheckAssertion2(s, 5) })
 	w.sim.Crash(5)
 	w.sim.Crash(1)
-	_, ok := w.untilHolds(time.Second, func(s map[edict.ProcessID]State) error { return CheckAssertion2(s, 4) })
+	_, ok := w.untilHolds(time.Second, func(s map[edict.ProcessID]bully.State) error { return CheckAssertion2(s, 4) })
 	require.True(t, ok)
 	w.sim.Recover(1)
-	_, ok = w.untilHolds(time.Second, func(s map[edict.ProcessID]State) error { return CheckAssertion2(s, 4) })
+	_, ok = w.untilHolds(time.Second, func(s map[edict.ProcessID]bully.State) error { return CheckAssertion2(s, 4) })
 	require.True(t, ok, "%v", w.states())
 	w.sim.Recover(5)
-	_, ok = w.untilHolds(time.Second, func(s map[edict.ProcessID]State) error { return CheckAssertion2(s, 5) })
+	_, ok = w.untilHolds(time.Second, func(s map[edict.ProcessID]bully.State) error { return CheckAssertion2(s, 5) })
 	require.True(t, ok, "%v", w.states())
 	assert.NoError(t, w.bad)
 }

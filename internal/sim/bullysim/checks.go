@@ -1,4 +1,4 @@
-package bully
+package bullysim
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/elect/bully"
 )
 
 // The checkers below state the slides' assertions ("Specification of
@@ -16,10 +17,10 @@ import (
 // assertion holds, else the violation.
 
 // CheckAssertion1: any two Normal nodes agree on the coordinator.
-func CheckAssertion1(states map[edict.ProcessID]State) error {
+func CheckAssertion1(states map[edict.ProcessID]bully.State) error {
 	var first edict.ProcessID
 	for _, i := range sortedKeys(states) {
-		if states[i].S != Normal {
+		if states[i].S != bully.Normal {
 			continue
 		}
 		if first == edict.None {
@@ -35,7 +36,7 @@ func CheckAssertion1(states map[edict.ProcessID]State) error {
 // with S(i).c = i and every other running node is Normal with c = i. If
 // want is not None, i must be want — Bully's stronger promise that the
 // strongest running node wins.
-func CheckAssertion2(states map[edict.ProcessID]State, want edict.ProcessID) error {
+func CheckAssertion2(states map[edict.ProcessID]bully.State, want edict.ProcessID) error {
 	if len(states) == 0 {
 		return nil
 	}
@@ -44,11 +45,11 @@ func CheckAssertion2(states map[edict.ProcessID]State, want edict.ProcessID) err
 	if want != edict.None && c != want {
 		return fmt.Errorf("assertion 2: %v's coordinator is %v, want %v", ids[0], c, want)
 	}
-	if s, ok := states[c]; !ok || s.S != Normal || s.C != c {
+	if s, ok := states[c]; !ok || s.S != bully.Normal || s.C != c {
 		return fmt.Errorf("assertion 2: coordinator %v of %v is not a running Normal self-coordinator", c, ids[0])
 	}
 	for _, j := range ids {
-		if states[j].S != Normal || states[j].C != c {
+		if states[j].S != bully.Normal || states[j].C != c {
 			return fmt.Errorf("assertion 2: %v is %v with coordinator %v, want Normal with %v", j, states[j].S, states[j].C, c)
 		}
 	}
@@ -56,11 +57,11 @@ func CheckAssertion2(states map[edict.ProcessID]State, want edict.ProcessID) err
 }
 
 // CheckAssertion3: Normal nodes of one group agree on the coordinator.
-func CheckAssertion3(states map[edict.ProcessID]State) error {
-	first := map[Group]edict.ProcessID{}
+func CheckAssertion3(states map[edict.ProcessID]bully.State) error {
+	first := map[bully.Group]edict.ProcessID{}
 	for _, i := range sortedKeys(states) {
 		s := states[i]
-		if s.S != Normal {
+		if s.S != bully.Normal {
 			continue
 		}
 		if f, ok := first[s.G]; !ok {
@@ -152,14 +153,14 @@ func (g Graph) members(m uint) []edict.ProcessID {
 // state: for every maximal pairwise-connected set R some i in R is
 // coordinator of all of R, in one group. Stoller (Appendix A) shows the
 // Invitation Algorithm violates it.
-func CheckAssertion4(states map[edict.ProcessID]State, g Graph) error {
+func CheckAssertion4(states map[edict.ProcessID]bully.State, g Graph) error {
 	for _, r := range g.MaximalCliques() {
 		ok := false
 		for _, i := range r {
 			all := true
 			for _, j := range r {
 				s := states[j]
-				if s.S != Normal || s.C != i || s.G != states[i].G {
+				if s.S != bully.Normal || s.C != i || s.G != states[i].G {
 					all = false
 					break
 				}
@@ -185,13 +186,13 @@ func CheckAssertion4(states map[edict.ProcessID]State, g Graph) error {
 // node is Normal, in its coordinator's group, its coordinator running and
 // reachable in E*; (b) there are no more groups than a minimum clique
 // cover has cliques.
-func CheckAssertion4Prime(states map[edict.ProcessID]State, g Graph) error {
-	groups := map[Group]bool{}
+func CheckAssertion4Prime(states map[edict.ProcessID]bully.State, g Graph) error {
+	groups := map[bully.Group]bool{}
 	for _, i := range g.Nodes {
 		s := states[i]
 		c, up := states[s.C]
 		switch {
-		case s.S != Normal:
+		case s.S != bully.Normal:
 			return fmt.Errorf("assertion 4′a: %v is %v", i, s.S)
 		case !up:
 			return fmt.Errorf("assertion 4′a: %v's coordinator %v is not running", i, s.C)

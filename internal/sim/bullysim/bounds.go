@@ -1,11 +1,12 @@
-package bully
+package bullysim
 
 import (
 	"errors"
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/internal/detsim"
+	"github.com/edictlog/edictlog/elect/bully"
+	"github.com/edictlog/edictlog/internal/sim"
 )
 
 // CrashBound is how long after the coordinator crashes every running
@@ -26,13 +27,16 @@ import (
 // (Stoller's eq. 5 has (n−1) stages where this has one: Bully_FD halts the
 // weaker nodes one at a time, this implementation all at once.) Local
 // timers run at rates within 1 ± rho, so the total is divided by 1 − rho.
-func CrashBound(cfg Config, fd time.Duration, rho float64) time.Duration {
-	cfg = cfg.withDefaults()
-	u := cfg.T + cfg.Processing
-	stage := cfg.Stage()
+func CrashBound(cfg bully.Config, fd time.Duration, rho float64) time.Duration {
+	stage := cfg.Stage() // 2U, defaults applied
+	u := stage / 2
+	check := cfg.CheckPeriod
+	if check <= 0 {
+		check = bully.DefaultCheckPeriod
+	}
 	d := fd + stage + 2*u
 	if fd <= 0 {
-		d = u + cfg.CheckPeriod + 4*stage + 2*u
+		d = u + check + 4*stage + 2*u
 	}
 	return time.Duration(float64(d) / (1 - rho))
 }
@@ -48,7 +52,8 @@ func CrashBound(cfg Config, fd time.Duration, rho float64) time.Duration {
 //
 //	no detector:  Σ(n−i) + Σ(n−1−i) + 4(n−2) + 2(n−1) = n² + 4n − 9
 //	detector:     2·Σ(n−1−i) + 4(n−2) = (n−2)(n+3), reached exactly when all
-//	              survivors learn of the crash at once (detsim's detector).
+//	              survivors learn of the crash at once (the simulator's
+//	              failure detector).
 //
 // Both are the slides' O(N²) ("Bully Algorithm: Concurrent Executions";
 // Stoller §7: N² + O(N) in the worst case).
@@ -74,15 +79,15 @@ type crashRun struct {
 
 func runBullyCrash(n int, seed uint64, fd time.Duration) crashRun {
 	const rho = 1e-3
-	w := newWorld(detsim.Config{N: n, Seed: seed, Rho: rho, FailureDetector: fd},
-		func(c Config) stater { return NewBully(c) }, CheckAssertion1)
-	w.untilHolds(time.Second, func(s map[edict.ProcessID]State) error { return CheckAssertion2(s, edict.ProcessID(n)) })
+	w := newWorld(sim.ProtocolConfig{N: n, Seed: seed, Rho: rho, FailureDetector: fd},
+		func(c bully.Config) stater { return bully.NewBully(c) }, CheckAssertion1)
+	w.untilHolds(time.Second, func(s map[edict.ProcessID]bully.State) error { return CheckAssertion2(s, edict.ProcessID(n)) })
 	// Crash at a seed-dependent phase of the Check period.
 	w.sim.RunFor(time.Duration(seed%20) * time.Millisecond)
 	w.sim.ResetCounts()
 	w.sim.Crash(edict.ProcessID(n))
-	r := crashRun{bound: CrashBound(Config{ID: 1, Members: w.sim.Members()}, fd, rho)}
-	r.elapsed, r.elected = w.untilHolds(10*r.bound, func(s map[edict.ProcessID]State) error {
+	r := crashRun{bound: CrashBound(bully.Config{ID: 1, Members: w.sim.Members()}, fd, rho)}
+	r.elapsed, r.elected = w.untilHolds(10*r.bound, func(s map[edict.ProcessID]bully.State) error {
 		return CheckAssertion2(s, edict.ProcessID(n-1))
 	})
 	r.messages, _ = w.sim.Messages()
@@ -98,13 +103,13 @@ func runBullyCrash(n int, seed uint64, fd time.Duration) crashRun {
 // Assertion 4′ on the final state, after a long stable interval in which
 // the groups must not change (Stoller: "this configuration is stable").
 func stollerScenario(n int, seed uint64, cut bool) (a4, a4p error) {
-	w := newWorld(detsim.Config{N: n, Seed: seed, Rho: 1e-3},
-		func(c Config) stater { return NewInvitation(c) }, CheckAssertion3)
+	w := newWorld(sim.ProtocolConfig{N: n, Seed: seed, Rho: 1e-3},
+		func(c bully.Config) stater { return bully.NewInvitation(c) }, CheckAssertion3)
 	top := edict.ProcessID(n)
-	w.untilHolds(2*time.Second, func(s map[edict.ProcessID]State) error { return CheckAssertion2(s, top) })
+	w.untilHolds(2*time.Second, func(s map[edict.ProcessID]bully.State) error { return CheckAssertion2(s, top) })
 	w.sim.Crash(top)
-	w.untilHolds(2*time.Second, func(s map[edict.ProcessID]State) error {
-		if s[1].S == Normal && s[1].C == 1 {
+	w.untilHolds(2*time.Second, func(s map[edict.ProcessID]bully.State) error {
+		if s[1].S == bully.Normal && s[1].C == 1 {
 			return nil
 		}
 		return errSingleton

@@ -1,17 +1,18 @@
-package bully
+package bullysim
 
 import (
 	"fmt"
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/internal/detsim"
+	"github.com/edictlog/edictlog/elect/bully"
+	"github.com/edictlog/edictlog/internal/sim"
 )
 
 // Claims measures the slides' and Stoller's claims for N = 3, 5, 7, 9 in
-// detsim runs derived from seed, one row per claim and size.
-func Claims(seed uint64) []detsim.Claim {
-	var rows []detsim.Claim
+// simulator runs derived from seed, one row per claim and size.
+func Claims(seed uint64) []sim.Claim {
+	var rows []sim.Claim
 	for _, n := range []int{3, 5, 7, 9} {
 		rows = append(rows, bullyClaims(n, seed)...)
 		rows = append(rows, invitationClaims(n, seed)...)
@@ -19,11 +20,11 @@ func Claims(seed uint64) []detsim.Claim {
 	return rows
 }
 
-func bullyClaims(n int, seed uint64) []detsim.Claim {
-	row := func(prop, paper, measured string, holds bool) detsim.Claim {
-		return detsim.Claim{Algorithm: "bully", Property: prop, N: n, Paper: paper, Measured: measured, Holds: holds}
+func bullyClaims(n int, seed uint64) []sim.Claim {
+	row := func(prop, paper, measured string, holds bool) sim.Claim {
+		return sim.Claim{Algorithm: "bully", Property: prop, N: n, Paper: paper, Measured: measured, Holds: holds}
 	}
-	var rows []detsim.Claim
+	var rows []sim.Claim
 	for _, fd := range []time.Duration{0, 3 * time.Millisecond} {
 		r := runBullyCrash(n, seed, fd)
 		suffix, msgPaper := "", fmt.Sprintf("O(N²) (slides: Concurrent Executions; Stoller §7: N²+O(N)); this implementation ≤ N²+4N−9 = %d", CrashMessages(n, false))
@@ -38,7 +39,7 @@ func bullyClaims(n int, seed uint64) []detsim.Claim {
 		rows = append(rows,
 			row("messages after a leader crash"+suffix, msgPaper, fmt.Sprint(r.messages), r.elected && holds),
 			row("election time after a leader crash"+suffix,
-				fmt.Sprintf("≤ %v (Assertion 2's constant for T=%v, CheckPeriod=%v; cf. Stoller eq. 5)", r.bound.Round(time.Microsecond), DefaultT, DefaultCheckPeriod),
+				fmt.Sprintf("≤ %v (Assertion 2's constant for T=%v, CheckPeriod=%v; cf. Stoller eq. 5)", r.bound.Round(time.Microsecond), bully.DefaultT, bully.DefaultCheckPeriod),
 				fmt.Sprint(r.elapsed), r.elected && r.elapsed <= r.bound))
 	}
 	c := runBullyChurn(n, seed, 0)
@@ -49,13 +50,13 @@ func bullyClaims(n int, seed uint64) []detsim.Claim {
 	return rows
 }
 
-func invitationClaims(n int, seed uint64) []detsim.Claim {
-	row := func(prop, paper, measured string, holds bool) detsim.Claim {
-		return detsim.Claim{Algorithm: "invitation", Property: prop, N: n, Paper: paper, Measured: measured, Holds: holds}
+func invitationClaims(n int, seed uint64) []sim.Claim {
+	row := func(prop, paper, measured string, holds bool) sim.Claim {
+		return sim.Claim{Algorithm: "invitation", Property: prop, N: n, Paper: paper, Measured: measured, Holds: holds}
 	}
 	p := runInvitationPartition(n, seed)
 	a4, a4p := stollerScenario(n, seed, true)
-	return []detsim.Claim{
+	return []sim.Claim{
 		row("Assertion 3", "at any time, Normal nodes of one group agree on the coordinator", checked(p.a3, p.steps), p.a3 == nil),
 		row("Assertion 4 (partition healed)", "connected nodes end in one group under one of them", result(p.a4), p.a4 == nil),
 		row("Assertion 4′ (partition healed)", "Stoller's ALE2: all Normal in their coordinator's group, ≤ min clique cover groups", result(p.a4p), p.a4p == nil),
@@ -89,8 +90,8 @@ type churnRun struct {
 // runBullyChurn crashes and recovers random processes 30 times, checking
 // Assertion 1 at every step; then waits for Assertion 2.
 func runBullyChurn(n int, seed uint64, fd time.Duration) churnRun {
-	w := newWorld(detsim.Config{N: n, Seed: seed, Rho: 1e-3, FailureDetector: fd},
-		func(c Config) stater { return NewBully(c) }, CheckAssertion1)
+	w := newWorld(sim.ProtocolConfig{N: n, Seed: seed, Rho: 1e-3, FailureDetector: fd},
+		func(c bully.Config) stater { return bully.NewBully(c) }, CheckAssertion1)
 	rng := seed
 	for range 30 {
 		rng = rng*6364136223846793005 + 1442695040888963407
@@ -106,7 +107,7 @@ func runBullyChurn(n int, seed uint64, fd time.Duration) churnRun {
 	}
 	var r churnRun
 	var ok bool
-	r.settle, ok = w.untilHolds(2*time.Second, func(s map[edict.ProcessID]State) error {
+	r.settle, ok = w.untilHolds(2*time.Second, func(s map[edict.ProcessID]bully.State) error {
 		return CheckAssertion2(s, w.highestUp())
 	})
 	w.sim.RunFor(500 * time.Millisecond)
@@ -130,9 +131,9 @@ type partitionRun struct {
 // and checks that the groups merged: Assertion 3 at every step, 4 and 4′
 // at the end.
 func runInvitationPartition(n int, seed uint64) partitionRun {
-	w := newWorld(detsim.Config{N: n, Seed: seed, Rho: 1e-3},
-		func(c Config) stater { return NewInvitation(c) }, CheckAssertion3)
-	holds4p := func(s map[edict.ProcessID]State) error { return CheckAssertion4Prime(s, w.graph()) }
+	w := newWorld(sim.ProtocolConfig{N: n, Seed: seed, Rho: 1e-3},
+		func(c bully.Config) stater { return bully.NewInvitation(c) }, CheckAssertion3)
+	holds4p := func(s map[edict.ProcessID]bully.State) error { return CheckAssertion4Prime(s, w.graph()) }
 	w.untilHolds(2*time.Second, holds4p)
 	var a, b []edict.ProcessID
 	for _, id := range w.sim.Members() {
