@@ -9,12 +9,11 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/elect/detectors"
-	"github.com/edictlog/edictlog/elect/stoller"
-	"github.com/edictlog/edictlog/internal/detsim"
 	"github.com/edictlog/edictlog/internal/sim"
 	"github.com/edictlog/edictlog/internal/sim/bullysim"
 	"github.com/edictlog/edictlog/internal/sim/fetzersim"
 	"github.com/edictlog/edictlog/internal/sim/omegasim"
+	"github.com/edictlog/edictlog/internal/sim/stollersim"
 )
 
 // claimSources are the algorithm packages' paper-vs-measured tables.
@@ -23,20 +22,9 @@ var claimSources = []struct {
 	claims      func(seed uint64) []sim.Claim
 }{
 	{"bully", "Garcia-Molina's Bully and Invitation, as in the Souto slides (and Stoller §1, §4 on their flaws)", bullysim.Claims},
-	{"stoller", "Stoller: Leader Election in Distributed Systems with Crash Failures (§4 Bully with a failure detector, §7 the Asynchronous Bully, §6 failure detectors)", fromDetsim(stoller.Claims)},
+	{"stoller", "Stoller: Leader Election in Distributed Systems with Crash Failures (§4 Bully with a failure detector, §7 the Asynchronous Bully, §6 failure detectors)", stollersim.Claims},
 	{"omega", "Aguilera, Delporte-Gallet, Fauconnier, Toueg: Stable Leader Election (Figs. 1, 2, 4, 5)", omegasim.Claims},
 	{"fetzer", "Fetzer and Cristian: A Highly Available Local Leader Election Service", fetzersim.Claims},
-}
-
-// fromDetsim adapts a table still measured in internal/detsim.
-func fromDetsim(f func(uint64) []detsim.Claim) func(uint64) []sim.Claim {
-	return func(seed uint64) []sim.Claim {
-		var out []sim.Claim
-		for _, c := range f(seed) {
-			out = append(out, sim.Claim(c))
-		}
-		return out
-	}
 }
 
 // TestPaperClaims checks every algorithm against its paper's claims and

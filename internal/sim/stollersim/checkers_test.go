@@ -1,4 +1,4 @@
-package stoller
+package stollersim
 
 import (
 	"testing"
@@ -9,20 +9,19 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
+	"github.com/edictlog/edictlog/elect/stoller"
 )
 
 type edictID = edict.ProcessID
 
-func tm(inc uint64, d time.Duration) edict.Time { return edict.Time{Incarnation: inc, Nanos: int64(d)} }
-
-func norm(ldr edictID, grp Elid) View {
-	return View{Up: true, State: State{Status: Norm, Ldr: ldr, Grp: grp}}
+func norm(ldr edictID, grp stoller.Elid) View {
+	return View{Up: true, State: stoller.State{Status: stoller.Norm, Ldr: ldr, Grp: grp}}
 }
 
 // Negative controls for the pure checkers: broken snapshots are reported.
 func TestCheckersReportBrokenSnapshots(t *testing.T) {
-	g1, g2 := Elid{Node: 1}, Elid{Node: 2}
-	ok := Snapshot{1: norm(1, g1), 2: norm(1, g1), 3: {Up: true, State: State{Status: Wait, Ldr: 3}}}
+	g1, g2 := stoller.Elid{Node: 1}, stoller.Elid{Node: 2}
+	ok := Snapshot{1: norm(1, g1), 2: norm(1, g1), 3: {Up: true, State: stoller.State{Status: stoller.Wait, Ldr: 3}}}
 	assert.NoError(t, SLE1(ok))
 	assert.NoError(t, ALE1(ok))
 	assert.False(t, LdrElected(ok), "3 is waiting")
@@ -47,20 +46,19 @@ func TestCheckersReportBrokenSnapshots(t *testing.T) {
 }
 
 // deaf is an FD that never raises DownSig: incomplete, so liveness fails.
-type deaf struct{ base }
+type deaf struct{}
 
-func newDeaf(self edictID, _ []edictID, inc uint64) FailureDetector {
-	return &deaf{base: newBase(self, inc)}
-}
-func (*deaf) Start(edict.Time, edictID)            {}
-func (*deaf) Stop(edict.Time, edictID)             {}
-func (*deaf) Receive(edict.Time, edictID, Message) {}
-func (*deaf) Observe(elect.Observation)            {}
-func (*deaf) Tick(edict.Time)                      {}
-func (*deaf) NextTick() edict.Time                 { return edict.Time{} }
-func (d *deaf) PlayDead(edict.Time, []edictID)     {}
-func (d *deaf) PlayAlive(edict.Time, []edictID)    {}
-func (d *deaf) Drain() ([]edictID, []Envelope)     { return nil, nil }
+func newDeaf(edictID, []edictID, uint64) stoller.FailureDetector { return deaf{} }
+
+func (deaf) Start(edict.Time, edictID)                    {}
+func (deaf) Stop(edict.Time, edictID)                     {}
+func (deaf) Receive(edict.Time, edictID, stoller.Message) {}
+func (deaf) Observe(elect.Observation)                    {}
+func (deaf) Tick(edict.Time)                              {}
+func (deaf) NextTick() edict.Time                         { return edict.Time{} }
+func (deaf) PlayDead(edict.Time, []edictID)               {}
+func (deaf) PlayAlive(edict.Time, []edictID)              {}
+func (deaf) Drain() ([]edictID, []stoller.Envelope)       { return nil, nil }
 
 // Negative controls for liveness: with an FD that never reports, a
 // leader crash is never repaired, and LeaderCrash says so.
@@ -102,13 +100,13 @@ func TestSLE1CheckerReportsAsyncAfterRecovery(t *testing.T) {
 
 // oneGroup is a broken Instance: it reports every node in one group, so
 // the two groups of a partition break ALE1.
-type oneGroup struct{ *Async }
+type oneGroup struct{ *stoller.Async }
 
-func (o oneGroup) State() State { s := o.Async.State(); s.Grp = Elid{}; return s }
+func (o oneGroup) State() stoller.State { s := o.Async.State(); s.Grp = stoller.Elid{}; return s }
 
 func TestALE1CheckerReportsMergedGroups(t *testing.T) {
 	s := Setup{N: 5, Seed: 2, Async: true}.withDefaults()
-	build := func(c Config) Instance { c.FD, c.Hold = s.FD, s.Delta; return oneGroup{NewAsync(c)} }
+	build := func(c stoller.Config) Instance { c.FD, c.Hold = s.FD, s.Delta; return oneGroup{stoller.NewAsync(c)} }
 	h := NewHarness(s.simConfig(), build, ALE1, LdrsElected)
 	h.Sim.RunFor(time.Second)
 	require.NoError(t, h.Violation)

@@ -1,19 +1,27 @@
-package stoller
+// Package stollersim checks Stoller's leader elections (elect/stoller)
+// against the paper in the simulator's ProtocolRun: SLE1 and ALE1 after
+// every step of every process, SLE2 and ALE2′ with the paper's constants
+// c_S and c_A, the failure detectors' completeness and accuracy, and the
+// message counts after a leader crash, with negative controls; and
+// Claims, the paper-versus-measured table of docs/detectors.md.
+package stollersim
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
-	"github.com/edictlog/edictlog/internal/detsim"
+	"github.com/edictlog/edictlog/elect/stoller"
+	"github.com/edictlog/edictlog/internal/sim"
 )
 
 // View is one node's part of a Snapshot: ground truth (Up) and the
 // variables the specifications speak of.
 type View struct {
 	Up bool
-	State
+	stoller.State
 }
 
 // Snapshot is the whole system at one step.
@@ -25,7 +33,7 @@ func SLE1(s Snapshot) error {
 	var ldr edict.ProcessID
 	for _, id := range sortedKeys(s) {
 		v := s[id]
-		if !v.Up || v.Status != Norm {
+		if !v.Up || v.Status != stoller.Norm {
 			continue
 		}
 		if first == edict.None {
@@ -40,10 +48,10 @@ func SLE1(s Snapshot) error {
 // ALE1 (§5): operational nodes with status Norm in the same group agree
 // on ldr.
 func ALE1(s Snapshot) error {
-	ldr := map[Elid]edict.ProcessID{}
+	ldr := map[stoller.Elid]edict.ProcessID{}
 	for _, id := range sortedKeys(s) {
 		v := s[id]
-		if !v.Up || v.Status != Norm {
+		if !v.Up || v.Status != stoller.Norm {
 			continue
 		}
 		if l, ok := ldr[v.Grp]; ok && l != v.Ldr {
@@ -63,7 +71,7 @@ func LdrElected(s Snapshot) bool {
 			continue
 		}
 		n++
-		if v.Status != Norm || !s[v.Ldr].Up {
+		if v.Status != stoller.Norm || !s[v.Ldr].Up {
 			return false
 		}
 	}
@@ -84,11 +92,11 @@ func LdrsElected(s Snapshot) bool {
 	return true
 }
 
-// Harness runs one algorithm in detsim and checks a safety property
+// Harness runs one algorithm in the simulator and checks a safety property
 // (SLE1 or ALE1) and a liveness predicate (LdrElected or LdrsElected)
 // against ground truth after every step of every process.
 type Harness struct {
-	Sim    *detsim.Sim
+	Sim    *sim.ProtocolRun
 	Safety func(Snapshot) error
 	Live   func(Snapshot) bool
 
@@ -109,33 +117,34 @@ type Harness struct {
 	Bound            time.Duration
 	Relapse          error
 	// retired sums the message counts of crashed instances.
-	retired map[Kind]int
+	retired map[stoller.Kind]int
 }
 
 // Instance is what the harness runs: a Protocol whose State and
 // message counts it can read (*Bully, *Async).
 type Instance interface {
 	elect.Protocol
-	State() State
-	Sent() map[Kind]int
+	State() stoller.State
+	Sent() map[stoller.Kind]int
 }
 
-// NewHarness starts n nodes, each built by build(cfg) from a Config with
-// ID, Members and Incarnation filled in.
-func NewHarness(sc detsim.Config, build func(Config) Instance, safety func(Snapshot) error, live func(Snapshot) bool) *Harness {
+// NewHarness starts the nodes of sc, each built by build(cfg) from a
+// Config with ID, Members and Incarnation filled in.
+func NewHarness(sc sim.ProtocolConfig, build func(stoller.Config) Instance, safety func(Snapshot) error, live func(Snapshot) bool) *Harness {
 	h := &Harness{Safety: safety, Live: live, insts: map[edict.ProcessID]Instance{},
-		down: map[edict.ProcessID]bool{}, ElectedAt: -1, Bound: -1, retired: map[Kind]int{}}
+		down: map[edict.ProcessID]bool{}, ElectedAt: -1, Bound: -1, retired: map[stoller.Kind]int{}}
 	sc.New = func(id edict.ProcessID, members []edict.ProcessID, inc uint64) elect.Protocol {
 		if old := h.insts[id]; old != nil {
 			for k, v := range old.Sent() {
 				h.retired[k] += v
 			}
 		}
-		p := build(Config{ID: id, Members: members, Incarnation: inc})
+		p := build(stoller.Config{ID: id, Members: members, Incarnation: inc})
 		h.insts[id] = p
-		return &recorder{p: p, h: h}
+		return p
 	}
-	h.Sim = detsim.New(sc)
+	sc.OnStep = func(edict.ProcessID) { h.step() }
+	h.Sim = sim.NewProtocolRun(sc)
 	h.step()
 	return h
 }
@@ -213,8 +222,8 @@ func (h *Harness) Elected() (time.Duration, bool) {
 }
 
 // Sent sums the messages of each kind sent by every Instance so far.
-func (h *Harness) Sent() map[Kind]int {
-	out := map[Kind]int{}
+func (h *Harness) Sent() map[stoller.Kind]int {
+	out := map[stoller.Kind]int{}
 	for k, v := range h.retired {
 		out[k] += v
 	}
@@ -242,27 +251,11 @@ func (h *Harness) Leader() edict.ProcessID {
 	return ldr
 }
 
-// recorder wraps an Instance so that the harness checks after each step.
-type recorder struct {
-	p Instance
-	h *Harness
-}
-
-func (r *recorder) Tick(now edict.Time) { r.p.Tick(now); r.h.step() }
-func (r *recorder) Receive(now edict.Time, from edict.ProcessID, b []byte) {
-	r.p.Receive(now, from, b)
-	r.h.step()
-}
-func (r *recorder) Observe(o elect.Observation)               { r.p.Observe(o); r.h.step() }
-func (r *recorder) Outbox() []elect.Outgoing                  { return r.p.Outbox() }
-func (r *recorder) NextTick() edict.Time                      { return r.p.NextTick() }
-func (r *recorder) WeakLeader(now edict.Time) edict.ProcessID { return r.p.WeakLeader(now) }
-
 // electionMessages sums the election algorithm's own kinds in a count.
-func electionMessages(m map[Kind]int) int {
+func electionMessages(m map[stoller.Kind]int) int {
 	n := 0
 	for k, v := range m {
-		if k.Election() && k != NormQ {
+		if k.Election() && k != stoller.NormQ {
 			n += v
 		}
 	}
@@ -270,34 +263,39 @@ func electionMessages(m map[Kind]int) int {
 }
 
 // diff is a−b per kind.
-func diff(a, b map[Kind]int) map[Kind]int {
-	out := map[Kind]int{}
+func diff(a, b map[stoller.Kind]int) map[stoller.Kind]int {
+	out := map[stoller.Kind]int{}
 	for k, v := range a {
 		out[k] = v - b[k]
 	}
 	return out
 }
 
-// Describe lists every node's state, for failure messages.
+// Describe lists every node's state, and the instance and its failure
+// detector field by field, for failure messages.
 func (h *Harness) Describe() string {
 	out := ""
 	s := h.Snapshot()
 	for _, id := range sortedKeys(s) {
 		out += fmt.Sprintf("%v: %+v\n", id, s[id])
-		if n, ok := h.insts[id].(interface{ FD() FailureDetector }); ok && s[id].Up {
-			if a, ok := h.insts[id].(*Async); ok {
-				out += fmt.Sprintf("   pendack=%v acks=%v sent=%v fifo=%v\n", a.pending(), a.acks, a.sent, len(a.fifo.links))
-				for k, l := range a.fifo.links {
-					out += fmt.Sprintf("   link %v inc=%d exp=%d held=%d\n", k, l.inc, l.expected, len(l.held))
-				}
-			}
-			if r, ok := n.FD().(*Ring); ok {
-				out += fmt.Sprintf("   ring epoch=%d/%v holding=%v wait=%v seen=%v visits=%d stamps=%v\n", r.epoch, r.origin, r.holding, r.waitAck, r.seen, r.visits, r.stamps)
-				for j, w := range r.watched {
-					out += fmt.Sprintf("   watch %v %+v\n", j, *w)
-				}
-			}
+		if !s[id].Up {
+			continue
+		}
+		out += fmt.Sprintf("   %+v\n", h.insts[id])
+		if n, ok := h.insts[id].(interface {
+			FD() stoller.FailureDetector
+		}); ok {
+			out += fmt.Sprintf("   fd %+v\n", n.FD())
 		}
 	}
 	return out
+}
+
+func sortedKeys[V any](m map[edict.ProcessID]V) []edict.ProcessID {
+	ids := make([]edict.ProcessID, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }

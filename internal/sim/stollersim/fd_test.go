@@ -1,4 +1,4 @@
-package stoller
+package stollersim
 
 import (
 	"testing"
@@ -9,7 +9,8 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
-	"github.com/edictlog/edictlog/internal/detsim"
+	"github.com/edictlog/edictlog/elect/stoller"
+	"github.com/edictlog/edictlog/internal/sim"
 )
 
 // probe is a Protocol that only runs an FD: it monitors every other node
@@ -17,14 +18,16 @@ import (
 // completeness (1) and §6's accuracy-when-stable can be checked alone.
 type probe struct {
 	id      edictID
-	fd      FailureDetector
+	fd      stoller.FailureDetector
 	started bool
 	out     []elect.Outgoing
 	sigs    *[]sig
+	now     func() time.Duration // virtual time
 }
 
+// sig is a DownSig raised by by about whom, at virtual time at.
 type sig struct {
-	at       edict.Time
+	at       time.Duration
 	by, whom edictID
 }
 
@@ -43,7 +46,7 @@ func (p *probe) Tick(now edict.Time) {
 }
 
 func (p *probe) Receive(now edict.Time, from edictID, b []byte) {
-	m, err := Decode(b)
+	m, err := stoller.Decode(b)
 	if err == nil {
 		p.fd.Receive(now, from, m)
 	}
@@ -53,11 +56,11 @@ func (p *probe) Receive(now edict.Time, from edictID, b []byte) {
 func (p *probe) drain(now edict.Time) {
 	down, out := p.fd.Drain()
 	for _, j := range down {
-		*p.sigs = append(*p.sigs, sig{now, p.id, j})
+		*p.sigs = append(*p.sigs, sig{p.now(), p.id, j})
 	}
 	for _, e := range out {
 		e.Msg.Inc = 1
-		p.out = append(p.out, elect.Outgoing{To: e.To, Payload: Encode(e.Msg)})
+		p.out = append(p.out, elect.Outgoing{To: e.To, Payload: stoller.Encode(e.Msg)})
 	}
 }
 
@@ -77,12 +80,13 @@ func (p *probe) WeakLeader(edict.Time) edict.ProcessID { return p.id }
 
 // runFD crashes node 5 at 1 s and makes node 2 play dead to node 4 at
 // 2 s; it returns the signals and the FD's latency bound.
-func runFD(t *testing.T, f FDFactory, playDead bool) ([]sig, time.Duration) {
+func runFD(t *testing.T, f stoller.FDFactory, playDead bool) ([]sig, time.Duration) {
 	var sigs []sig
 	insts := map[edictID]*probe{}
-	s := detsim.New(detsim.Config{N: 5, Seed: 4, Rho: 1e-3, MaxDelay: 5 * time.Millisecond,
+	var s *sim.ProtocolRun
+	s = sim.NewProtocolRun(sim.ProtocolConfig{N: 5, Seed: 4, Rho: 1e-3, MaxDelay: 5 * time.Millisecond,
 		New: func(id edictID, ms []edictID, inc uint64) elect.Protocol {
-			p := &probe{id: id, fd: f(id, ms, inc), sigs: &sigs}
+			p := &probe{id: id, fd: f(id, ms, inc), sigs: &sigs, now: func() time.Duration { return s.Now() }}
 			insts[id] = p
 			return p
 		}})
@@ -91,7 +95,7 @@ func runFD(t *testing.T, f FDFactory, playDead bool) ([]sig, time.Duration) {
 	s.Crash(5)
 	s.RunFor(time.Second)
 	if playDead {
-		insts[2].fd.PlayDead(edict.Time{Incarnation: 1, Nanos: int64(2 * time.Second)}, []edictID{4})
+		insts[2].fd.PlayDead(s.Reading(2), []edictID{4})
 		s.RunFor(2 * time.Second)
 	}
 	lat := time.Duration(0)
@@ -106,13 +110,13 @@ func runFD(t *testing.T, f FDFactory, playDead bool) ([]sig, time.Duration) {
 func TestFDCompleteAndAccurate(t *testing.T) {
 	for _, fd := range fds[1:] {
 		sigs, lat := runFD(t, fd.f, true)
-		by := map[edictID]edict.Time{}
+		by := map[edictID]time.Duration{}
 		for _, s := range sigs {
 			switch {
 			case s.whom == 5:
 				by[s.by] = s.at
 			case s.whom == 2 && s.by == 4:
-				assert.Greater(t, s.at.Nanos, int64(2*time.Second), "%s: PlayDead", fd.name)
+				assert.Greater(t, s.at, 2*time.Second, "%s: PlayDead", fd.name)
 			default:
 				t.Errorf("%s: inaccurate %+v", fd.name, s)
 			}
@@ -120,7 +124,7 @@ func TestFDCompleteAndAccurate(t *testing.T) {
 		for id := edictID(1); id <= 4; id++ {
 			at, ok := by[id]
 			require.True(t, ok, "%s: %v never reported 5's crash", fd.name, id)
-			assert.LessOrEqual(t, time.Duration(at.Nanos)-time.Second, edict.ScaleUp(lat, 1.01), "%s: latency", fd.name)
+			assert.LessOrEqual(t, at-time.Second, edict.ScaleUp(lat, 1.01), "%s: latency", fd.name)
 		}
 		found := false
 		for _, s := range sigs {
@@ -134,21 +138,22 @@ func TestFDCompleteAndAccurate(t *testing.T) {
 // Negative control for the FD checks: a ping FD whose Timeout is below
 // Period+2δ raises false alarms on live nodes.
 func TestFDCheckerReportsEagerTimeout(t *testing.T) {
-	sigs, _ := runFDNoRequire(NewPing(FDConfig{Period: 10 * time.Millisecond, Timeout: 3 * time.Millisecond}))
+	sigs, _ := runFDNoRequire(stoller.NewPing(stoller.FDConfig{Period: 10 * time.Millisecond, Timeout: 3 * time.Millisecond}))
 	inaccurate := 0
 	for _, s := range sigs {
-		if s.whom != 5 || s.at.Nanos < int64(time.Second) {
+		if s.whom != 5 || s.at < time.Second {
 			inaccurate++
 		}
 	}
 	assert.Positive(t, inaccurate)
 }
 
-func runFDNoRequire(f FDFactory) ([]sig, time.Duration) {
+func runFDNoRequire(f stoller.FDFactory) ([]sig, time.Duration) {
 	var sigs []sig
-	s := detsim.New(detsim.Config{N: 5, Seed: 4, MaxDelay: 5 * time.Millisecond,
+	var s *sim.ProtocolRun
+	s = sim.NewProtocolRun(sim.ProtocolConfig{N: 5, Seed: 4, MaxDelay: 5 * time.Millisecond,
 		New: func(id edictID, ms []edictID, inc uint64) elect.Protocol {
-			return &probe{id: id, fd: f(id, ms, inc), sigs: &sigs}
+			return &probe{id: id, fd: f(id, ms, inc), sigs: &sigs, now: func() time.Duration { return s.Now() }}
 		}})
 	s.RunFor(time.Second)
 	s.Crash(5)
@@ -166,7 +171,7 @@ func TestFDSteadyStateMessages(t *testing.T) {
 			before := h.Sent()
 			h.Sim.RunFor(10 * s.Tau)
 			d := diff(h.Sent(), before)
-			fdm, normq := 0, d[NormQ]
+			fdm, normq := 0, d[stoller.NormQ]
 			for k, v := range d {
 				if !k.Election() {
 					fdm += v

@@ -1,4 +1,4 @@
-package stoller
+package stollersim
 
 import (
 	"math/rand/v2"
@@ -7,17 +7,19 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/edictlog/edictlog/elect/stoller"
 )
 
 // fds are the FD variants of §2 (and the oracle for the synchronous case).
 var fds = []struct {
 	name string
-	f    FDFactory
+	f    stoller.FDFactory
 }{
-	{"oracle", NewOracle},
-	{"ping", NewPing(FDConfig{})},
-	{"alive", NewAlive(FDConfig{})},
-	{"ring", NewRing(FDConfig{})},
+	{"oracle", stoller.NewOracle},
+	{"ping", stoller.NewPing(stoller.FDConfig{})},
+	{"alive", stoller.NewAlive(stoller.FDConfig{})},
+	{"ring", stoller.NewRing(stoller.FDConfig{})},
 }
 
 // history drives a random history of crashes, recoveries and (for the

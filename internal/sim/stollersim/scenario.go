@@ -1,10 +1,11 @@
-package stoller
+package stollersim
 
 import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/internal/detsim"
+	"github.com/edictlog/edictlog/elect/stoller"
+	"github.com/edictlog/edictlog/internal/sim"
 )
 
 // Setup is one configuration of a measured run.
@@ -14,11 +15,11 @@ type Setup struct {
 	Async bool // NewAsync rather than NewBully
 	// FD and FDName: the FD factory (nil: the algorithm's default) and
 	// its name for reports.
-	FD     FDFactory
+	FD     stoller.FDFactory
 	FDName string
 	Tau    time.Duration // τ (default DefaultTau)
 	// MinDelay and Delta (δ, the maximum delay) bound message delays
-	// (default 1 ms, 5 ms); OracleDelay is detsim's perfect-FD delay,
+	// (default 1 ms, 5 ms); OracleDelay is the simulator's perfect-FD delay,
 	// the Oracle's τ_FD (default 20 ms). Rho is the drift (default 1e-3).
 	MinDelay, Delta, OracleDelay time.Duration
 	Rho                          float64
@@ -27,7 +28,7 @@ type Setup struct {
 
 func (s Setup) withDefaults() Setup {
 	if s.Tau <= 0 {
-		s.Tau = DefaultTau
+		s.Tau = stoller.DefaultTau
 	}
 	if s.MinDelay <= 0 {
 		s.MinDelay = time.Millisecond
@@ -43,9 +44,9 @@ func (s Setup) withDefaults() Setup {
 	}
 	if s.FD == nil {
 		if s.Async {
-			s.FD, s.FDName = NewPing(FDConfig{}), "ping"
+			s.FD, s.FDName = stoller.NewPing(stoller.FDConfig{}), "ping"
 		} else {
-			s.FD, s.FDName = NewOracle, "oracle"
+			s.FD, s.FDName = stoller.NewOracle, "oracle"
 		}
 	}
 	return s
@@ -64,19 +65,19 @@ func (s Setup) Harness() *Harness {
 // control holds one algorithm to the other's specification).
 func NewHarnessFor(s Setup, safety func(Snapshot) error, live func(Snapshot) bool) *Harness {
 	s = s.withDefaults()
-	build := func(c Config) Instance {
+	build := func(c stoller.Config) Instance {
 		c.Tau, c.FD, c.Hold = s.Tau, s.FD, s.Delta
 		if s.Async {
-			return NewAsync(c)
+			return stoller.NewAsync(c)
 		}
-		return NewBully(c)
+		return stoller.NewBully(c)
 	}
 	return NewHarness(s.simConfig(), build, safety, live)
 }
 
-func (s Setup) simConfig() detsim.Config {
+func (s Setup) simConfig() sim.ProtocolConfig {
 	s = s.withDefaults()
-	sc := detsim.Config{N: s.N, MinDelay: s.MinDelay, MaxDelay: s.Delta, Loss: s.Loss, Rho: s.Rho, Seed: s.Seed}
+	sc := sim.ProtocolConfig{N: s.N, MinDelay: s.MinDelay, MaxDelay: s.Delta, Loss: s.Loss, Rho: s.Rho, Seed: s.Seed}
 	if s.FDName == "oracle" {
 		sc.FailureDetector = s.OracleDelay
 	}
@@ -104,9 +105,9 @@ func (s Setup) TauFD() time.Duration {
 // and the FD's timeouts run on clocks as slow as 1−ρ.
 func (s Setup) Bound() time.Duration {
 	s = s.withDefaults()
-	b := BoundS(s.N, s.Tau, s.Delta, s.TauFD())
+	b := stoller.BoundS(s.N, s.Tau, s.Delta, s.TauFD())
 	if s.Async {
-		b = BoundA(s.N, s.Tau, s.Delta, s.TauFD())
+		b = stoller.BoundA(s.N, s.Tau, s.Delta, s.TauFD())
 	}
 	return edict.ScaleUp(b, 1/(1-s.Rho))
 }

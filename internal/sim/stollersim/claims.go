@@ -1,10 +1,11 @@
-package stoller
+package stollersim
 
 import (
 	"fmt"
 	"time"
 
-	"github.com/edictlog/edictlog/internal/detsim"
+	"github.com/edictlog/edictlog/elect/stoller"
+	"github.com/edictlog/edictlog/internal/sim"
 )
 
 // ClaimSizes are the cluster sizes of Claims.
@@ -69,21 +70,21 @@ func BullyMsgs(n int) int { return 3 * (n - 2) }
 // (oracle FD) and the Asynchronous Bully (ping FD), the safety property
 // at every step, the election time after a leader crash against c_S
 // (eq. 5) or c_A (Appendix B), and the messages after a leader crash.
-func Claims(seed uint64) []detsim.Claim {
-	var out []detsim.Claim
+func Claims(seed uint64) []sim.Claim {
+	var out []sim.Claim
 	for _, n := range ClaimSizes {
 		b := Setup{N: n, Seed: seed}
 		bs := Measure(b, claimSeeds)
 		out = append(out,
-			detsim.Claim{Algorithm: "stoller-bully", Property: "SLE1", N: n,
+			sim.Claim{Algorithm: "stoller-bully", Property: "SLE1", N: n,
 				Paper:    "Norm nodes agree on ldr at all times (§3, §4)",
 				Measured: okOr(bs.Safety, fmt.Sprintf("no violation in %d leader crashes, checked every step", bs.Runs)),
 				Holds:    bs.Safety == nil},
-			detsim.Claim{Algorithm: "stoller-bully", Property: "SLE2 election time", N: n,
-				Paper:    fmt.Sprintf("≤ c_S = %v (eq. 5, τ=%v δ=%v τ_FD=%v)", bs.Bound, DefaultTau, 5*time.Millisecond, b.TauFD()),
+			sim.Claim{Algorithm: "stoller-bully", Property: "SLE2 election time", N: n,
+				Paper:    fmt.Sprintf("≤ c_S = %v (eq. 5, τ=%v δ=%v τ_FD=%v)", bs.Bound, stoller.DefaultTau, 5*time.Millisecond, b.TauFD()),
 				Measured: fmt.Sprintf("max %v over %d crashes; %d late; %s", bs.MaxTime.Round(time.Microsecond), bs.Runs, bs.Failed, okOr(bs.Relapse, "stays elected")),
 				Holds:    bs.AllElected && bs.Relapse == nil},
-			detsim.Claim{Algorithm: "stoller-bully", Property: "messages after a leader crash", N: n,
+			sim.Claim{Algorithm: "stoller-bully", Property: "messages after a leader crash", N: n,
 				Paper:    fmt.Sprintf("3(N−2) = %d (derived from Fig. 1; §7 gives none for Bully_FD)", BullyMsgs(n)),
 				Measured: fmt.Sprintf("mean %.1f, max %d", bs.MeanMsgs, bs.MaxMsgs),
 				Holds:    bs.MaxMsgs == BullyMsgs(n) && bs.MeanMsgs == float64(BullyMsgs(n))})
@@ -91,15 +92,15 @@ func Claims(seed uint64) []detsim.Claim {
 		a := Setup{N: n, Seed: seed, Async: true}
 		as := Measure(a, claimSeeds)
 		out = append(out,
-			detsim.Claim{Algorithm: "stoller-async", Property: "ALE1", N: n,
+			sim.Claim{Algorithm: "stoller-async", Property: "ALE1", N: n,
 				Paper:    "Norm nodes of one group agree on ldr at all times (§5, Thm. 1)",
 				Measured: okOr(as.Safety, fmt.Sprintf("no violation in %d leader crashes, checked every step", as.Runs)),
 				Holds:    as.Safety == nil},
-			detsim.Claim{Algorithm: "stoller-async", Property: "ALE2′ election time", N: n,
+			sim.Claim{Algorithm: "stoller-async", Property: "ALE2′ election time", N: n,
 				Paper:    fmt.Sprintf("≤ c_A = %v (App. B, our constant; τ_FD=%v, ping FD)", as.Bound, a.TauFD()),
 				Measured: fmt.Sprintf("max %v over %d crashes; %d late; %s", as.MaxTime.Round(time.Microsecond), as.Runs, as.Failed, okOr(as.Relapse, "stays elected")),
 				Holds:    as.AllElected && as.Relapse == nil},
-			detsim.Claim{Algorithm: "stoller-async", Property: "messages after a leader crash", N: n,
+			sim.Claim{Algorithm: "stoller-async", Property: "messages after a leader crash", N: n,
 				Paper: fmt.Sprintf("½N²+O(N) average ≤ %.0f, N²+O(N) worst ≤ %d (§7; Invitation: N², 2N²)",
 					AsyncAvgBound(n), AsyncWorstBound(n)),
 				Measured: fmt.Sprintf("mean %.1f, max %d (Halt+Ack+Rej+Ldr+NotNorm)", as.MeanMsgs, as.MaxMsgs),

@@ -1,4 +1,4 @@
-package stoller
+package stollersim
 
 import "testing"
 
