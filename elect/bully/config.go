@@ -19,7 +19,7 @@ type Config struct {
 	Incarnation uint64
 
 	// T is the upper bound on a message's delay (Assumption 8). Default
-	// 5ms, detsim's default MaxDelay.
+	// 5ms, the simulator's default MaxDelay.
 	T time.Duration
 	// Processing bounds the time a node takes to respond (Assumption 9
 	// says zero; a real runtime needs some). Default 1ms.
@@ -136,12 +136,5 @@ func earliest(ts ...timer) edict.Time {
 	return best
 }
 
-// tolerance absorbs rounding in the runtime's clock: detsim converts a
-// deadline to virtual time and back through float64, so the Tick it
-// schedules for reading t may read a few nanoseconds before t; without
-// the tolerance the timer would not fire and the same Tick would be
-// rescheduled forever at the same virtual instant.
-const tolerance = time.Microsecond
-
 // due reports whether deadline t is set and reached at now.
-func due(t, now edict.Time) bool { return !t.IsZero() && !now.Add(tolerance).Before(t) }
+func due(t, now edict.Time) bool { return !t.IsZero() && !now.Before(t) }

@@ -12,13 +12,14 @@
 //
 // The slides' list of assumptions is damaged (numbered 1, 4, 5, 3, 6, 7,
 // 8, 9; 2 is missing); we rely on 5 (crash, then maybe recover), 8 and 9
-// as numbered there, and not on 7 (FIFO), which detsim does not give.
+// as numbered there, and not on 7 (FIFO), which the simulator does not give.
 // Bully assumes 8 and 9: a message
 // arrives within T, a node responds within Processing. Every timeout is
 // derived from them (Config.Stage = 2(T + Processing) is one request–reply
-// exchange); CrashBound and CrashMessages state what follows. Invitation
+// exchange); internal/sim/bullysim's CrashBound and CrashMessages state
+// what follows. Invitation
 // drops 8 and 9 (it must survive partitions) but uses the same timeouts
-// to suspect failures. Clocks may drift (detsim's Rho): bounds are divided
+// to suspect failures. Clocks may drift (by ρ): bounds are divided
 // by 1 − ρ. Neither algorithm keeps stable storage except the incarnation
 // number, which names elections and groups (Config.Incarnation).
 //
@@ -43,10 +44,10 @@
 //     footnote); we keep Garcia-Molina's state because the brief names
 //     it. In Bully it lies between NewCoordinator and Ready: the new
 //     coordinator waits T + Processing before Ready, which also restores
-//     NewCoordinator-before-Ready without FIFO links (Assumption 7; detsim
-//     does not keep FIFO order), and a halted node that sees Ready first
-//     accepts it. In Invitation a node is in Reorganization from its Accept
-//     to the Ready.
+//     NewCoordinator-before-Ready without FIFO links (Assumption 7; the
+//     simulator does not keep FIFO order), and a halted node that sees
+//     Ready first accepts it. In Invitation a node is in Reorganization
+//     from its Accept to the Ready.
 //  3. ARE-U-THERE. "The Bully Election Algorithm (2/3)" has the stronger
 //     receiver answer and start its own election; "The Actual Bully
 //     Algorithm (2/3)" makes it a null RPC ("Receiver does not initiate
@@ -101,7 +102,9 @@
 //     variants: in all 20 runs Invitation reached the minimum cover, so we
 //     found no counterexample to 4′ b and the disagreement stays open.
 //
-// The tests run both algorithms in internal/detsim and check the
-// assertions against ground truth after every step of every process
-// (harness.go); Claims gives the paper-versus-measured table.
+// This package holds the algorithms and their unit tests.
+// internal/sim/bullysim runs both in the simulator and checks the
+// assertions against ground truth after every step of every process, with
+// negative controls, and gives the paper-versus-measured table of
+// docs/detectors.md.
 package bully

@@ -2,7 +2,8 @@
 // election service ("A Highly Available Local Leader Election Service",
 // /work/shared/papers/fetzer-cristian-local-leader-election.md) as an
 // elect.Protocol: a deterministic state machine, ticked and fed messages
-// by the runtime or by internal/detsim.
+// by the runtime or by the simulator (internal/sim/fetzersim checks it
+// against the paper).
 //
 // # Model (§III, §IV)
 //
@@ -101,10 +102,6 @@
 //     lockTime(1−2ρ) − 2Δ(1+ρ); Fig. 31 sets the alarm σ earlier,
 //     expirationTime − 2Δ(1+ρ) − σ. We follow Fig. 31 (the safe one: a
 //     late wake-up still renews in time).
-//   - Alarms run up to 1µs early (tickSlack), and a process that is not the
-//     smallest sleeps at least 2µs: a runtime that turns our readings into
-//     its own time may round them down (internal/detsim truncates), and an
-//     alarm that is re-armed at the same reading would spin forever.
 //   - CheckIfLeader compares replySet with the alive-set purged at the
 //     time of the check (Fig. 31 leaves it unpurged there).
 //   - WeakLeader, which the paper does not have, names the process this

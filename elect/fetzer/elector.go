@@ -186,22 +186,15 @@ func (e *Elector) NextTick() edict.Time {
 	return e.aliveAt
 }
 
-// tickSlack is how early a Tick may come and still run an alarm. A
-// runtime that maps our clock readings to its own time and back may round
-// a reading down by a few nanoseconds (internal/detsim truncates); without
-// the slack that Tick would run nothing, NextTick would ask for the same
-// reading again, and the runtime would spin at one instant.
-const tickSlack = time.Microsecond
-
-// Tick implements elect.Protocol: the alarm clocks' WakeUp events.
+// Tick implements elect.Protocol: the alarm clocks' WakeUp events, those
+// due at now (NextTick ≤ now). An early Tick does nothing.
 func (e *Elector) Tick(now edict.Time) {
 	e.touch(now)
-	due := now.Add(tickSlack)
-	if !e.releaseAt.IsZero() && !due.Before(e.releaseAt) {
+	if !e.releaseAt.IsZero() && !now.Before(e.releaseAt) {
 		e.releaseAt = edict.Time{}
 		e.checkIfLeader(now)
 	}
-	if !e.aliveAt.IsZero() && !due.Before(e.aliveAt) {
+	if !e.aliveAt.IsZero() && !now.Before(e.aliveAt) {
 		e.aliveAt = edict.Time{}
 		e.wakeAlive(now)
 	}
@@ -290,14 +283,11 @@ func (e *Elector) wakeAlive(now edict.Time) {
 		e.targetSet[p] = true
 	}
 	if minimum := e.aliveMin(); minimum != edict.None && e.self > minimum {
-		// Not the smallest: sleep until the smaller ids could expire —
-		// past the slack, or a Tick within it would set the same alarm
-		// again without purging anything.
+		// Not the smallest: sleep until the smaller ids could expire. That
+		// is after now (purge kept only entries that expire after now), and
+		// the Tick then purges them.
 		e.lastRequest = edict.Time{}
 		e.aliveAt = next
-		if soon := now.Add(2 * tickSlack); e.aliveAt.Before(soon) {
-			e.aliveAt = soon
-		}
 		return
 	}
 	if e.broken.mute {

@@ -64,7 +64,7 @@
 //     "Smallest k' > r with k' mod n ∈ S" is searched over r+1..r+n.
 //   - Expiring links (§6.1) are the transport's job, not this package's:
 //     edict.Time readings of different processes are not comparable, so
-//     a sender's timestamp could not be checked. detsim meets the
+//     a sender's timestamp could not be checked. The simulator meets the
 //     definition when its MaxDelay ≤ δ. A deployment should set Delta
 //     above the transport's worst delay, and drop late messages there.
 //   - Drift: the paper's clocks are drift-free. With drift ρ, raise
@@ -74,7 +74,7 @@
 //     in Figs. 1 and 2 it learns the round from the leader's next OK, in
 //     Fig. 4 also from the (START, r) answers to its (START, 0). The
 //     stability checker counts it only once it first agrees with the
-//     others (checks.go).
+//     others (internal/sim/omegasim/checks.go).
 //   - Observe is ignored: the figures' timeouts are their failure
 //     detector. The round is exposed (Round) as §8's view number.
 //
@@ -87,9 +87,9 @@
 //
 // # Testing
 //
-// The tests and Claims run the variants in internal/detsim. detsim's
-// delays, loss and partitions are global, so shim.go puts a simulated
-// link in front of a receiver to make single links slow (§5's problem
-// scenario 1) or lossy until GST. Claims tabulates the paper against the
-// measurements for N = 3, 5, 7, 9.
+// This package holds the algorithm and its unit tests. The paper's
+// properties are checked in the simulator, by internal/sim/omegasim: Ω,
+// communication efficiency, k-stability, the election times and §5's
+// problem scenario 1, with negative controls, and the paper-versus-
+// measured table of docs/detectors.md.
 package omega

@@ -2,7 +2,6 @@ package omega
 
 import (
 	"slices"
-	"time"
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
@@ -142,21 +141,10 @@ func (o *Omega) task0(now edict.Time) {
 	o.onOK(now, o.self, o.r)
 }
 
-// tickSlack: a Tick this close before NextTick counts as on time. detsim
-// converts a reading to virtual time and back with truncating float
-// arithmetic, so with drifting clocks it may deliver the tick for reading
-// R at R−1ns; a Tick that then did nothing would leave NextTick in the
-// past and the simulator would tick again at the same instant forever.
-// (Worked around here because detsim is shared code.)
-const tickSlack = time.Microsecond
-
 // Tick implements elect.Protocol: the timeout, the end of Fig. 5's wait,
 // and task 0. Early calls do nothing but what is due.
 func (o *Omega) Tick(now edict.Time) {
 	o.init(now)
-	if next := o.NextTick(); now.Before(next) && !now.Before(next.Add(-tickSlack)) {
-		now = next
-	}
 	switch {
 	case o.pinging && !now.Before(o.pingUntil):
 		o.endPing(now)

@@ -11,7 +11,8 @@ import (
 	"github.com/edictlog/edictlog/elect"
 )
 
-const d = scenarioDelta
+// d is δ in these tests.
+const d = 10 * time.Millisecond
 
 func at(n time.Duration) edict.Time { return edict.Time{Incarnation: 1, Nanos: int64(n)} }
 

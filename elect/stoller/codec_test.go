@@ -3,10 +3,17 @@ package stoller
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/edictlog/edictlog/edict"
 )
+
+type edictID = edict.ProcessID
+
+func tm(inc uint64, d time.Duration) edict.Time { return edict.Time{Incarnation: inc, Nanos: int64(d)} }
 
 func sampleMessages() []Message {
 	return []Message{

@@ -23,8 +23,9 @@
 // status is Norm and None during an election, when §3 says ldr is not
 // significant. Messages are named as in the figures (Halt, Ack, Rej, Ldr,
 // Norm?, NotNorm) and encoded as a version byte and msgpack ([Encode],
-// [Decode]). [Harness], [LeaderCrash] and [Claims] run the algorithms in
-// internal/detsim and check SLE1/ALE1 against ground truth at every step.
+// [Decode]). internal/sim/stollersim runs the algorithms in the simulator
+// and checks SLE1/ALE1 against ground truth at every step, SLE2/ALE2′
+// with [BoundS] and [BoundA], and the message counts.
 //
 // # Choices
 //
@@ -35,14 +36,15 @@
 //     ldr := j; "send ⟨Ldr, t⟩ to acks" in ContinStage2, where t is
 //     unbound, sends elid.
 //   - The synchronous FD: Bully_FD's default FD is the [Oracle], fed by the
-//     elect.ProcessDown/ProcessUp observations of detsim's perfect failure
-//     detector (its delay is τ_FD). Those report only changes, so a node
-//     that starts after another crashed would never learn of it and wait
-//     in stage 1 for ever; for a node it has no news of, the Oracle probes
-//     with "Are you alive?" and reports it down after DefaultProbe. Bully_FD
-//     also runs, and is tested, with the three message-based FDs.
-//   - FIFO: §4 assumes FIFO links; detsim reorders, and a leader's first
-//     Norm? then overtook its Ldr and restarted the election for nothing.
+//     elect.ProcessDown/ProcessUp observations of the simulator's perfect
+//     failure detector (its delay is τ_FD). Those report only changes, so a
+//     node that starts after another crashed would never learn of it and
+//     wait in stage 1 for ever; for a node it has no news of, the Oracle
+//     probes with "Are you alive?" and reports it down after DefaultProbe.
+//     Bully_FD also runs, and is tested, with the three message-based FDs.
+//   - FIFO: §4 assumes FIFO links; the simulator reorders, and a leader's
+//     first Norm? then overtook its Ldr and restarted the election for
+//     nothing.
 //     Each message carries a per-link sequence number and the receiver
 //     restores the order, holding an early message up to Config.Hold (δ);
 //     see fifo.go. The FDs' timeouts allow for the hold.

@@ -40,7 +40,7 @@ type Envelope struct {
 }
 
 // FDConfig holds the timing of the message-based FDs. Zero fields take
-// the defaults below, chosen for detsim's default 1–5 ms delays.
+// the defaults below, chosen for the simulator's default 1–5 ms delays.
 type FDConfig struct {
 	// Period between probes (ping), I'm-alive messages, or token hops
 	// (ring: how long a node holds the token). Default 10 ms.
@@ -106,8 +106,9 @@ func (b *base) Drain() ([]edict.ProcessID, []Envelope) {
 
 // Oracle is the FD of a synchronous system (§2, "complete and accurate
 // failure detection is possible") built on the elect.ProcessDown and
-// elect.ProcessUp observations that detsim's perfect failure detector (or
-// the runtime's memberlist) delivers; its latency τ_FD is theirs. A
+// elect.ProcessUp observations that the simulator's perfect failure
+// detector (or the runtime's memberlist) delivers; its latency τ_FD is
+// theirs. A
 // ProcessUp may come late, so a message from an incarnation newer than
 // the one reported down also counts as the recovery (§2).
 //
@@ -130,7 +131,7 @@ type Oracle struct {
 
 // DefaultProbe is the Oracle's probe timeout: 2δ, plus Hold (the first
 // message of a link waits Hold in the FIFO layer, fifo.go), plus a margin,
-// for detsim's default δ = 5 ms.
+// for the simulator's default δ = 5 ms.
 const DefaultProbe = 20 * time.Millisecond
 
 // NewOracle returns the observation-driven FD with DefaultProbe; it is

@@ -7,9 +7,9 @@ import (
 )
 
 // fifo restores the FIFO links §4 assumes ("Communication is FIFO"):
-// detsim, like a datagram network, reorders messages, and without FIFO a
-// leader's first Norm? can overtake its Ldr, draw a NotNorm and restart
-// the election for nothing. Each message carries a per-link sequence
+// the simulator, like a datagram network, reorders messages, and without
+// FIFO a leader's first Norm? can overtake its Ldr, draw a NotNorm and
+// restart the election for nothing. Each message carries a per-link sequence
 // number (Message.Link, from 1 per incarnation); the receiver delivers in
 // order, holding a message that arrives early until the ones before it
 // arrive or Hold passes. A message missing after Hold is taken as lost

@@ -43,7 +43,7 @@ type Config struct {
 	Members []edict.ProcessID
 	// Incarnation is the paper's stable incarn, already incremented for
 	// this start ("On recovery: incarn := incarn + 1"): the runtime keeps
-	// it on stable storage, detsim passes its incarnation count.
+	// it on stable storage, the simulator passes its incarnation count.
 	Incarnation uint64
 	// Tau is τ, the period of the leader's Norm? messages (default
 	// DefaultTau).
@@ -54,7 +54,7 @@ type Config struct {
 	FD FDFactory
 	// Hold is how long a message that arrives out of order waits for
 	// those sent before it (fifo.go). It should be δ, the maximum
-	// message delay; default 5 ms, detsim's default.
+	// message delay; default 5 ms, the simulator's default.
 	Hold time.Duration
 }
 

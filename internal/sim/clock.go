@@ -99,13 +99,23 @@ func (c *clock) reboot(t int64, nanos float64) {
 	c.base, c.baseT = nanos, t
 }
 
-// realAt is the real time at which the clock reads nanos, at the current
-// rate (a later rate change moves it; the process re-arms its timer then).
-// A stopped clock reaches nothing before it resumes.
+// realAt is the first real time at which the clock reads at least nanos,
+// at the current rate (a later rate change moves it; the process re-arms
+// its timer then). A stopped clock reaches nothing before it resumes.
+//
+// It rounds up, and the loop makes sure of it against float rounding: a
+// timer must never fire at a reading a nanosecond short of its deadline,
+// or a state machine that checks "now ≥ deadline" does nothing and asks
+// for the same deadline again. Timers therefore need no slack of their
+// own (elect.Protocol's Tick is called at or after NextTick).
 func (c *clock) realAt(nanos int64) int64 {
 	if c.rate == 0 {
 		return max(c.resumeAt, c.baseT)
 	}
 	d := (float64(nanos) - c.base) / c.rate
-	return c.baseT + int64(math.Ceil(d))
+	t := c.baseT + int64(math.Ceil(d))
+	for c.nanos(t) < nanos {
+		t++
+	}
+	return t
 }

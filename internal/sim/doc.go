@@ -39,4 +39,13 @@
 // process believes it holds a lease. Porcupine checks the
 // clients' history at the end. TestMutations (-tags edictmutate) switches
 // the protocol's rules off one at a time to show these checks can fail.
+//
+// The protocol runs (ProtocolRun, protocols.go) run weak leader elections
+// — elect.Protocol instances, the papers' algorithms of elect/bully,
+// elect/stoller, elect/omega and elect/fetzer — on their own, on the same
+// world, clocks, timers and network: directed links that can be cut or
+// made slow, loss, a GST, and a perfect failure detector if asked. Each
+// paper's checks, scenarios and claims are in a package of its own
+// (bullysim, stollersim, omegasim, fetzersim), and their Claims make the
+// tables of docs/detectors.md (elect's TestPaperClaims).
 package sim

@@ -14,12 +14,61 @@ type network struct {
 	gst int64
 	// blocked[from][to] drops messages on that directed link.
 	blocked map[edict.ProcessID]map[edict.ProcessID]bool
-	sent    int
-	lost    int
+	// slow[from][to] is a real time before which nothing sent on that
+	// directed link is delivered: a slow link that loses nothing.
+	slow map[edict.ProcessID]map[edict.ProcessID]int64
+	sent int
+	lost int
 }
 
 func (n *network) isBlocked(from, to edict.ProcessID) bool {
 	return n.blocked[from][to]
+}
+
+// block drops every message on the directed link from → to until heal.
+func (n *network) block(from, to edict.ProcessID) {
+	if n.blocked == nil {
+		n.blocked = map[edict.ProcessID]map[edict.ProcessID]bool{}
+	}
+	if n.blocked[from] == nil {
+		n.blocked[from] = map[edict.ProcessID]bool{}
+	}
+	n.blocked[from][to] = true
+}
+
+// split replaces the cut links with a partition into groups: every link
+// between two groups is blocked both ways. A process in no group is
+// alone.
+func (n *network) split(all []edict.ProcessID, groups ...[]edict.ProcessID) {
+	side := map[edict.ProcessID]int{}
+	for _, id := range all {
+		side[id] = -int(id) // alone unless listed
+	}
+	for i, g := range groups {
+		for _, id := range g {
+			side[id] = i
+		}
+	}
+	n.blocked = nil
+	for _, a := range all {
+		for _, b := range all {
+			if side[a] != side[b] {
+				n.block(a, b)
+			}
+		}
+	}
+}
+
+// slowUntil delays every message sent on the directed link from → to
+// until real time until at least, unless GST comes first.
+func (n *network) slowUntil(from, to edict.ProcessID, until int64) {
+	if n.slow == nil {
+		n.slow = map[edict.ProcessID]map[edict.ProcessID]int64{}
+	}
+	if n.slow[from] == nil {
+		n.slow[from] = map[edict.ProcessID]int64{}
+	}
+	n.slow[from][to] = until
 }
 
 // partition splits the processes into the given side and the rest; oneWay
@@ -70,6 +119,9 @@ func (n *network) send(from, to edict.ProcessID, deliver func()) {
 			if long := d + n.w.between(time.Second, 5*time.Second); n.w.now+int64(long) < n.gst {
 				d = long
 			}
+		}
+		if until := n.slow[from][to]; n.w.now+int64(d) < until {
+			d = time.Duration(until - n.w.now)
 		}
 		n.w.after(d, deliver)
 	}

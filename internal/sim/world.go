@@ -8,7 +8,14 @@ import (
 
 // quantum is the spacing of events: all event times are multiples of it,
 // so that two readings of one clock at different events always differ.
-const quantum = int64(time.Microsecond)
+const quantum = int64(Resolution)
+
+// Resolution is the simulator's clock tick: every event happens at a
+// multiple of it, so a timer fires up to one Resolution after the instant
+// its deadline is reached, and a timeout "strictly after T" fires at
+// T+Resolution. A bound derived in the papers' continuous time gains one
+// Resolution per timer in its chain.
+const Resolution = time.Microsecond
 
 func quantize(t int64) int64 {
 	if r := t % quantum; r != 0 {
