@@ -24,8 +24,23 @@ var (
 	ErrShutdown = errors.New("log: node shut down")
 )
 
-// NotLeaderError is returned by writes and lease reads on a process that
-// does not lead; Leader is the leader it knows of, if any (§10.4).
+// NotLeaderError is the retryable refusal: the operation — a write, a
+// membership change, a lease read, a transfer — was refused before
+// anything was written, because this process does not lead a reign that
+// takes it now. Retrying it at Leader, or wherever leads next if Leader
+// is None, is safe. Err says why, for callers that need to tell:
+//
+//   - ErrNotLeader: Leader is the leader this process knows of (§10.4);
+//   - ErrNotReady: this process's reign has not started yet (Leader is
+//     this process: retry here shortly);
+//   - ErrTransferring: leadership is being handed over; Leader is the
+//     target;
+//   - ErrStopped: the epoch is ending (a membership change); the next
+//     epoch's leader is not known yet, and Leader is None.
+//
+// So one check, errors.As(err, new(*NotLeaderError)), finds every error
+// worth retrying elsewhere, and errors.Is(err, ErrTransferring) still tells
+// the cases apart.
 type NotLeaderError struct {
 	Leader edict.ProcessID
 	Err    error
@@ -39,6 +54,24 @@ func (e *NotLeaderError) Error() string {
 }
 
 func (e *NotLeaderError) Unwrap() error { return e.Err }
+
+// notLeader turns the Core's refusals into a *NotLeaderError naming where
+// to retry; other errors are returned as they are.
+func notLeader(c *Core, err error) error {
+	switch {
+	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNotReady):
+		return &NotLeaderError{Leader: c.leaderHint, Err: err}
+	case errors.Is(err, ErrTransferring):
+		target := c.leaderHint
+		if c.lead != nil && c.lead.transfer != edict.None {
+			target = c.lead.transfer
+		}
+		return &NotLeaderError{Leader: target, Err: err}
+	case errors.Is(err, ErrStopped):
+		return &NotLeaderError{Leader: edict.None, Err: err}
+	}
+	return err
+}
 
 // Node is the replicated log's runtime: it runs a Driver with a real
 // clock, storage, transport and state machine. One goroutine, the loop,

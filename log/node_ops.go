@@ -119,10 +119,15 @@ type Edict struct {
 }
 
 // TransferLeadership hands leadership to target and returns once target
-// leads, or ctx ends.
+// leads, or ctx ends. A process that does not lead refuses with a
+// *NotLeaderError.
 func (n *Node) TransferLeadership(ctx context.Context, target edict.ProcessID) error {
 	var err error
-	if derr := n.do(ctx, func() { err = n.core.TransferLeadership(n.d.Now(), target) }); derr != nil {
+	if derr := n.do(ctx, func() {
+		if err = n.core.TransferLeadership(n.d.Now(), target); err != nil {
+			err = notLeader(n.core, err)
+		}
+	}); derr != nil {
 		return derr
 	}
 	if err != nil {
