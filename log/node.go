@@ -92,11 +92,16 @@ type Node struct {
 	// fatal stops the loop with an error from another goroutine (stopWith).
 	fatal chan error
 
-	leading bool
-
 	applier *applier
 
-	leaderCh chan LeaderChange
+	// pending are the events of the loop's current step, sent to the
+	// observers once its status is published (announce). Loop only.
+	pending []Event
+	// observers are Observe's subscribers; obsStopped, once set, is the
+	// Stopped event, and nothing is sent after it.
+	obsMu      sync.RWMutex
+	observers  map[*Observer]struct{}
+	obsStopped *Event
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -105,13 +110,6 @@ type Node struct {
 
 	statusMu sync.Mutex
 	status   Status
-}
-
-// LeaderChange is sent on LeaderChanges when the known leader changes.
-type LeaderChange struct {
-	Leader   edict.ProcessID
-	IsLeader bool
-	Epoch    uint64
 }
 
 // Start opens a Node: it bumps the incarnation, restores the newest
@@ -163,7 +161,7 @@ func Start(cfg Config) (*Node, error) {
 		cfg: cfg, clock: clock, log: cfg.Logger.With("node", uint64(cfg.ID)), core: core,
 		proposals: make(chan *proposal, cfg.MaxBatch), reads: make(chan *readRequest, 1024),
 		ops: make(chan func(), 64), applyDone: make(chan applied, 64), fatal: make(chan error, 1),
-		leaderCh: make(chan LeaderChange, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		observers: map[*Observer]struct{}{}, stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	n.d = NewDriver(core, clock, nodeEnv{n}, snapIdx)
 	n.applier = newApplier(n, snapIdx)
@@ -176,27 +174,16 @@ func Start(cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// LeaderChanges returns a channel that receives the newest leadership
-// change. It never blocks the Node: an unread change is replaced.
-func (n *Node) LeaderChanges() <-chan LeaderChange { return n.leaderCh }
-
-func (n *Node) notifyLeader(lc LeaderChange) {
-	for {
-		select {
-		case n.leaderCh <- lc:
-			return
-		default:
-		}
-		select {
-		case <-n.leaderCh:
-		default:
-		}
-	}
-}
-
 // run is the loop goroutine: the only one that touches the Core.
 func (n *Node) run() {
 	defer close(n.done)
+	defer func() {
+		reason := "shut down"
+		if n.failErr != nil && !errors.Is(n.failErr, ErrShutdown) {
+			reason = n.failErr.Error()
+		}
+		n.stopObservers(reason)
+	}()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	recv := n.cfg.Transport.Receive()
@@ -292,15 +279,12 @@ var nonBlocking = func() context.Context {
 	return ctx
 }()
 
+// onEvent acts on an event of the Core's and keeps it for the observers,
+// who are sent it once the step's status is published (announce).
 func (n *Node) onEvent(ev Event) {
 	switch ev.Kind {
-	case BecameLeader:
 	case SteppedDown:
 		n.log.Warn("stepped down", "reason", ev.Reason, "epoch", ev.Epoch)
-		n.leading = false
-		n.notifyLeader(LeaderChange{Leader: edict.None, Epoch: ev.Epoch})
-	case LeaderChanged:
-		n.notifyLeader(LeaderChange{Leader: ev.Leader, Epoch: ev.Epoch})
 	case ConfigChanged:
 		if ev.Membership != nil {
 			for id, addr := range ev.Membership.Addrs {
@@ -315,21 +299,18 @@ func (n *Node) onEvent(ev Event) {
 	case EpochChanged:
 		n.log.Info("epoch changed", "epoch", ev.Epoch)
 	}
-	if !n.leading && n.core.CanServeLease(n.d.Now()) {
-		n.leading = true
-		n.notifyLeader(LeaderChange{Leader: n.cfg.ID, IsLeader: true, Epoch: n.core.el.ActiveEpoch()})
-	}
+	n.pending = append(n.pending, ev)
 }
 
+// publishStatus publishes the Core's status, then announces to the
+// observers what changed in the step that led to it.
 func (n *Node) publishStatus() {
 	s := n.core.Status(n.d.Now())
 	n.statusMu.Lock()
+	old := n.status
 	n.status = s
 	n.statusMu.Unlock()
-	if !n.leading && s.IsLeader {
-		n.leading = true
-		n.notifyLeader(LeaderChange{Leader: n.cfg.ID, IsLeader: true, Epoch: s.Epoch})
-	}
+	n.announce(old, s)
 }
 
 // stopWith stops the Node with err, from any goroutine: for failures after
