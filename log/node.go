@@ -80,6 +80,7 @@ func notLeader(c *Core, err error) error {
 type Node struct {
 	cfg   Config
 	clock edict.Clock
+	inc   uint64
 	log   *slog.Logger
 
 	d    *Driver // owned by the loop goroutine
@@ -132,7 +133,15 @@ func Start(cfg Config) (*Node, error) {
 		}
 		clock = sc
 	}
+	if cfg.WrapClock != nil {
+		clock = cfg.WrapClock(clock)
+	}
 	det := cfg.Detector
+	if cfg.NewDetector != nil {
+		if det, err = cfg.NewDetector(inc, clock); err != nil {
+			return nil, fmt.Errorf("log: Config.NewDetector: %w", err)
+		}
+	}
 	if det == nil {
 		// Without gossip, the detector learns of deaths from lapsed leases
 		// and from silence (elect.LowestLive).
@@ -158,7 +167,7 @@ func Start(cfg Config) (*Node, error) {
 		}
 	}
 	n := &Node{
-		cfg: cfg, clock: clock, log: cfg.Logger.With("node", uint64(cfg.ID)), core: core,
+		cfg: cfg, clock: clock, inc: inc, log: cfg.Logger.With("node", uint64(cfg.ID)), core: core,
 		proposals: make(chan *proposal, cfg.MaxBatch), reads: make(chan *readRequest, 1024),
 		ops: make(chan func(), 64), applyDone: make(chan applied, 64), fatal: make(chan error, 1),
 		observers: map[*Observer]struct{}{}, stop: make(chan struct{}), done: make(chan struct{}),
@@ -173,6 +182,15 @@ func Start(cfg Config) (*Node, error) {
 	go n.run()
 	return n, nil
 }
+
+// Clock is the clock the Node reads: Config.Clock, or the SystemClock it
+// built for this incarnation, as Config.WrapClock wrapped it. Its readings
+// compare with the Node's own, such as Status().LeaseExpiry.
+func (n *Node) Clock() edict.Clock { return n.clock }
+
+// Incarnation is this life's incarnation, bumped durably by Start: above
+// every earlier life's of this process.
+func (n *Node) Incarnation() uint64 { return n.inc }
 
 // run is the loop goroutine: the only one that touches the Core.
 func (n *Node) run() {
