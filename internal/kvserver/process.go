@@ -336,31 +336,28 @@ func storedEpoch(s *storage.BoltStore) (uint64, []edict.ProcessID, error) {
 	return newest.Epoch, slices.Clone(newest.Members), nil
 }
 
-// epochPoll is how often watchEpoch samples the Node's epoch: an epoch
-// change is rare, and until the detector hears of it the new epoch's
-// members merely do not count each other eligible for weak leader (a
-// delay to an election, never a safety matter).
-const epochPoll = 100 * time.Millisecond
-
 // watchEpoch keeps the gossip detector's epoch and members those of the
-// Node's active epoch. The Node tells its detector of member changes only
-// through a SetMembers method, which gossip.Detector does not have (its
-// SetEpoch takes the epoch too, which gossip advertises), so the Node's
-// Status is polled instead.
+// Node's active epoch. The log tells its detector of a new epoch itself
+// (log's onEpochTerminated calls SetEpoch); this corrects, at once, the
+// guess startGossip made from the store, and follows every later change
+// of epoch or configuration the Node announces (log.Node.Observe), reading
+// Status at each: with a channel of one, none is missed.
 func (p *Process) watchEpoch() {
 	p.stopWatch = make(chan struct{})
+	events := make(chan log.Event, 1)
+	obs := p.Node.Observe(events, func(ev log.Event) bool {
+		return ev.Kind == log.EpochChanged || ev.Kind == log.ConfigChanged
+	})
 	st := p.Node.Status()
 	epoch, members := st.Epoch, st.Members
-	// Correct the store's guess at once, before the first tick.
 	p.gossip.SetEpoch(epoch, members)
 	p.watching.Add(1)
 	go func() {
 		defer p.watching.Done()
-		t := time.NewTicker(epochPoll)
-		defer t.Stop()
+		defer obs.Cancel()
 		for {
 			select {
-			case <-t.C:
+			case <-events:
 			case <-p.stopWatch:
 				return
 			}

@@ -98,9 +98,9 @@ type Server struct {
 	// leader instead.
 	gate        sync.RWMutex
 	handingOver atomic.Bool
-	stop        chan struct{}
-	stopOnce    sync.Once
-	wg          sync.WaitGroup
+	// stop is closed by Close.
+	stop      chan struct{}
+	closeOnce sync.Once
 }
 
 // New returns a Server for cfg. Call Close when done with it.
@@ -136,8 +136,6 @@ func New(cfg Config) (*Server, error) {
 	s.metrics = m
 	s.router = route.New(cfg.Node, cfg.LeaderWait)
 	s.routes()
-	s.wg.Add(1)
-	go s.watch()
 	return s, nil
 }
 
@@ -196,14 +194,14 @@ func (s *Server) HandOver(ctx context.Context) (edict.ProcessID, error) {
 	return target, nil
 }
 
-// Close stops the Server's background work. It does not stop the Node.
-// Close the etcd API, which shares the router, first.
+// Close ends the Server's subscriptions to the Node's events. It does not
+// stop the Node. Close the etcd API, which shares the router, first.
 func (s *Server) Close() {
-	s.stopOnce.Do(func() {
+	s.closeOnce.Do(func() {
 		s.router.Close()
+		s.metrics.close()
 		close(s.stop)
 	})
-	s.wg.Wait()
 }
 
 func (s *Server) routes() {
@@ -248,22 +246,6 @@ func (s *Server) handle(method, path string, h http.HandlerFunc) {
 		w.Header().Set("Allow", allow)
 		writeError(w, errorf(http.StatusMethodNotAllowed, CodeMethod, fmt.Sprintf("method %s not allowed on %s", r.Method, path)))
 	})
-}
-
-// watch samples the Node's status for the metrics that count events
-// (reigns started), which a scrape-time read would miss.
-func (s *Server) watch() {
-	defer s.wg.Done()
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			s.metrics.observe(s.cfg.Node.Status())
-		}
-	}
 }
 
 // httpAddr returns the HTTP address of process id, or "" if unknown. The
