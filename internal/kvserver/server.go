@@ -54,9 +54,6 @@ type Config struct {
 	HTTPAddrs map[edict.ProcessID]string
 	// GRPCAddrs are the gRPC addresses known at start, if any.
 	GRPCAddrs map[edict.ProcessID]string
-	// Clock is the Node's clock, read to report the lease's remaining time.
-	// Optional: without it the remaining time is not reported.
-	Clock edict.Clock
 	// Store, if set, is the Node's store; its fsync statistics are exported.
 	Store  storage.Store
 	Limits Limits
