@@ -48,7 +48,7 @@ type Observer struct {
 // only the events that find its reader waiting. filter runs on the Node's
 // goroutine while the event is sent: it must be quick, and must not call
 // the Node (Status excepted) nor Observe nor Cancel. A Membership an event
-// carries is the observer's own copy.
+// carries, to the filter and on the channel, is the observer's own copy.
 func (n *Node) Observe(ch chan<- Event, filter func(Event) bool) *Observer {
 	if ch == nil {
 		panic("log: Observe with a nil channel")
@@ -82,11 +82,11 @@ func (o *Observer) Dropped() uint64 { return o.dropped.Load() }
 // offer sends ev if the filter takes it and the channel has room; the
 // observers' lock is held.
 func (o *Observer) offer(ev Event) {
+	if ev.Membership != nil {
+		ev.Membership = cloneMembership(ev.Membership) // rare: configuration changes
+	}
 	if o.filter != nil && !o.filter(ev) {
 		return
-	}
-	if ev.Membership != nil {
-		ev.Membership = cloneMembership(ev.Membership)
 	}
 	select {
 	case o.ch <- ev:
