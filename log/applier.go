@@ -46,6 +46,9 @@ type restoreJob struct {
 type applied struct {
 	index   uint64
 	results []ApplyResult
+	// restored: the state machine was restored from an installed
+	// snapshot up to index.
+	restored bool
 }
 
 func newApplier(n *Node, index uint64) *applier {
@@ -239,6 +242,6 @@ func (a *applier) restore(j *restoreJob) {
 	}
 	j.after(err)
 	if err == nil {
-		a.report(applied{index: j.index})
+		a.report(applied{index: j.index, restored: true})
 	}
 }

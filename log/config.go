@@ -46,8 +46,20 @@ type Config struct {
 	// Clock is C_p. Default: edict.SystemClock (CLOCK_MONOTONIC_RAW,
 	// suspend-aware) for the incarnation the Node bumps in Store.
 	Clock edict.Clock
+	// WrapClock, if set, is given the clock (Clock, or the default built
+	// for the new incarnation) before the Node first reads it, and the
+	// Node reads what it returns: a fault-injecting view of time for
+	// whole-system tests. Node.Clock reports the wrapped clock.
+	WrapClock func(edict.Clock) edict.Clock
 	// Detector is the weak leader election; default elect.LowestLive.
 	Detector elect.Detector
+	// NewDetector, if set, builds the weak leader election instead of
+	// Detector, once Start has bumped the incarnation durably and built
+	// the clock: for an election that reads the Node's clock, or whose
+	// identifiers must not repeat across restarts. It is given the new
+	// incarnation and the clock the Node reads. If Start fails after
+	// calling it, closing what it built is the caller's.
+	NewDetector func(incarnation uint64, clock edict.Clock) (elect.Detector, error)
 
 	// Rho is ρ, the drift bound every clock of the cluster must meet
 	// (default 1e-3; see elect.Config.Rho for what it assumes).
@@ -90,6 +102,8 @@ func (c *Config) validate() error {
 		return errors.New("log: Config.RoundTrip, RenewInterval and MaxLease must not be negative")
 	case c.MaxBatch < 0:
 		return errors.New("log: Config.MaxBatch must not be negative")
+	case c.Detector != nil && c.NewDetector != nil:
+		return errors.New("log: set Config.Detector or Config.NewDetector, not both")
 	}
 	others := 0
 	for id := range c.Peers {

@@ -139,7 +139,8 @@ func (d *Driver) Tick() { d.core.Tick(d.Now()) }
 
 // Propose appends a command of the given kind; done is called once with
 // its outcome (see Driver). A process that does not lead a ready reign
-// answers at once with a *NotLeaderError.
+// answers at once with a *NotLeaderError, as does one whose reign takes
+// no writes now (a transfer, an ending epoch).
 func (d *Driver) Propose(kind storage.EntryKind, data []byte, done func(ApplyResult, error)) {
 	d.ProposeWith(func(now edict.Time) (storage.Entry, error) { return d.core.Propose(now, kind, data) }, done)
 }
@@ -155,10 +156,7 @@ func (d *Driver) ProposeWith(appendEntry func(now edict.Time) (storage.Entry, er
 	}
 	e, err := appendEntry(d.Now())
 	if err != nil {
-		if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNotReady) {
-			err = &NotLeaderError{Leader: d.core.leaderHint, Err: err}
-		}
-		w.finish(ApplyResult{}, err)
+		w.finish(ApplyResult{}, notLeader(d.core, err))
 		return
 	}
 	w.entry = e

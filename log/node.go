@@ -24,8 +24,23 @@ var (
 	ErrShutdown = errors.New("log: node shut down")
 )
 
-// NotLeaderError is returned by writes and lease reads on a process that
-// does not lead; Leader is the leader it knows of, if any (§10.4).
+// NotLeaderError is the retryable refusal: the operation — a write, a
+// membership change, a lease read, a transfer — was refused before
+// anything was written, because this process does not lead a reign that
+// takes it now. Retrying it at Leader, or wherever leads next if Leader
+// is None, is safe. Err says why, for callers that need to tell:
+//
+//   - ErrNotLeader: Leader is the leader this process knows of (§10.4);
+//   - ErrNotReady: this process's reign has not started yet (Leader is
+//     this process: retry here shortly);
+//   - ErrTransferring: leadership is being handed over; Leader is the
+//     target;
+//   - ErrStopped: the epoch is ending (a membership change); the next
+//     epoch's leader is not known yet, and Leader is None.
+//
+// So one check, errors.As(err, new(*NotLeaderError)), finds every error
+// worth retrying elsewhere, and errors.Is(err, ErrTransferring) still tells
+// the cases apart.
 type NotLeaderError struct {
 	Leader edict.ProcessID
 	Err    error
@@ -40,6 +55,24 @@ func (e *NotLeaderError) Error() string {
 
 func (e *NotLeaderError) Unwrap() error { return e.Err }
 
+// notLeader turns the Core's refusals into a *NotLeaderError naming where
+// to retry; other errors are returned as they are.
+func notLeader(c *Core, err error) error {
+	switch {
+	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNotReady):
+		return &NotLeaderError{Leader: c.leaderHint, Err: err}
+	case errors.Is(err, ErrTransferring):
+		target := c.leaderHint
+		if c.lead != nil && c.lead.transfer != edict.None {
+			target = c.lead.transfer
+		}
+		return &NotLeaderError{Leader: target, Err: err}
+	case errors.Is(err, ErrStopped):
+		return &NotLeaderError{Leader: edict.None, Err: err}
+	}
+	return err
+}
+
 // Node is the replicated log's runtime: it runs a Driver with a real
 // clock, storage, transport and state machine. One goroutine, the loop,
 // owns the Driver and its Core; another applies committed entries to the
@@ -47,6 +80,7 @@ func (e *NotLeaderError) Unwrap() error { return e.Err }
 type Node struct {
 	cfg   Config
 	clock edict.Clock
+	inc   uint64
 	log   *slog.Logger
 
 	d    *Driver // owned by the loop goroutine
@@ -59,11 +93,16 @@ type Node struct {
 	// fatal stops the loop with an error from another goroutine (stopWith).
 	fatal chan error
 
-	leading bool
-
 	applier *applier
 
-	leaderCh chan LeaderChange
+	// pending are the events of the loop's current step, sent to the
+	// observers once its status is published (announce). Loop only.
+	pending []Event
+	// observers are Observe's subscribers; obsStopped, once set, is the
+	// Stopped event, and nothing is sent after it.
+	obsMu      sync.RWMutex
+	observers  map[*Observer]struct{}
+	obsStopped *Event
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -72,13 +111,6 @@ type Node struct {
 
 	statusMu sync.Mutex
 	status   Status
-}
-
-// LeaderChange is sent on LeaderChanges when the known leader changes.
-type LeaderChange struct {
-	Leader   edict.ProcessID
-	IsLeader bool
-	Epoch    uint64
 }
 
 // Start opens a Node: it bumps the incarnation, restores the newest
@@ -101,7 +133,15 @@ func Start(cfg Config) (*Node, error) {
 		}
 		clock = sc
 	}
+	if cfg.WrapClock != nil {
+		clock = cfg.WrapClock(clock)
+	}
 	det := cfg.Detector
+	if cfg.NewDetector != nil {
+		if det, err = cfg.NewDetector(inc, clock); err != nil {
+			return nil, fmt.Errorf("log: Config.NewDetector: %w", err)
+		}
+	}
 	if det == nil {
 		// Without gossip, the detector learns of deaths from lapsed leases
 		// and from silence (elect.LowestLive).
@@ -127,10 +167,10 @@ func Start(cfg Config) (*Node, error) {
 		}
 	}
 	n := &Node{
-		cfg: cfg, clock: clock, log: cfg.Logger.With("node", uint64(cfg.ID)), core: core,
+		cfg: cfg, clock: clock, inc: inc, log: cfg.Logger.With("node", uint64(cfg.ID)), core: core,
 		proposals: make(chan *proposal, cfg.MaxBatch), reads: make(chan *readRequest, 1024),
 		ops: make(chan func(), 64), applyDone: make(chan applied, 64), fatal: make(chan error, 1),
-		leaderCh: make(chan LeaderChange, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		observers: map[*Observer]struct{}{}, stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	n.d = NewDriver(core, clock, nodeEnv{n}, snapIdx)
 	n.applier = newApplier(n, snapIdx)
@@ -143,27 +183,25 @@ func Start(cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// LeaderChanges returns a channel that receives the newest leadership
-// change. It never blocks the Node: an unread change is replaced.
-func (n *Node) LeaderChanges() <-chan LeaderChange { return n.leaderCh }
+// Clock is the clock the Node reads: Config.Clock, or the SystemClock it
+// built for this incarnation, as Config.WrapClock wrapped it. Its readings
+// compare with the Node's own, such as Status().LeaseExpiry.
+func (n *Node) Clock() edict.Clock { return n.clock }
 
-func (n *Node) notifyLeader(lc LeaderChange) {
-	for {
-		select {
-		case n.leaderCh <- lc:
-			return
-		default:
-		}
-		select {
-		case <-n.leaderCh:
-		default:
-		}
-	}
-}
+// Incarnation is this life's incarnation, bumped durably by Start: above
+// every earlier life's of this process.
+func (n *Node) Incarnation() uint64 { return n.inc }
 
 // run is the loop goroutine: the only one that touches the Core.
 func (n *Node) run() {
 	defer close(n.done)
+	defer func() {
+		reason := "shut down"
+		if n.failErr != nil && !errors.Is(n.failErr, ErrShutdown) {
+			reason = n.failErr.Error()
+		}
+		n.stopObservers(reason)
+	}()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	recv := n.cfg.Transport.Receive()
@@ -259,16 +297,14 @@ var nonBlocking = func() context.Context {
 	return ctx
 }()
 
+// onEvent acts on an event of the Core's and keeps it for the observers,
+// who are sent it once the step's status is published (announce).
 func (n *Node) onEvent(ev Event) {
 	switch ev.Kind {
 	case BecameLeader:
 		n.log.Info("became leader", "epoch", ev.Epoch, "reign", ev.Reign.String())
 	case SteppedDown:
 		n.log.Warn("stepped down", "reason", ev.Reason, "epoch", ev.Epoch)
-		n.leading = false
-		n.notifyLeader(LeaderChange{Leader: edict.None, Epoch: ev.Epoch})
-	case LeaderChanged:
-		n.notifyLeader(LeaderChange{Leader: ev.Leader, Epoch: ev.Epoch})
 	case ConfigChanged:
 		if ev.Membership != nil {
 			n.log.Info("configuration", "epoch", ev.Epoch, "members", ev.Membership.Config.Members, "learners", ev.Membership.Config.Learners)
@@ -284,21 +320,18 @@ func (n *Node) onEvent(ev Event) {
 	case EpochChanged:
 		n.log.Info("epoch changed", "epoch", ev.Epoch)
 	}
-	if !n.leading && n.core.CanServeLease(n.d.Now()) {
-		n.leading = true
-		n.notifyLeader(LeaderChange{Leader: n.cfg.ID, IsLeader: true, Epoch: n.core.el.ActiveEpoch()})
-	}
+	n.pending = append(n.pending, ev)
 }
 
+// publishStatus publishes the Core's status, then announces to the
+// observers what changed in the step that led to it.
 func (n *Node) publishStatus() {
 	s := n.core.Status(n.d.Now())
 	n.statusMu.Lock()
+	old := n.status
 	n.status = s
 	n.statusMu.Unlock()
-	if !n.leading && s.IsLeader {
-		n.leading = true
-		n.notifyLeader(LeaderChange{Leader: n.cfg.ID, IsLeader: true, Epoch: s.Epoch})
-	}
+	n.announce(old, s)
 }
 
 // stopWith stops the Node with err, from any goroutine: for failures after

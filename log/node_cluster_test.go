@@ -225,8 +225,7 @@ func eventually(t testing.TB, within time.Duration, cond func() error) {
 // an unknown outcome (the writes these tests retry are idempotent).
 func retriable(err error) bool {
 	var nl *log.NotLeaderError
-	return errors.As(err, &nl) || errors.Is(err, log.ErrTransferring) || errors.Is(err, log.ErrStopped) ||
-		errors.Is(err, log.ErrOutcomeUnknown) || errors.Is(err, context.DeadlineExceeded)
+	return errors.As(err, &nl) || errors.Is(err, log.ErrOutcomeUnknown) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // apply commits cmd through whichever node leads, retrying while

@@ -107,7 +107,7 @@ func (n *Node) Issue(ctx context.Context, payload []byte) (Edict, error) {
 		return Edict{}, derr
 	}
 	if err != nil {
-		return Edict{}, &NotLeaderError{Leader: n.Status().Leader, Err: err}
+		return Edict{}, &NotLeaderError{Leader: n.Status().Leader, Err: err} // the lease lapsed, or no ready reign
 	}
 	return Edict{Stamp: st, Payload: payload}, nil
 }
@@ -118,22 +118,38 @@ type Edict struct {
 	Payload []byte
 }
 
-// TransferLeadership hands leadership to target and returns once target
-// leads, or ctx ends.
+// TransferLeadership hands leadership to target and returns once this
+// process knows target leads, or ctx ends. A process that does not lead
+// refuses with a *NotLeaderError.
 func (n *Node) TransferLeadership(ctx context.Context, target edict.ProcessID) error {
+	// Subscribed before the transfer starts, so that no change is missed;
+	// the events are wake-ups to look at Status (see Observer).
+	wake := make(chan Event, 1)
+	obs := n.Observe(wake, func(ev Event) bool {
+		switch ev.Kind {
+		case BecameLeader, SteppedDown, LeaderChanged, Stopped:
+			return true
+		}
+		return false
+	})
+	defer obs.Cancel()
 	var err error
-	if derr := n.do(ctx, func() { err = n.core.TransferLeadership(n.d.Now(), target) }); derr != nil {
+	if derr := n.do(ctx, func() {
+		if err = n.core.TransferLeadership(n.d.Now(), target); err != nil {
+			err = notLeader(n.core, err)
+		}
+	}); derr != nil {
 		return derr
 	}
 	if err != nil {
 		return err
 	}
 	for {
+		if n.Status().Leader == target {
+			return nil
+		}
 		select {
-		case lc := <-n.leaderCh:
-			if lc.Leader == target {
-				return nil
-			}
+		case <-wake:
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-n.done:
@@ -192,4 +208,7 @@ func (n *Node) Snapshot(ctx context.Context) error {
 // the writes and reads waiting for it.
 func (n *Node) onApplied(a applied) {
 	n.d.Applied(a.index, a.results)
+	if a.restored {
+		n.pending = append(n.pending, Event{Kind: SnapshotInstalled, Index: a.index})
+	}
 }

@@ -12,9 +12,11 @@ import (
 )
 
 // compactAfterSnapshot drops the log behind a durable snapshot, keeping
-// TrailingEntries, in memory (on the loop) and then in the store.
+// TrailingEntries, in memory (on the loop) and then in the store, and
+// tells the observers of the snapshot.
 func (n *Node) compactAfterSnapshot(index uint64) {
 	_ = n.do(context.Background(), func() {
+		n.pending = append(n.pending, Event{Kind: SnapshotTaken, Index: index})
 		upTo, err := n.core.Compact(n.d.Now(), index, n.cfg.TrailingEntries)
 		if err != nil || upTo == 0 {
 			return

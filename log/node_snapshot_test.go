@@ -81,13 +81,29 @@ func TestNodeSnapshotCatchUp(t *testing.T) {
 	})
 
 	lagger = c.restart(lagger.id)
+	// Its observer hears of the install.
+	events := make(chan log.Event, 1)
+	obs := lagger.Observe(events, func(ev log.Event) bool { return ev.Kind == log.SnapshotInstalled })
+	defer obs.Cancel()
 	// It restarts from its own log (unless, on a slow machine, the
 	// snapshot came in already).
+	early := false
 	if s := lagger.Status(); s.LastIndex != behind {
 		require.GreaterOrEqual(t, s.FirstIndex, snap.Index, "the lagger restarted from its own log ending at %d", behind)
+		early = true
 	}
 	idx := c.barrier()
 	waitApplied(t, idx, lagger)
+	if early {
+		t.Log("the snapshot was installed before the observer subscribed")
+	} else {
+		select {
+		case ev := <-events:
+			require.Equal(t, snap.Index, ev.Index, "SnapshotInstalled names the snapshot's index")
+		case <-time.After(10 * time.Second):
+			t.Fatal("no SnapshotInstalled event")
+		}
+	}
 	installed, err := lagger.snaps.List()
 	require.NoError(t, err)
 	require.NotEmpty(t, installed, "the lagger stored the snapshot it installed")

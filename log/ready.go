@@ -74,7 +74,9 @@ type ReadState struct {
 	Err    error
 }
 
-// EventKind names what changed.
+// EventKind names what changed. The Core emits the first five in
+// Ready.Events; the Node adds the rest, and delivers them all to its
+// observers (Node.Observe).
 type EventKind uint8
 
 const (
@@ -84,12 +86,29 @@ const (
 	// SteppedDown: this process no longer leads. Proposals it accepted and
 	// did not see committed have an unknown outcome.
 	SteppedDown
-	// LeaderChanged: this process learned of a different leader.
+	// LeaderChanged: this process learned of a different leader. A Node
+	// also reports it when Status's Leader or IsLeader changed without
+	// one of the Core's leader events (its lease lapsed before a tick
+	// noticed; it began a reign).
 	LeaderChanged
 	// EpochChanged: the process moved to a new epoch (membership changed).
 	EpochChanged
 	// ConfigChanged: learners changed within the epoch.
 	ConfigChanged
+
+	// SnapshotTaken (Node only): a snapshot of this process's state
+	// machine up to Index is durable; the log behind it, but for
+	// Config.TrailingEntries, is let go.
+	SnapshotTaken
+	// SnapshotInstalled (Node only): a snapshot up to Index, streamed from
+	// the leader, replaced the state machine.
+	SnapshotInstalled
+	// Applied (Node only): the state machine has applied every entry up
+	// to Index. Reported once per step of the Node, not per entry.
+	Applied
+	// Stopped (Node only): the Node stopped; Reason says why. It is the
+	// last event an observer is sent.
+	Stopped
 )
 
 func (k EventKind) String() string {
@@ -104,17 +123,29 @@ func (k EventKind) String() string {
 		return "epoch-changed"
 	case ConfigChanged:
 		return "config-changed"
+	case SnapshotTaken:
+		return "snapshot-taken"
+	case SnapshotInstalled:
+		return "snapshot-installed"
+	case Applied:
+		return "applied"
+	case Stopped:
+		return "stopped"
 	}
 	return "unknown"
 }
 
-// Event reports a change of role or membership.
+// Event reports a change of role, membership, snapshots or the applied
+// index.
 type Event struct {
 	Kind   EventKind
 	Leader edict.ProcessID
 	Epoch  uint64
 	Reign  edict.Stamp
-	// Reason says why a SteppedDown happened.
+	// Index is the log index a SnapshotTaken, SnapshotInstalled or
+	// Applied event names.
+	Index uint64
+	// Reason says why a SteppedDown or a Stopped happened.
 	Reason string
 	// Membership is the configuration a ConfigChanged event makes known,
 	// with the addresses of the processes it adds.

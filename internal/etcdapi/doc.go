@@ -31,7 +31,9 @@
 //     naming the call.
 //
 // A request that needs the leader and reaches another process is forwarded
-// to the leader's gRPC address, one hop at most. Errors are etcd's where
+// to the leader's gRPC address, one hop at most; internal/route decides,
+// for this API and edictkv's HTTP API alike, waiting on the Node's events
+// while no leader is known. Errors are etcd's where
 // etcd has one, so clientv3's error values match: "no leader" when none is
 // known within LeaderWait (nothing was written); "request timed out" when
 // a write's outcome is unknown (it may still commit); "duplicate key",

@@ -55,7 +55,7 @@ func (k *kvService) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRes
 		out, err := read(ctx, log.ReadStale)
 		return out, k.s.statusOf("Range", err)
 	}
-	return route(k.s, ctx, "Range", false,
+	return atLeader(k.s, ctx, "Range", false,
 		func(ctx context.Context) (*pb.RangeResponse, error) { return read(ctx, log.ReadLease) },
 		func(ctx context.Context, c pb.KVClient) (*pb.RangeResponse, error) { return c.Range(ctx, r) })
 }
@@ -120,7 +120,7 @@ func write[T any](s *Server, ctx context.Context, method string, cmd fsm.Command
 	if err != nil {
 		return zero, s.statusOf(method, err)
 	}
-	return route(s, ctx, method, true, func(ctx context.Context) (T, error) {
+	return atLeader(s, ctx, method, true, func(ctx context.Context) (T, error) {
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
 		defer cancel()
 		res, err := s.cfg.Node.Apply(ctx, data)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/internal/route"
 	"github.com/edictlog/edictlog/log"
 )
 
@@ -32,9 +32,6 @@ const (
 	forwardedBy  = "edictkv-forwarded-by"
 	notLeaderMsg = "edictkv: forwarded to a process that does not lead"
 )
-
-// routePoll is how often a request waiting for a leader looks again.
-const routePoll = 10 * time.Millisecond
 
 type peerConn struct {
 	addr string
@@ -71,76 +68,85 @@ func forwarded(ctx context.Context) bool {
 	return ok && len(md.Get(forwardedBy)) > 0
 }
 
-// route runs a request that needs the leader: here with local if this
-// process leads, else at the leader with forward. While no leader is known
-// or reachable it waits, up to LeaderWait, then answers etcd's "no
-// leader". write says the request changes state: a write whose forwarding
-// broke after it was sent may have been applied, and is answered etcd's
-// "request timed out" — its outcome is unknown — never retried.
-func route[T any](s *Server, ctx context.Context, method string, write bool,
+// atLeader runs a request that needs the leader through the router
+// (internal/route): here with local if this process leads, else at the
+// leader with forward. While no leader is known or reachable it waits, up
+// to LeaderWait, then answers etcd's "no leader". write says the request
+// changes state: a write whose forwarding broke after it was sent may have
+// been applied, and is answered etcd's "request timed out" — its outcome
+// is unknown — never retried.
+func atLeader[T any](s *Server, ctx context.Context, method string, write bool,
 	local func(context.Context) (T, error), forward func(context.Context, pb.KVClient) (T, error)) (T, error) {
-	var zero T
-	wait, cancel := context.WithTimeout(ctx, s.cfg.LeaderWait)
-	defer cancel()
-	for {
-		st := s.cfg.Node.Status()
-		switch {
-		case st.IsLeader:
-			out, err := local(ctx)
+	var out, zero T
+	err := s.router.Do(ctx, forwarded(ctx),
+		func(ctx context.Context) error {
+			o, err := local(ctx)
 			var nle *log.NotLeaderError
-			// A transfer or an ending epoch refuses a write before
-			// appending it: look for the leader again.
-			if !errors.As(err, &nle) && !errors.Is(err, log.ErrTransferring) && !errors.Is(err, log.ErrStopped) {
-				return out, s.statusOf(method, err)
+			if errors.As(err, &nle) {
+				return err // refused before anything was written: look again
 			}
-		case forwarded(ctx):
-			return zero, status.Error(codes.Unavailable, notLeaderMsg)
-		case st.Leader != edict.None && st.Leader != s.cfg.ID:
-			c := s.conn(st.Leader)
+			out = o
+			return s.statusOf(method, err)
+		},
+		func(ctx context.Context, leader edict.ProcessID) error {
+			c := s.conn(leader)
 			if c == nil {
-				break
+				return &log.NotLeaderError{Leader: leader, Err: errNoAddress}
 			}
 			if c.GetState() == connectivity.TransientFailure {
-				// Not sent: gRPC fails such calls at once. Wait for the
-				// connection to come back or the leader to change.
+				// Not sent: gRPC fails such calls at once. Try again when
+				// the connection is back or the leader changed.
 				c.Connect()
-				break
+				return &log.NotLeaderError{Leader: leader, Err: errUnreachable}
 			}
 			s.metrics.forwarded.WithLabelValues(method).Inc()
 			fctx := metadata.AppendToOutgoingContext(ctx, forwardedBy, strconv.FormatUint(uint64(s.cfg.ID), 10))
-			out, err := forward(fctx, pb.NewKVClient(c))
+			o, err := forward(fctx, pb.NewKVClient(c))
 			if err == nil {
-				if h, ok := any(out).(interface{ GetHeader() *pb.ResponseHeader }); ok && h.GetHeader() != nil {
+				if h, ok := any(o).(interface{ GetHeader() *pb.ResponseHeader }); ok && h.GetHeader() != nil {
 					h.GetHeader().MemberId = uint64(s.cfg.ID)
 				}
-				return out, nil
+				out = o
+				return nil
 			}
 			if done := ctx.Err(); done != nil {
-				return zero, status.FromContextError(done).Err()
+				return status.FromContextError(done).Err()
 			}
 			ans := status.Convert(err)
 			switch {
 			case ans.Code() == codes.Unavailable && ans.Message() == notLeaderMsg:
-				// Leadership moved; look again.
+				return &log.NotLeaderError{Leader: leader, Err: errMoved} // look again
 			case fromServer(ans):
-				return zero, err // the leader's own answer
+				return err // the leader's own answer
 			case write:
 				s.log.Warn("forwarding a write to the leader failed after it was sent; outcome unknown",
-					"method", method, "leader", uint64(st.Leader), "err", err)
-				return zero, rpctypes.ErrGRPCTimeout
+					"method", method, "leader", uint64(leader), "err", err)
+				return rpctypes.ErrGRPCTimeout
 			}
 			// A read is safe to send again.
+			return &log.NotLeaderError{Leader: leader, Err: fmt.Errorf("%w: %w", errUnreachable, err)}
+		})
+	var nle *log.NotLeaderError
+	switch {
+	case !errors.As(err, &nle):
+		if err != nil {
+			return zero, err
 		}
-		select {
-		case <-wait.Done():
-			if done := ctx.Err(); done != nil {
-				return zero, status.FromContextError(done).Err()
-			}
-			return zero, rpctypes.ErrGRPCNoLeader
-		case <-time.After(routePoll):
-		}
+		return out, nil
+	case errors.Is(err, route.ErrMisdirected):
+		return zero, status.Error(codes.Unavailable, notLeaderMsg)
+	case ctx.Err() != nil:
+		return zero, status.FromContextError(ctx.Err()).Err()
 	}
+	return zero, rpctypes.ErrGRPCNoLeader
 }
+
+// The reasons a request is routed again, for logs.
+var (
+	errNoAddress   = errors.New("etcdapi: the leader's gRPC address is not known")
+	errUnreachable = errors.New("etcdapi: the leader could not be reached")
+	errMoved       = errors.New("etcdapi: the process forwarded to no longer leads")
+)
 
 // fromServer tells an answer written by an edictkv handler from one gRPC
 // made up when the connection failed.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/internal/route"
 	"github.com/edictlog/edictlog/log"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -47,6 +48,10 @@ type Config struct {
 	// LeaderWait is how long a request that needs the leader waits for one
 	// (default 3s); WriteTimeout bounds a write's commit (default 10s).
 	LeaderWait, WriteTimeout time.Duration
+	// Router routes the requests that need the leader; edictkv shares its
+	// HTTP API's (kvserver.Server.Router), whose own wait then applies.
+	// If nil, the Server makes one with LeaderWait, and Close closes it.
+	Router *route.Router
 	// Registerer receives the request metrics (optional).
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -62,6 +67,9 @@ type Server struct {
 	log       *slog.Logger
 	health    *health.Server
 	metrics   *grpcMetrics
+
+	router    *route.Router
+	ownRouter bool // made by New: Close closes it
 
 	mu    sync.Mutex
 	peers map[edict.ProcessID]*peerConn // forwarding connections
@@ -104,6 +112,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
+	s.router = cfg.Router
+	if s.router == nil {
+		s.router, s.ownRouter = route.New(cfg.Node, cfg.LeaderWait), true
+	}
 	return s, nil
 }
 
@@ -136,9 +148,13 @@ func (s *Server) Register(g *grpc.Server) {
 }
 
 // Close closes the connections used to forward requests to the leader,
-// and marks the health service not serving.
+// and the router if the Server made it, and marks the health service not
+// serving.
 func (s *Server) Close() error {
 	s.health.Shutdown()
+	if s.ownRouter {
+		s.router.Close()
+	}
 	s.mu.Lock()
 	peers := s.peers
 	s.peers = map[edict.ProcessID]*peerConn{}

@@ -81,12 +81,13 @@ func (s *Server) status() StatusJSON {
 	return out
 }
 
-// leaseRemaining is how long this process's lease still runs, if it leads.
+// leaseRemaining is how long this process's lease still runs, if it leads,
+// by the clock the Node reads.
 func (s *Server) leaseRemaining(st log.Status) (time.Duration, bool) {
-	if !st.IsLeader || s.cfg.Clock == nil {
+	if !st.IsLeader {
 		return 0, false
 	}
-	d, ok := st.LeaseExpiry.Sub(s.cfg.Clock.Now())
+	d, ok := st.LeaseExpiry.Sub(s.cfg.Node.Clock().Now())
 	return max(d, 0), ok
 }
 

@@ -10,7 +10,11 @@
 // with Retry-After. A forwarded request carries X-Edictkv-Forwarded-By; a
 // process that receives one but does not lead answers 421 so that the
 // forwarder looks again, rather than forwarding a second time: a request
-// makes at most one hop, so stale leader hints cannot make it loop.
+// makes at most one hop, so stale leader hints cannot make it loop. The
+// decision is internal/route's, which the etcd API (internal/etcdapi)
+// shares: it waits on the Node's events (log.Node.Observe), never by
+// polling Status, and so does everything else here that follows the Node
+// (the gossip detector's epoch, the count of reigns).
 //
 // The leader's HTTP address is found in two places: the addresses this
 // process was started with (the --peers flag of edictkv serve), and a

@@ -204,9 +204,10 @@ func (f *faults) wrapTransport(t *transport.TCP) transport.Transport {
 	return newFaultyTransport(t, f)
 }
 
-// wrapClock returns the rate-scaled view of c; every call returns the same
-// clock (there is one per process).
-func (f *faults) wrapClock(c *lazyClock) edict.Clock {
+// wrapClock returns the rate-scaled view of c, the clock the Node would
+// read (log.Config.WrapClock); every call returns the same clock (there is
+// one per process).
+func (f *faults) wrapClock(c edict.Clock) edict.Clock {
 	f.clock.mu.Lock()
 	f.clock.inner = c
 	f.clock.mu.Unlock()
@@ -541,7 +542,7 @@ func copyValue(dst, src reflect.Value) {
 // is set it reads exactly the raw clock.
 type rateClock struct {
 	mu    sync.Mutex
-	inner *lazyClock
+	inner edict.Clock
 	rate  float64
 	inc   uint64    // incarnation the segments belong to
 	segs  []segment // rate segments, oldest first; the last is current
@@ -573,9 +574,6 @@ func (c *rateClock) sync(raw edict.Time) {
 
 func (c *rateClock) Now() edict.Time {
 	raw := c.inner.Now()
-	if raw.IsZero() {
-		return raw // before the first start
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.sync(raw)
@@ -612,9 +610,6 @@ func (c *rateClock) setRate(rate float64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.rate = rate
-	if raw.IsZero() {
-		return // the first reading will anchor at this rate
-	}
 	c.sync(raw)
 	n := max(c.segs[len(c.segs)-1].scale(raw.Nanos), c.last+1)
 	c.last = n

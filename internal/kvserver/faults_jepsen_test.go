@@ -82,25 +82,25 @@ func TestFaultsClockRate(t *testing.T) {
 	c := startCluster(t, 1, nil)
 	c.leader()
 	p := c.procs[1]
-	t0 := p.nodeClock.Now()
+	t0 := p.Node.Clock().Now()
 	time.Sleep(50 * time.Millisecond)
 	f := setFaults(t, c, 1, `{"clock_rate": 2}`)
 	if *f.ClockRate != 2 || len(*f.Blocked) != 0 {
 		t.Fatalf("POST answered %+v", f)
 	}
-	t1 := p.nodeClock.Now()
+	t1 := p.Node.Clock().Now()
 	if d, _ := t1.Sub(t0); d < 40*time.Millisecond || d > 2*time.Second {
 		t.Fatalf("the clock jumped at the rate change: %v", d)
 	}
 	start := time.Now()
 	time.Sleep(200 * time.Millisecond)
-	t2 := p.nodeClock.Now()
+	t2 := p.Node.Clock().Now()
 	real := time.Since(start)
 	d, _ := t2.Sub(t1)
 	if d < time.Duration(1.8*float64(real)) || d > time.Duration(2.2*float64(real))+20*time.Millisecond {
 		t.Fatalf("at rate 2 the clock advanced %v in %v", d, real)
 	}
-	if p.nodeClock.Suspended(t1) {
+	if p.Node.Clock().Suspended(t1) {
 		t.Fatal("a fast clock reports a suspend")
 	}
 	setFaults(t, c, 1, `{"clock_rate": 1}`)

@@ -16,6 +16,6 @@ func newFaultHooks(*Process) faultHooks { return faultHooks{} }
 
 func (faultHooks) wrapTransport(t *transport.TCP) transport.Transport { return t }
 
-func (faultHooks) wrapClock(c *lazyClock) edict.Clock { return c }
+func (faultHooks) wrapClock(c edict.Clock) edict.Clock { return c }
 
 func (faultHooks) routes(*Server) {}

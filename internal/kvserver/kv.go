@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/fsm"
 	"github.com/edictlog/edictlog/log"
 )
@@ -147,27 +148,10 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, req kvRequest) {
 		return
 	}
 	// Follower and stale reads are served here; only a follower read with
-	// no leader known has to wait.
-	s.whenLeaderKnown(w, r, read)
-}
-
-// whenLeaderKnown runs serve, and again while it reports that no leader is
-// known, for up to LeaderWait; then answers 503.
-func (s *Server) whenLeaderKnown(w http.ResponseWriter, r *http.Request, serve func(context.Context) error) {
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.LeaderWait)
-	defer cancel()
-	for {
-		var nle *log.NotLeaderError
-		if err := serve(r.Context()); !errors.As(err, &nle) {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			w.Header().Set("Retry-After", "1")
-			writeError(w, errorf(http.StatusServiceUnavailable, CodeNoLeader, fmt.Sprintf("no leader known to process %d after %v; retry", s.cfg.ID, s.cfg.LeaderWait)))
-			return
-		case <-time.After(25 * time.Millisecond):
-		}
+	// no leader known has to wait for one, up to LeaderWait.
+	var nle *log.NotLeaderError
+	if err := s.router.Retry(r.Context(), read); errors.As(err, &nle) && r.Context().Err() == nil {
+		s.noLeader(w, edict.None)
 	}
 }
 
@@ -263,12 +247,9 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, req kvRequest, bo
 		if err != nil {
 			var nle *log.NotLeaderError
 			if errors.As(err, &nle) {
+				// Refused, not appended (no longer the leader, a transfer,
+				// an ending epoch): look for the leader again.
 				return err
-			}
-			if errors.Is(err, log.ErrTransferring) || errors.Is(err, log.ErrStopped) {
-				// Refused, not appended: leadership or the epoch is about
-				// to change. Look for the leader again, as for a non-leader.
-				return &log.NotLeaderError{Leader: s.cfg.ID, Err: err}
 			}
 			writeError(w, s.failure("write", err))
 			return err
@@ -335,8 +316,6 @@ func (s *Server) failure(what string, err error) *apiError {
 	case errors.Is(err, log.ErrOutcomeUnknown):
 		return errorf(http.StatusGatewayTimeout, CodeOutcomeUnknown,
 			fmt.Sprintf("%s: the outcome is unknown (it may still commit); read the key to find out: %v", what, err))
-	case errors.Is(err, log.ErrTransferring), errors.Is(err, log.ErrStopped):
-		return errorf(http.StatusServiceUnavailable, CodeNoLeader, fmt.Sprintf("%s: refused, nothing written (%v); retry", what, err))
 	case errors.Is(err, log.ErrShutdown):
 		return errorf(http.StatusServiceUnavailable, CodeShuttingDown, fmt.Sprintf("%s: process %d is shutting down", what, s.cfg.ID))
 	case errors.Is(err, context.DeadlineExceeded):

@@ -24,10 +24,51 @@ type metrics struct {
 	forwarded    *prometheus.CounterVec
 	requests     *prometheus.CounterVec
 	writeSeconds prometheus.Histogram
-	reigns       prometheus.Counter
+	reigns       *reignCounter
+}
 
-	mu        sync.Mutex
-	lastReign edict.Stamp
+// reignCounter counts the reigns this process started. Its filter sees
+// every event the Node announces, as it is sent, whether or not a
+// channel has room: it counts the BecameLeader events there and takes
+// none (log.Observer). A reign under way when the count starts is
+// counted from Status; each reign once, by its stamp.
+type reignCounter struct {
+	obs *log.Observer
+
+	mu   sync.Mutex
+	last edict.Stamp
+	n    uint64
+}
+
+func newReignCounter(node *log.Node) *reignCounter {
+	c := &reignCounter{}
+	c.obs = node.Observe(make(chan log.Event, 1), func(ev log.Event) bool {
+		if ev.Kind == log.BecameLeader {
+			c.see(ev.Reign)
+		}
+		return false
+	})
+	// Read after subscribing: a reign announced since is seen twice, and
+	// counted once.
+	if st := node.Status(); st.IsLeader {
+		c.see(st.Reign)
+	}
+	return c
+}
+
+func (c *reignCounter) see(reign edict.Stamp) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !reign.Equal(c.last) {
+		c.last = reign
+		c.n++
+	}
+}
+
+func (c *reignCounter) count() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return float64(c.n)
 }
 
 // newMetrics registers the server's metrics. Values that are state (lease,
@@ -43,11 +84,12 @@ func newMetrics(s *Server) (*metrics, error) {
 		Help: "HTTP requests served, by route and status code."}, []string{"route", "code"})
 	m.writeSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edictkv_commit_seconds",
 		Help: "Time from a write's proposal at the leader to its commit and apply.", Buckets: latencyBuckets})
-	m.reigns = prometheus.NewCounter(prometheus.CounterOpts{Name: "edictkv_reigns_started_total",
-		Help: "Reigns (runs of leadership) this process started, as sampled every 50ms."})
 	node := s.cfg.Node
+	m.reigns = newReignCounter(node)
+	reigns := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edictkv_reigns_started_total",
+		Help: "Reigns (runs of leadership) this process started."}, m.reigns.count)
 	status := func(f func(log.Status) float64) func() float64 { return func() float64 { return f(node.Status()) } }
-	cs := []prometheus.Collector{m.reads, m.forwarded, m.requests, m.writeSeconds, m.reigns,
+	cs := []prometheus.Collector{m.reads, m.forwarded, m.requests, m.writeSeconds, reigns,
 		gauge("edictkv_is_leader", "1 while this process holds the lease and leads.", status(func(st log.Status) float64 { return b2f(st.IsLeader) })),
 		gauge("edictkv_lease_remaining_seconds", "How long this process's lease still runs (0 when not leading).", status(func(st log.Status) float64 {
 			d, _ := s.leaseRemaining(st)
@@ -64,11 +106,15 @@ func newMetrics(s *Server) (*metrics, error) {
 	}
 	for _, c := range cs {
 		if err := m.reg.Register(c); err != nil {
+			m.close()
 			return nil, err
 		}
 	}
 	return m, nil
 }
+
+// close ends the subscription that counts reigns.
+func (m *metrics) close() { m.reigns.obs.Cancel() }
 
 func gauge(name, help string, f func() float64) prometheus.Collector {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
@@ -79,19 +125,6 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
-}
-
-// observe counts a reign when the leader's reign id changes.
-func (m *metrics) observe(st log.Status) {
-	if !st.IsLeader {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !st.Reign.Equal(m.lastReign) {
-		m.lastReign = st.Reign
-		m.reigns.Inc()
-	}
 }
 
 func (m *metrics) handler() http.Handler {

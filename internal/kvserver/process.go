@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -95,12 +94,9 @@ type Process struct {
 	trans  *transport.TCP
 	ln     net.Listener
 	grpcLn net.Listener
-	clock  *lazyClock
 	// faults are the Jepsen harness's hooks (faults_jepsen.go; no-ops
-	// without the build tag jepsen), and nodeClock the clock as the Node
-	// reads it (p.clock itself without the tag).
-	faults    faultHooks
-	nodeClock edict.Clock
+	// without the build tag jepsen).
+	faults faultHooks
 
 	// Set by Start.
 	Node   *log.Node
@@ -133,9 +129,8 @@ func Listen(cfg ProcessConfig) (_ *Process, err error) {
 	if cfg.ClusterID == "" {
 		cfg.ClusterID = "edictkv"
 	}
-	p := &Process{cfg: cfg, log: cfg.Logger.With("node", uint64(cfg.ID)), clock: &lazyClock{rho: cfg.Rho}}
+	p := &Process{cfg: cfg, log: cfg.Logger.With("node", uint64(cfg.ID))}
 	p.faults = newFaultHooks(p)
-	p.nodeClock = p.faults.wrapClock(p.clock)
 	defer func() {
 		if err != nil {
 			p.closeResources()
@@ -209,25 +204,31 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 	}
 	p.KV = fsm.NewKV()
 	timed := NewTimedStore(p.store)
-	var det elect.Detector // nil: the Node's default (elect.LowestLive)
+	// The detector is built once the Node has bumped the incarnation and
+	// built its clock (log.Config.NewDetector): gossip reads the clock, and
+	// the papers' algorithms name their messages by incarnation. None: the
+	// Node's default (elect.LowestLive).
+	var det elect.Detector
+	var newDetector func(uint64, edict.Clock) (elect.Detector, error)
 	switch {
 	case p.cfg.GossipAddr != "":
-		if err := p.startGossip(raft); err != nil {
-			p.closeResources()
-			return err
+		newDetector = func(_ uint64, clock edict.Clock) (elect.Detector, error) {
+			if err := p.startGossip(raft, clock); err != nil {
+				return nil, err
+			}
+			det = p.gossip
+			return det, nil
 		}
-		det = p.gossip
 	case p.cfg.Detector != "" && p.cfg.Detector != "memberlist" && p.cfg.Detector != "lowest-live":
-		d, err := p.paperDetector(raft)
-		if err != nil {
-			p.closeResources()
-			return err
+		newDetector = func(inc uint64, _ edict.Clock) (elect.Detector, error) {
+			d, err := p.paperDetector(raft, inc)
+			det = d
+			return d, err
 		}
-		det = d
 	}
-	node, err := log.Start(log.Config{ID: p.cfg.ID, Peers: raft, Join: p.cfg.Join, Store: clockStore{timed, p.clock},
-		Snapshots: p.snaps, Transport: p.faults.wrapTransport(p.trans), FSM: p.KV, Clock: p.nodeClock, Detector: det, Rho: p.cfg.Rho,
-		MaxLease: p.cfg.Lease, SnapshotEvery: p.cfg.SnapshotEvery, Logger: p.cfg.Logger})
+	node, err := log.Start(log.Config{ID: p.cfg.ID, Peers: raft, Join: p.cfg.Join, Store: timed,
+		Snapshots: p.snaps, Transport: p.faults.wrapTransport(p.trans), FSM: p.KV, WrapClock: p.faults.wrapClock,
+		NewDetector: newDetector, Rho: p.cfg.Rho, MaxLease: p.cfg.Lease, SnapshotEvery: p.cfg.SnapshotEvery, Logger: p.cfg.Logger})
 	if err != nil {
 		p.closeGossip(false)
 		p.closeResources()
@@ -236,9 +237,9 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 	p.Node = node
 	var localLeader func() (*LocalLeaderJSON, bool)
 	if lp, ok := det.(*lockedProtocol); ok {
-		localLeader = func() (*LocalLeaderJSON, bool) { return lp.localLeader(p.nodeClock.Now()) }
+		localLeader = func() (*LocalLeaderJSON, bool) { return lp.localLeader(node.Clock().Now()) }
 	}
-	p.Server, err = New(Config{ID: p.cfg.ID, Node: node, KV: p.KV, HTTPAddrs: httpAddrs, GRPCAddrs: grpcAddrs, Clock: p.nodeClock, LocalLeader: localLeader,
+	p.Server, err = New(Config{ID: p.cfg.ID, Node: node, KV: p.KV, HTTPAddrs: httpAddrs, GRPCAddrs: grpcAddrs, LocalLeader: localLeader,
 		Store: timed, Limits: p.cfg.Limits, LeaderWait: p.cfg.LeaderWait, Logger: p.cfg.Logger, Pprof: p.cfg.Pprof})
 	if err != nil {
 		_ = node.Shutdown(context.Background())
@@ -273,12 +274,12 @@ func (p *Process) GossipAddr() string {
 	return p.gossip.LocalAddr()
 }
 
-// startGossip builds the memberlist detector. It must exist before the
-// Node (log.Config.Detector), so its first epoch and members come from the
-// store — the newest epoch configuration recorded there, or on a first
-// start the bootstrap members of raft — and watchEpoch corrects them from
-// the Node's Status as soon as the Node runs.
-func (p *Process) startGossip(raft map[edict.ProcessID]string) error {
+// startGossip builds the memberlist detector, reading clock. It must exist
+// before the Node runs (log.Config.NewDetector), so its first epoch and
+// members come from the store — the newest epoch configuration recorded
+// there, or the bootstrap members of raft — and watchEpoch corrects them
+// from the Node's Status as soon as the Node runs.
+func (p *Process) startGossip(raft map[edict.ProcessID]string, clock edict.Clock) error {
 	epoch, members, err := storedEpoch(p.store)
 	if err != nil {
 		return fmt.Errorf("kvserver: gossip: %w", err)
@@ -296,7 +297,7 @@ func (p *Process) startGossip(raft map[edict.ProcessID]string) error {
 	// is gone. The lease is the Node's: its default if none is set.
 	lease := elect.Config{MaxLease: p.cfg.Lease}
 	lease.ApplyDefaults()
-	p.gossip, err = gossip.New(gossip.Config{ID: p.cfg.ID, Clock: p.nodeClock, ClusterID: p.cfg.ClusterID,
+	p.gossip, err = gossip.New(gossip.Config{ID: p.cfg.ID, Clock: clock, ClusterID: p.cfg.ClusterID,
 		Epoch: epoch, Members: members, BindAddr: p.cfg.GossipAddr, AdvertiseAddr: p.cfg.GossipAdvertise,
 		Join: p.cfg.GossipJoin, TransportAddr: p.RaftAddr(), APIAddr: p.HTTPAddr(), ClusterKey: p.cfg.ClusterKey,
 		LeaderHintTTL: lease.MaxLease, Logger: p.cfg.Logger})
@@ -336,31 +337,28 @@ func storedEpoch(s *storage.BoltStore) (uint64, []edict.ProcessID, error) {
 	return newest.Epoch, slices.Clone(newest.Members), nil
 }
 
-// epochPoll is how often watchEpoch samples the Node's epoch: an epoch
-// change is rare, and until the detector hears of it the new epoch's
-// members merely do not count each other eligible for weak leader (a
-// delay to an election, never a safety matter).
-const epochPoll = 100 * time.Millisecond
-
 // watchEpoch keeps the gossip detector's epoch and members those of the
-// Node's active epoch. The Node tells its detector of member changes only
-// through a SetMembers method, which gossip.Detector does not have (its
-// SetEpoch takes the epoch too, which gossip advertises), so the Node's
-// Status is polled instead.
+// Node's active epoch. The log tells its detector of a new epoch itself
+// (log's onEpochTerminated calls SetEpoch); this corrects, at once, the
+// guess startGossip made from the store, and follows every later change
+// of epoch or configuration the Node announces (log.Node.Observe), reading
+// Status at each: with a channel of one, none is missed.
 func (p *Process) watchEpoch() {
 	p.stopWatch = make(chan struct{})
+	events := make(chan log.Event, 1)
+	obs := p.Node.Observe(events, func(ev log.Event) bool {
+		return ev.Kind == log.EpochChanged || ev.Kind == log.ConfigChanged
+	})
 	st := p.Node.Status()
 	epoch, members := st.Epoch, st.Members
-	// Correct the store's guess at once, before the first tick.
 	p.gossip.SetEpoch(epoch, members)
 	p.watching.Add(1)
 	go func() {
 		defer p.watching.Done()
-		t := time.NewTicker(epochPoll)
-		defer t.Stop()
+		defer obs.Cancel()
 		for {
 			select {
-			case <-t.C:
+			case <-events:
 			case <-p.stopWatch:
 				return
 			}
@@ -491,48 +489,4 @@ func (p *Process) closeResources() error {
 		errs = append(errs, p.store.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// lazyClock is the Node's clock. log.Start bumps the incarnation and only
-// then reads the clock; clockStore builds the SystemClock for that very
-// incarnation as it is bumped, so the server can read the clock the Node
-// uses (to report the lease's remaining time) without the library having
-// to expose it.
-type lazyClock struct {
-	rho float64
-	c   atomic.Pointer[edict.SystemClock]
-}
-
-func (l *lazyClock) Now() edict.Time {
-	c := l.c.Load()
-	if c == nil {
-		return edict.Time{} // before the first start: precedes every reading
-	}
-	return c.Now()
-}
-
-func (l *lazyClock) Suspended(since edict.Time) bool {
-	c := l.c.Load()
-	return c != nil && c.Suspended(since)
-}
-
-// clockStore is the Node's store: it builds the lazyClock's SystemClock
-// whenever the incarnation is bumped.
-type clockStore struct {
-	*TimedStore
-	clock *lazyClock
-}
-
-func (s clockStore) BumpIncarnation() (uint64, error) {
-	inc, err := s.TimedStore.BumpIncarnation()
-	if err != nil {
-		return 0, err
-	}
-	// The same drift budget log.Start would give its default clock.
-	c, err := edict.NewSystemClock(inc, max(s.clock.rho, 1e-3))
-	if err != nil {
-		return 0, fmt.Errorf("kvserver: clock: %w", err)
-	}
-	s.clock.c.Store(c)
-	return inc, nil
 }

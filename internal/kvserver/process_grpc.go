@@ -22,7 +22,7 @@ func (p *Process) startGRPC() error {
 	api, err := etcdapi.New(etcdapi.Config{ID: p.cfg.ID, Node: p.Node, ClusterID: p.cfg.ClusterID,
 		Directory: directory{p}, DBSize: p.dbSize,
 		MaxKeyBytes: p.cfg.Limits.MaxKeyBytes, MaxValueBytes: p.cfg.Limits.MaxValueBytes,
-		LeaderWait: p.cfg.LeaderWait, Registerer: p.Server.Registry(), Logger: p.cfg.Logger})
+		Router: p.Server.Router(), Registerer: p.Server.Registry(), Logger: p.cfg.Logger})
 	if err != nil {
 		return fmt.Errorf("kvserver: etcd API: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/internal/route"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,9 +54,6 @@ type Config struct {
 	HTTPAddrs map[edict.ProcessID]string
 	// GRPCAddrs are the gRPC addresses known at start, if any.
 	GRPCAddrs map[edict.ProcessID]string
-	// Clock is the Node's clock, read to report the lease's remaining time.
-	// Optional: without it the remaining time is not reported.
-	Clock edict.Clock
 	// Store, if set, is the Node's store; its fsync statistics are exported.
 	Store  storage.Store
 	Limits Limits
@@ -82,6 +80,9 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	metrics *metrics
+	// router decides where requests that need the leader run; the etcd
+	// API shares it (Router).
+	router *route.Router
 
 	mu    sync.Mutex
 	addrs map[edict.ProcessID]string // from Config.HTTPAddrs
@@ -94,9 +95,9 @@ type Server struct {
 	// leader instead.
 	gate        sync.RWMutex
 	handingOver atomic.Bool
-	stop        chan struct{}
-	stopOnce    sync.Once
-	wg          sync.WaitGroup
+	// stop is closed by Close.
+	stop      chan struct{}
+	closeOnce sync.Once
 }
 
 // New returns a Server for cfg. Call Close when done with it.
@@ -130,11 +131,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
+	s.router = route.New(cfg.Node, cfg.LeaderWait)
 	s.routes()
-	s.wg.Add(1)
-	go s.watch()
 	return s, nil
 }
+
+// Router is the Server's leader router, for the etcd API to share.
+func (s *Server) Router() *route.Router { return s.router }
 
 // Registry is the Prometheus registry the Server's metrics live in.
 func (s *Server) Registry() *prometheus.Registry { return s.cfg.Registry }
@@ -188,10 +191,14 @@ func (s *Server) HandOver(ctx context.Context) (edict.ProcessID, error) {
 	return target, nil
 }
 
-// Close stops the Server's background work. It does not stop the Node.
+// Close ends the Server's subscriptions to the Node's events. It does not
+// stop the Node. Close the etcd API, which shares the router, first.
 func (s *Server) Close() {
-	s.stopOnce.Do(func() { close(s.stop) })
-	s.wg.Wait()
+	s.closeOnce.Do(func() {
+		s.router.Close()
+		s.metrics.close()
+		close(s.stop)
+	})
 }
 
 func (s *Server) routes() {
@@ -238,22 +245,6 @@ func (s *Server) handle(method, path string, h http.HandlerFunc) {
 	})
 }
 
-// watch samples the Node's status for the metrics that count events
-// (reigns started), which a scrape-time read would miss.
-func (s *Server) watch() {
-	defer s.wg.Done()
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			s.metrics.observe(s.cfg.Node.Status())
-		}
-	}
-}
-
 // httpAddr returns the HTTP address of process id, or "" if unknown. The
 // replicated registry wins over the start-time addresses: it is newer.
 func (s *Server) httpAddr(id edict.ProcessID) string {
@@ -287,58 +278,69 @@ func grpcRegistryKey(id edict.ProcessID) string {
 	return fmt.Sprintf("%sgrpc/%d", fsm.SystemPrefix, uint64(id))
 }
 
-// atLeader runs serve if this process leads, and otherwise forwards the
-// request to the leader (or redirects, with ?redirect). It waits up to
-// LeaderWait for a leader to be known, then answers 503. serve returns a
-// *log.NotLeaderError when leadership moved under it; the request is then
-// routed again. body is the request body, already read, so that it can be
-// forwarded.
+// atLeader runs a request that needs the leader through the router
+// (internal/route): serve here if this process leads, and otherwise
+// forward it to the leader (or redirect, with ?redirect); with no leader
+// reachable within LeaderWait, answer 503. serve returns a
+// *log.NotLeaderError, having written nothing, when leadership moved under
+// it; the request is then routed again. body is the request body, already
+// read, so that it can be forwarded.
 func (s *Server) atLeader(w http.ResponseWriter, r *http.Request, body []byte, redirect bool, serve func(ctx context.Context) error) {
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.LeaderWait)
-	defer cancel()
 	forwarded := r.Header.Get(HeaderForwardedBy) != ""
-	for {
-		st := s.cfg.Node.Status()
-		switch {
-		case st.IsLeader:
-			served, err := s.serveGated(r.Context(), serve)
-			var nle *log.NotLeaderError
-			if served && !errors.As(err, &nle) {
-				return
+	err := s.router.Do(r.Context(), forwarded,
+		func(ctx context.Context) error {
+			served, err := s.serveGated(ctx, serve)
+			if !served {
+				return &log.NotLeaderError{Leader: edict.None, Err: errHandingOver}
 			}
-		case forwarded && st.Leader != s.cfg.ID:
-			// One hop only: the forwarder looks for the leader again.
-			writeError(w, errorf(http.StatusMisdirectedRequest, CodeNotLeader, fmt.Sprintf("process %d does not lead", s.cfg.ID)))
-			return
-		case st.Leader != edict.None && st.Leader != s.cfg.ID:
-			if addr := s.httpAddr(st.Leader); addr != "" {
-				if redirect {
-					s.metrics.forwarded.WithLabelValues("redirect").Inc()
-					w.Header().Set("Location", "http://"+addr+r.URL.RequestURI())
-					writeError(w, errorf(http.StatusTemporaryRedirect, CodeNotLeader, fmt.Sprintf("the leader is process %d at %s", st.Leader, addr)))
-					return
-				}
-				if s.forward(w, r, addr, body) {
-					return
-				}
+			return err
+		},
+		func(ctx context.Context, leader edict.ProcessID) error {
+			addr := s.httpAddr(leader)
+			switch {
+			case addr == "":
+				return &log.NotLeaderError{Leader: leader, Err: errNoAddress}
+			case redirect:
+				s.metrics.forwarded.WithLabelValues("redirect").Inc()
+				w.Header().Set("Location", "http://"+addr+r.URL.RequestURI())
+				writeError(w, errorf(http.StatusTemporaryRedirect, CodeNotLeader, fmt.Sprintf("the leader is process %d at %s", leader, addr)))
+				return nil
+			case s.forward(w, r, addr, body):
+				return nil
 			}
-		}
-		select {
-		case <-ctx.Done():
-			if r.Context().Err() != nil {
-				return // the client left
-			}
-			w.Header().Set("Retry-After", "1")
-			why := "no leader known to"
-			if st := s.cfg.Node.Status(); st.Leader != edict.None && !st.IsLeader {
-				why = fmt.Sprintf("leader %d not reachable from", st.Leader)
-			}
-			writeError(w, errorf(http.StatusServiceUnavailable, CodeNoLeader,
-				fmt.Sprintf("%s process %d after %v; retry", why, s.cfg.ID, s.cfg.LeaderWait)))
-			return
-		case <-time.After(25 * time.Millisecond):
-		}
+			return &log.NotLeaderError{Leader: leader, Err: errUnreachable}
+		})
+	var nle *log.NotLeaderError
+	switch {
+	case !errors.As(err, &nle):
+		// Answered, here or by the leader.
+	case errors.Is(err, route.ErrMisdirected):
+		// One hop only: the forwarder looks for the leader again.
+		writeError(w, errorf(http.StatusMisdirectedRequest, CodeNotLeader, fmt.Sprintf("process %d does not lead", s.cfg.ID)))
+	case r.Context().Err() != nil:
+		// The client left.
+	default:
+		s.noLeader(w, nle.Leader)
 	}
+}
+
+// The reasons a request is routed again, for logs and errors.
+var (
+	errHandingOver = errors.New("kvserver: handing leadership over")
+	errNoAddress   = errors.New("kvserver: the leader's HTTP address is not known")
+	errUnreachable = errors.New("kvserver: the leader could not be reached")
+)
+
+// noLeader answers 503: no leader was known, or reachable, within
+// LeaderWait; leader is the one known, if any.
+func (s *Server) noLeader(w http.ResponseWriter, leader edict.ProcessID) {
+	w.Header().Set("Retry-After", "1")
+	why := "no leader known to"
+	if leader != edict.None && leader != s.cfg.ID {
+		why = fmt.Sprintf("leader %d not reachable from", leader)
+	}
+	writeError(w, errorf(http.StatusServiceUnavailable, CodeNoLeader,
+		fmt.Sprintf("%s process %d after %v; retry", why, s.cfg.ID, s.cfg.LeaderWait)))
 }
 
 // forward sends the request to the leader at addr and copies its answer.

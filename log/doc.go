@@ -1,0 +1,29 @@
+// Package log is edictlog's replicated log, in three layers: Core, the
+// protocol, deterministic and free of I/O, driven by clock readings and
+// messages (docs/protocol.md); Driver, which carries out the Core's Ready
+// with the I/O an Env provides and answers each write and read once; and
+// Node, which runs a Driver with a real clock, storage, transport and
+// state machine.
+//
+// What a Node promises its callers, beyond the Driver's own guarantees:
+//
+//   - A refusal made before anything was written — not the leader, a
+//     reign not started, a leadership transfer, an ending epoch — is a
+//     *NotLeaderError naming where to retry; nothing else is. A write
+//     that may or may not commit wraps ErrOutcomeUnknown, never a plain
+//     failure. After the Node stops, calls fail with ErrShutdown.
+//   - Status is a consistent snapshot of the Node's view, published after
+//     every step of its loop.
+//   - Observe delivers the Node's events (leadership, epoch and
+//     configuration changes, snapshots taken and installed, the applied
+//     index, the stop) without ever waiting for a subscriber: an event
+//     that finds a channel full is dropped and counted. Each step's
+//     events are sent after its Status is published, and every change of
+//     the leader, the applied index or the epoch that Status shows is
+//     announced, so a subscriber that re-reads Status on each event misses
+//     nothing it could see by polling (see Observer).
+//   - Clock and Incarnation are the clock the Node reads and the
+//     incarnation it bumped at Start; Config.WrapClock and
+//     Config.NewDetector let an application wrap the one and build its
+//     detector from both.
+package log
