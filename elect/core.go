@@ -17,6 +17,9 @@ type EpochRecord struct {
 	Epoch      uint64 `codec:"e"`
 	Wedged     bool   `codec:"w"`
 	Terminated bool   `codec:"t"`
+	// Runs: every epoch below this one is TERMINATED, those this process
+	// never knew included (terminatedBelow).
+	Runs bool `codec:"r,omitempty"`
 }
 
 // Ready is what the caller must do after a Tick or Step, in this order:
@@ -58,6 +61,9 @@ type Core struct {
 	backoff  edict.Time // no new attempt before this reading
 	verifies map[edict.ProcessID]edict.Time
 	wedges   map[uint64]*wedging
+	// terminatedBelow: every epoch below it is TERMINATED, known here or
+	// not (learnTerminated; persisted as EpochRecord.Runs).
+	terminatedBelow uint64
 
 	ready Ready
 }
@@ -92,6 +98,10 @@ func New(cfg Config, records []EpochRecord, now edict.Time) (*Core, error) {
 		es.terminated = r.Terminated
 		if r.Wedged {
 			es.wedge()
+		}
+		if r.Runs {
+			es.runs = true
+			c.terminatedBelow = max(c.terminatedBelow, r.Epoch)
 		}
 	}
 	c.active = c.lowestUnterminated()
@@ -320,6 +330,7 @@ func (c *Core) hearNews(now edict.Time, m Message) {
 		c.addEpoch(EpochConfig{Epoch: m.Newest, Quorum: q, Heard: true, StopIndex: m.NewestStopIndex, StopStamp: m.NewestStopStamp})
 		c.event(Event{Kind: EpochHeard, Epoch: m.Newest, Members: slices.Clone(m.NewestMembers), StopIndex: m.NewestStopIndex, StopStamp: m.NewestStopStamp})
 		es = c.epochs[m.Newest]
+		c.moveOverGap()
 	} else if es.heard && es.stopIndex == 0 && m.NewestStopIndex != 0 && fmt.Sprint(es.qs.Members()) == fmt.Sprint(m.NewestMembers) {
 		// Heard first from a peer that did not know where the stop edict
 		// is; now from one that does.
@@ -334,7 +345,7 @@ func (c *Core) hearNews(now edict.Time, m Message) {
 func (c *Core) event(e Event) { c.ready.Events = append(c.ready.Events, e) }
 
 func (c *Core) persist(es *epochState) {
-	c.ready.Persist = append(c.ready.Persist, EpochRecord{Epoch: es.epoch, Wedged: es.wedged, Terminated: es.terminated})
+	c.ready.Persist = append(c.ready.Persist, EpochRecord{Epoch: es.epoch, Wedged: es.wedged, Terminated: es.terminated, Runs: es.runs})
 }
 
 // epochsInOrder returns the known epochs by number. It runs on every Step
@@ -350,12 +361,25 @@ func (c *Core) addEpoch(cfg EpochConfig) {
 	c.ordered = slices.Insert(c.ordered, i, es)
 }
 
+// lowestUnterminated is the epoch this process runs in: the lowest it
+// knows and does not know TERMINATED — unless an epoch before it is one
+// this process has never known and does not know TERMINATED either (news
+// named a newer epoch before the log brought the one between): then it
+// stays in the terminated epoch below the gap, and grants in none, until
+// it learns the gap closed. Moving past the gap once let a process whose
+// predecessor epoch had merely ended run in the epoch after next while
+// the next still had a leader, and grant there: two leaders at once (the
+// simulator's log-replacements-faults, seed 501 of 2,000).
 func (c *Core) lowestUnterminated() uint64 {
 	eps := c.epochsInOrder()
-	for _, es := range eps {
-		if !es.terminated {
-			return es.epoch
+	for i, es := range eps {
+		if es.terminated {
+			continue
 		}
+		if i > 0 && eps[i-1].epoch+1 != es.epoch && c.terminatedBelow < es.epoch && !mutated(RuleNoEpochSkip) {
+			return eps[i-1].epoch
+		}
+		return es.epoch
 	}
 	return eps[len(eps)-1].epoch
 }

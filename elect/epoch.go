@@ -37,6 +37,7 @@ func (c *Core) AddEpoch(cfg EpochConfig) error {
 		return nil
 	}
 	c.addEpoch(cfg)
+	defer c.moveOverGap()
 	if es := c.epochs[cfg.Epoch]; cfg.Epoch < c.active {
 		// Learned late: a process that installed a snapshot naming a newer
 		// epoch applies, after it, the stop edicts that began the epochs
@@ -189,9 +190,24 @@ func blocking(qs edict.QuorumSystem, wedged []edict.ProcessID) bool {
 	return !qs.IsQuorum(rest)
 }
 
+// moveOverGap: an epoch just learned may close a gap that kept this
+// process in a terminated epoch (lowestUnterminated); it then runs in the
+// next, as if it had just learned its predecessor terminated.
+func (c *Core) moveOverGap() {
+	if a := c.lowestUnterminated(); a != c.active {
+		c.active = a
+		c.event(Event{Kind: EpochTerminated, Epoch: a - 1})
+	}
+}
+
 // learnTerminated records that every epoch below upTo is TERMINATED and
 // moves this process to the lowest epoch it does not know terminated.
 func (c *Core) learnTerminated(now edict.Time, upTo uint64) {
+	c.terminatedBelow = max(c.terminatedBelow, upTo)
+	if es := c.epochs[upTo]; es != nil && !es.runs {
+		es.runs = true
+		c.persist(es)
+	}
 	for _, es := range c.epochsInOrder() {
 		if es.epoch >= upTo || es.terminated {
 			continue

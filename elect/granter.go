@@ -31,6 +31,8 @@ type epochState struct {
 	// heard: known only from a peer's epoch news (EpochConfig.Heard); no
 	// campaign in it.
 	heard bool
+	// runs: every epoch below this one is known TERMINATED (persisted).
+	runs bool
 	// stopIndex and stopStamp: EpochConfig's, when known.
 	stopIndex uint64
 	stopStamp edict.Stamp

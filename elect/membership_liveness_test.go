@@ -150,3 +150,44 @@ func TestTwoWedgedOfFourTerminateTheEpoch(t *testing.T) {
 	c.deliver(nil)
 	assert.True(t, c.cores[4].IsLeader(c.reading(4)) || c.cores[1].IsLeader(c.reading(1)), "a leader of epoch 1")
 }
+
+// p3 knows only epoch 0 = {p1, p2, p3} when a detector message of p5
+// names epoch 2 (news travels on every message); epoch 1 = {p1, p2, p3,
+// p5}, which began while p3 was away, is unknown to it and still has a
+// leader. Then epoch 0's wedging completes. p3 must not run in epoch 2 —
+// epoch 1 has not terminated — nor tell anyone it does: it once did
+// (lowestUnterminated skipped the epoch it did not know), and its news
+// that epoch 2 runs let p5 and p6 grant in epoch 2 while epoch 1's leader
+// still held its lease (log-replacements-faults, seed 501). Once the log
+// brings epoch 1, p3 runs in it.
+//
+// Fails with EDICT_MUTATE=no-epoch-skip (go test -tags edictmutate).
+func TestAnUnknownEpochIsNotSkipped(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	e1 := EpochConfig{Epoch: 1, Quorum: edict.MustMajority(1, 2, 3, 5)}
+	news := Message{Type: MsgDetector, From: 5, To: 3, Start: c.reading(3), Newest: 2, NewestMembers: []edict.ProcessID{2, 3, 5}}
+	require.NoError(t, c.cores[3].Step(c.reading(3), news))
+	c.collect(3)
+	require.True(t, c.cores[3].EpochKnown(2), "p3 heard of epoch 2")
+	require.False(t, c.cores[3].EpochKnown(1))
+
+	for _, id := range []edict.ProcessID{1, 2} {
+		require.NoError(t, c.cores[id].AddEpoch(e1))
+	}
+	require.NoError(t, c.cores[3].Wedge(c.reading(3), 0))
+	c.collect(3)
+	c.deliver(nil)
+	require.True(t, c.cores[3].Terminated(0), "epoch 0's wedging completed")
+	assert.Equal(t, uint64(0), c.cores[3].ActiveEpoch(), "not epoch 2: epoch 1, unknown here, may still run")
+	c.queue = nil
+	c.cores[3].Tick(c.reading(3))
+	require.NoError(t, c.cores[3].Step(c.reading(3), Message{Type: MsgDetector, From: 1, To: 3, Start: c.reading(3)}))
+	c.collect(3)
+	for _, m := range c.queue {
+		assert.False(t, m.NewestRan, "p3 tells no one that epoch 2 runs: %v", m)
+	}
+
+	require.NoError(t, c.cores[3].AddEpoch(e1))
+	c.collect(3)
+	assert.Equal(t, uint64(1), c.cores[3].ActiveEpoch(), "the log brought epoch 1: p3 runs in it")
+}

@@ -17,6 +17,10 @@ const (
 	// leader for FallbackAfter campaigns whatever the detector names
 	// (maybeStart).
 	RuleCampaignFallback = "campaign-fallback"
+	// RuleNoEpochSkip: a process runs in an epoch only if it knows every
+	// epoch before it TERMINATED, those it never knew included
+	// (lowestUnterminated).
+	RuleNoEpochSkip = "no-epoch-skip"
 )
 
-var mutationRules = []string{RuleQuarantineGrants, RuleWedgeOnEpochChange, RuleReplyAttempt, RuleCampaignFallback}
+var mutationRules = []string{RuleQuarantineGrants, RuleWedgeOnEpochChange, RuleReplyAttempt, RuleCampaignFallback, RuleNoEpochSkip}
