@@ -1,8 +1,8 @@
 // Package edict defines the values that order a Nerio leader's edicts: clock
 // readings ([Time]), quorum timestamps ([QT]) and edict stamps ([Stamp]), with
-// their order, validation and wire encoding. It does no I/O apart from the
-// real clock in clock_linux.go and the incarnation file, and it can be used on
-// its own by any process that receives edicts and wants to fence stale leaders.
+// their order, validation and wire encoding. It does no I/O apart from
+// reading the real clock (clock_linux.go; the incarnation is the log store's,
+// storage.StableStore.BumpIncarnation), and it can be used on its own by any process that receives edicts and wants to fence stale leaders.
 //
 // Equation numbers refer to van Renesse, Schneider and Gehrke, "Nerio: Leader
 // Election and Edict Ordering" (shared/papers/nerio-leader-election-and-edict-ordering.md).

@@ -2,8 +2,6 @@ package edict
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -196,25 +194,6 @@ func mustEncode(t *testing.T, v any) []byte {
 	b, err := encode(v)
 	require.NoError(t, err)
 	return b
-}
-
-func TestIncarnationBumpsDurably(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "incarnation")
-	for want := uint64(1); want <= 3; want++ {
-		got, err := BumpIncarnation(path)
-		require.NoError(t, err)
-		assert.Equal(t, want, got)
-	}
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	b[3] ^= 0x40
-	require.NoError(t, os.WriteFile(path, b, 0o600))
-	_, err = BumpIncarnation(path)
-	assert.ErrorContains(t, err, path)
-	assert.ErrorContains(t, err, "checksum")
-	require.NoError(t, os.WriteFile(path, b[:5], 0o600))
-	_, err = BumpIncarnation(path)
-	assert.ErrorContains(t, err, "5 bytes")
 }
 
 func TestManualClockSuspend(t *testing.T) {

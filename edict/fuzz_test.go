@@ -85,10 +85,3 @@ func FuzzDecodeTime(f *testing.F) {
 		}
 	})
 }
-
-func FuzzDecodeIncarnation(f *testing.F) {
-	f.Add([]byte{WireVersion, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _ = DecodeIncarnation("fuzz", b)
-	})
-}

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -178,7 +179,7 @@ func TestDelete(t *testing.T) {
 				assert.Equal(t, h.idx, rev)
 				var want []KeyValue
 				for _, kv := range before {
-					if !contains(tc.gone, kv.Key) {
+					if !slices.Contains(tc.gone, kv.Key) {
 						want = append(want, kv)
 					}
 				}
@@ -187,15 +188,6 @@ func TestDelete(t *testing.T) {
 			})
 		}
 	}
-}
-
-func contains(ks []string, k string) bool {
-	for _, x := range ks {
-		if x == k {
-			return true
-		}
-	}
-	return false
 }
 
 func TestRangeAsCommand(t *testing.T) {

@@ -1,8 +1,9 @@
 // Package transport carries edictlog's messages between processes: the
 // wire message types (one [Message] envelope holding either a lease
 // message of package elect or a log message), the [Transport] interface the
-// log.Node runtime uses, the production [TCP] transport, and [Mem], an
-// in-memory transport on a fault-injecting [Network] for tests.
+// log.Node runtime uses, and the production [TCP] transport. (The
+// simulator, internal/sim, has its own network; an in-memory transport
+// that only its own tests used is gone.)
 //
 // # Guarantees
 //

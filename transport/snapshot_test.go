@@ -49,15 +49,11 @@ func testMeta(size int64) SnapshotMeta {
 	return SnapshotMeta{Epoch: 1, Reign: testStamp(1, 10, 0), LastIndex: 100, LastStamp: testStamp(1, 20, 100), Members: []edict.ProcessID{1, 2, 3}, Size: size}
 }
 
-// snapshotTransports runs the snapshot tests on both transports.
+// snapshotTransports gives the snapshot tests a pair of transports.
 func snapshotTransports(t *testing.T) map[string][2]Transport {
 	t.Helper()
 	n := newTCPNodes(t, 2, func(c *TCPConfig) { c.SnapshotChunkSize = 64 << 10 })
-	net := NewNetwork(1)
-	a, _ := net.Node(1)
-	b, _ := net.Node(2)
-	t.Cleanup(func() { a.Close(); b.Close() })
-	return map[string][2]Transport{"tcp": {n[0], n[1]}, "mem": {a, b}}
+	return map[string][2]Transport{"tcp": {n[0], n[1]}}
 }
 
 func TestSnapshotStream(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,7 +70,7 @@ func (s *Server) parseKV(r *http.Request, allowed []string) (kvRequest, *apiErro
 		return kvRequest{}, errorf(http.StatusBadRequest, CodeBadParameter, fmt.Sprintf("malformed query string: %v", err))
 	}
 	for name, vs := range q {
-		if !contains(allowed, name) {
+		if !slices.Contains(allowed, name) {
 			return kvRequest{}, errorf(http.StatusBadRequest, CodeUnknownParameter,
 				fmt.Sprintf("unknown parameter %q for %s (allowed: %s)", name, r.Method, strings.Join(allowed, ", ")))
 		}
@@ -325,13 +326,4 @@ func (s *Server) failure(what string, err error) *apiError {
 	}
 	s.log.Error("request failed", "what", what, "err", err)
 	return errorf(http.StatusInternalServerError, CodeInternal, fmt.Sprintf("%s: %v", what, err))
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -3,7 +3,6 @@ package sim
 import (
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/anishathalye/porcupine"
 	"github.com/edictlog/edictlog/edict"
@@ -216,5 +215,3 @@ func (h *history) check() string {
 	}
 	return ""
 }
-
-var _ = time.Second
