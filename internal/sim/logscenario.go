@@ -93,6 +93,12 @@ type LogScenario struct {
 	// wedge requests reach only the processes that lack the edict, and
 	// it crashes for good once the news of the new epoch has spread.
 	StopIsolation bool
+	// EpochGap plays the case of the rule elect/no-epoch-skip on purpose
+	// (adversary_epochgap.go), with Membership and Replacements 2: a
+	// member of three consecutive epochs is cut off for the whole of the
+	// middle one, hears of the last while the middle one's leader still
+	// holds its lease, and completes the first one's wedging.
+	EpochGap bool
 	// IgnoreSuspend is a negative control: the driver never asks the
 	// clock whether it was suspended, so a leader trusts a lease that a
 	// suspend outlived.
