@@ -61,6 +61,7 @@ func (r *lrun) schedule() {
 	r.scheduleReplay()
 	r.scheduleQuarantine()
 	r.scheduleStopIsolation()
+	r.scheduleEpochGap()
 	r.w.at(r.gst, r.stabilize)
 }
 
@@ -362,7 +363,7 @@ func (r *lrun) describe() string {
 		b = fmt.Appendf(b, "\n  %v up=%t epoch=%d heard=%t leader=%v isLeader=%t commit=%d applied=%d last=%d members=%v learners=%v %s",
 			id, p.up, st.Epoch, st.EpochHeard, st.Leader, st.IsLeader, st.Commit, st.Applied, st.LastIndex, st.Members, st.Learners, p.core.Debug(now))
 	}
-	return string(b) + r.stopIso.summary()
+	return string(b) + r.stopIso.summary() + r.epochGap.summary()
 }
 
 // every runs f at jittered intervals until until, or a violation.

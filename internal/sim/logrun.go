@@ -56,6 +56,7 @@ type lrun struct {
 	replay     *replayAdversary
 	quarantine *quarantineAdversary
 	stopIso    *stopIsolation
+	epochGap   *epochGap
 
 	// Ground truth for the checkers of logcheck.go, kept here so that it
 	// survives a process's restart.
@@ -253,7 +254,7 @@ func (r *lrun) send(m transport.Message) {
 	if m.Lease != nil && m.Lease.Type == elect.MsgGrantRequest && !m.Lease.Wedge {
 		r.maybeSuspendCandidate(r.procs[m.From])
 	}
-	if r.replayIntercept(m) || r.quarantineIntercept(m) || r.stopIso.intercept(m) {
+	if r.replayIntercept(m) || r.quarantineIntercept(m) || r.stopIso.intercept(m) || r.epochGap.intercept(m) {
 		return // an adversary dropped or held it (adversary_*.go)
 	}
 	if r.connCut[connection{m.From, m.To, m.Lease != nil}] {
@@ -429,6 +430,8 @@ func (r *lrun) onEvent(p *lproc, ev log.Event) {
 			break
 		}
 		r.epochMembers[cfg.Epoch] = slices.Clone(cfg.Members)
+	case log.EpochChanged:
+		r.epochGap.epochChanged(p)
 	}
 }
 
