@@ -203,7 +203,7 @@ func (d *interaction) run(t *testing.T, td *datadriven.TestData) string {
 		d.printf("t=%s\n", d.clock())
 	case "tick":
 		for _, id := range d.targets(t, td, d.upIDs()) {
-			d.c.tick(id)
+			d.guard(id, "", func() { d.c.tick(id) })
 			d.report(id, "")
 		}
 	case "settle":
@@ -363,7 +363,7 @@ func (d *interaction) settle(t *testing.T, td *datadriven.TestData) {
 	for end := d.c.now + int64(dur); !done && d.c.now < end; {
 		d.c.advance(step)
 		for _, id := range d.upIDs() {
-			d.c.tick(id)
+			d.guard(id, d.clock().String()+" ", func() { d.c.tick(id) })
 			d.report(id, d.clock().String()+" ")
 			if until != nil && until() {
 				done = true
@@ -481,11 +481,27 @@ func (d *interaction) route(m transport.Message, prefix string, verbose bool, n 
 
 // step hands m to its receiver and prints, after prefix, what it did.
 func (d *interaction) step(m transport.Message, prefix string) {
-	if err := d.c.cores[m.To].Step(d.c.reading(m.To), m); err != nil {
-		d.printf("%s%v refused it: %v\n", prefix, m.To, err)
-	}
-	d.c.collect(m.To)
+	d.guard(m.To, prefix, func() {
+		if err := d.c.cores[m.To].Step(d.c.reading(m.To), m); err != nil {
+			d.printf("%s%v refused it: %v\n", prefix, m.To, err)
+		}
+		d.c.collect(m.To)
+	})
 	d.report(m.To, prefix)
+}
+
+// guard runs f, which drives id's Core. A Core panics when one of its
+// safety assertions fails (a committed index truncated): the transcript
+// says so, and the process is down from then on, as a runtime that
+// crashed on it would be.
+func (d *interaction) guard(id edict.ProcessID, prefix string, f func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			d.printf("%s%v PANICS: %v\n", prefix, id, r)
+			d.c.down[id] = true
+		}
+	}()
+	f()
 }
 
 func (d *interaction) holdMsg(m transport.Message) {
