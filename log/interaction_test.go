@@ -820,11 +820,9 @@ func (d *interaction) check() {
 	seen := map[uint64]at{}
 	bad := false
 	for _, id := range d.c.ids() {
-		for i := d.c.cores[id].log.first(); i <= d.c.cores[id].commit; i++ {
-			e, ok := d.c.committedEntry(id, i)
-			if !ok {
-				continue
-			}
+		core := d.c.cores[id]
+		for i := core.log.first(); i <= min(core.commit, core.log.lastIndex()); i++ {
+			e := *core.log.entry(i)
 			if s, dup := seen[i]; dup && !s.e.Stamp.Equal(e.Stamp) {
 				d.printf("COMMITTED ENTRY LOST: index %d is committed as %s on %v and as %s on %v\n", i, entryString(s.e), s.id, entryString(e), id)
 				bad = true
