@@ -1,19 +1,42 @@
 package log
 
-// Scenario tests as transcripts (issue 15), after etcd-io/raft's
-// interaction tests: each file of testdata/ is a story told in commands
-// that drive Cores by hand (the tcluster of harness_test.go: one clock, one
-// message queue, per-process stores), with what happened written under
-// each command. The test replays every file and fails on the first
-// command whose output differs.
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/elect"
+	"github.com/edictlog/edictlog/storage"
+	"github.com/edictlog/edictlog/transport"
+)
+
+// TestInteraction runs the scenario transcripts (issue 15), after
+// etcd-io/raft's interaction tests: each file of testdata/ is a story told
+// in commands that drive Cores by hand (the tcluster of harness_test.go:
+// one clock, one message queue, per-process stores), with what happened
+// written under each command. The test replays every file and fails on the
+// first command whose output differs.
 //
 //	go test ./log/ -run TestInteraction                      # replay them all
 //	go test ./log/ -run TestInteraction/stale_append_reply   # one file
 //	go test ./log/ -run TestInteraction -rewrite             # write the output anew
 //
 // After -rewrite, read the diff: the output is the story, and a rewrite
-// accepts whatever the code does now. The files' format and -rewrite are
-// github.com/cockroachdb/datadriven's:
+// accepts whatever the code does now. A transcript that guards a safety
+// rule says so in its header, and fails with the rule switched off:
+//
+//	EDICT_MUTATE=reply-reign go test -tags edictmutate ./log/ -run TestInteraction/stale_append_reply
+//
+// Such a failure stops at the first command whose output differs; to read
+// the mutated run to its end, run it with -rewrite on a copy of the file.
+//
+// The files' format and -rewrite are github.com/cockroachdb/datadriven's:
 //
 //	# a comment
 //	command key=value key=(v1, v2) flag
@@ -78,23 +101,6 @@ package log
 // Reign stamps print as R1, R2, … in the order the driver first sees
 // them, and readings as incarnation:time since the clock's origin (the
 // harness's clock starts an hour in). Observing never moves the clock.
-
-import (
-	"fmt"
-	"regexp"
-	"slices"
-	"strconv"
-	"strings"
-	"testing"
-	"time"
-
-	"github.com/cockroachdb/datadriven"
-	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/elect"
-	"github.com/edictlog/edictlog/storage"
-	"github.com/edictlog/edictlog/transport"
-)
-
 func TestInteraction(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		d := &interaction{t: t}
@@ -239,7 +245,11 @@ func (d *interaction) run(t *testing.T, td *datadriven.TestData) string {
 		}
 		d.printf("down: %v\n", d.downIDs())
 	case "crash":
-		for _, id := range d.targets(t, td, nil) {
+		ids := d.targets(t, td, nil)
+		if len(ids) == 0 {
+			td.Fatalf(t, "crash: id= missing")
+		}
+		for _, id := range ids {
 			d.c.down[id] = true
 			d.printf("p%d crashed\n", id)
 		}
@@ -308,9 +318,15 @@ func (d *interaction) run(t *testing.T, td *datadriven.TestData) string {
 		for _, m := range d.c.queue {
 			d.printf("%v\n", m)
 		}
+		if len(d.c.queue) == 0 {
+			d.printf("nothing queued\n")
+		}
 	case "held":
 		for _, h := range d.held {
 			d.printf("#%d: %v\n", h.n, h.m)
+		}
+		if len(d.held) == 0 {
+			d.printf("nothing held\n")
 		}
 	case "check":
 		d.check()
