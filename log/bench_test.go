@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/transport"
@@ -53,7 +53,7 @@ func startBenchCluster(tb testing.TB, tune ...func(*log.Config)) *benchCluster {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		cfg := log.Config{ID: id, Peers: peers, Store: store, Snapshots: snaps, Transport: c.nets[id], FSM: fsm.NewKV(), Logger: quiet}
+		cfg := log.Config{ID: id, Peers: peers, Store: store, Snapshots: snaps, Transport: c.nets[id], FSM: kvfsm.NewKV(), Logger: quiet}
 		for _, f := range tune {
 			f(&cfg)
 		}
@@ -115,7 +115,7 @@ func BenchmarkCommit(b *testing.B) {
 						if i > int64(b.N) {
 							return
 						}
-						cmd, _ := fsm.EncodeCommand(fsm.Command{Put: &fsm.Put{Key: fmt.Sprintf("k%d", i%1024), Value: value}})
+						cmd, _ := kvfsm.EncodeCommand(kvfsm.Command{Put: &kvfsm.Put{Key: fmt.Sprintf("k%d", i%1024), Value: value}})
 						t0 := time.Now()
 						if _, err := leader.Apply(context.Background(), cmd); err != nil {
 							b.Error(err)
@@ -171,10 +171,10 @@ func BenchmarkFollowerReadAfterWrite(b *testing.B) {
 			break
 		}
 	}
-	q, _ := fsm.EncodeQuery(fsm.Range{Key: "k"})
+	q, _ := kvfsm.EncodeQuery(kvfsm.Range{Key: "k"})
 	var lat []time.Duration
 	for i := 0; b.Loop(); i++ {
-		cmd, _ := fsm.EncodeCommand(fsm.Command{Put: &fsm.Put{Key: "k", Value: fmt.Sprint(i)}})
+		cmd, _ := kvfsm.EncodeCommand(kvfsm.Command{Put: &kvfsm.Put{Key: "k", Value: fmt.Sprint(i)}})
 		if _, err := leader.Apply(context.Background(), cmd); err != nil {
 			b.Fatal(err)
 		}

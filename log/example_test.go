@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/transport"
@@ -48,7 +48,7 @@ func Example() {
 			panic(err)
 		}
 		n, err := log.Start(log.Config{ID: id, Peers: peers, Store: store, Snapshots: snaps,
-			Transport: nets[id], FSM: fsm.NewKV(), Logger: quiet})
+			Transport: nets[id], FSM: kvfsm.NewKV(), Logger: quiet})
 		if err != nil {
 			panic(err)
 		}
@@ -58,7 +58,7 @@ func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	leader := waitForLeader(ctx, nodes)
-	put, _ := fsm.EncodeCommand(fsm.Command{Put: &fsm.Put{Key: "greeting", Value: "hello"}})
+	put, _ := kvfsm.EncodeCommand(kvfsm.Command{Put: &kvfsm.Put{Key: "greeting", Value: "hello"}})
 	if _, err := nodes[leader].Apply(ctx, put); err != nil {
 		panic(err)
 	}
@@ -98,12 +98,12 @@ func waitForLeader(ctx context.Context, nodes map[edict.ProcessID]*log.Node) edi
 // get is a lease read: linearizable, and answered by the leader without a
 // network round trip.
 func get(ctx context.Context, n *log.Node, key string) string {
-	q, _ := fsm.EncodeQuery(fsm.Range{Key: key})
+	q, _ := kvfsm.EncodeQuery(kvfsm.Range{Key: key})
 	res, err := n.Read(ctx, log.ReadLease, q)
 	if err != nil {
 		panic(err)
 	}
-	r, err := fsm.DecodeResult(res.Data)
+	r, err := kvfsm.DecodeResult(res.Data)
 	if err != nil || r.Range == nil || len(r.Range.KVs) == 0 {
 		return "<missing>"
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 )
 
@@ -40,7 +40,7 @@ func TestNewLeaderKeepsReignAfterHandoverUnderLoad(t *testing.T) {
 					return
 				default:
 				}
-				cmd, _ := fsm.EncodeCommand(fsm.Command{Put: &fsm.Put{Key: fmt.Sprintf("k%d", i%64), Value: "v"}})
+				cmd, _ := kvfsm.EncodeCommand(kvfsm.Command{Put: &kvfsm.Put{Key: fmt.Sprintf("k%d", i%64), Value: "v"}})
 				if _, err := c.tryApply(cmd); err == nil {
 					writes.Add(1)
 				}

@@ -12,6 +12,7 @@ import (
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/transport"
@@ -57,7 +58,7 @@ func TestNodeTransferLeadership(t *testing.T) {
 			default:
 			}
 			k := fmt.Sprintf("race-%04d", i)
-			cmd, err := fsm.EncodeCommand(fsm.Command{Put: &fsm.Put{Key: k, Value: "v" + k}})
+			cmd, err := kvfsm.EncodeCommand(kvfsm.Command{Put: &kvfsm.Put{Key: k, Value: "v" + k}})
 			if err != nil {
 				panic(err)
 			}
@@ -414,7 +415,7 @@ func TestNodeConfigErrors(t *testing.T) {
 	require.NoError(t, err)
 	good := func() log.Config {
 		return log.Config{ID: 1, Peers: map[edict.ProcessID]string{1: tr.LocalAddr()}, Store: storage.NewMemStore(),
-			Snapshots: snaps, Transport: tr, FSM: fsm.NewKV(), Logger: quietLogger()}
+			Snapshots: snaps, Transport: tr, FSM: kvfsm.NewKV(), Logger: quietLogger()}
 	}
 	cases := []struct {
 		name   string
@@ -504,7 +505,7 @@ func TestNodeBadInput(t *testing.T) {
 	require.NoError(t, err)
 	resErr, isErr := res.Response.(error)
 	require.True(t, isErr, "response %v", res.Response)
-	require.ErrorIs(t, resErr, fsm.ErrInvalid)
+	require.ErrorIs(t, resErr, kvfsm.ErrInvalid)
 	_, err = l.Read(ctx, log.ReadLease, []byte{0xff})
 	require.Error(t, err, "an undecodable query")
 
@@ -540,7 +541,7 @@ func TestNodeBadInput(t *testing.T) {
 	snaps, err := storage.NewMemSnapshotStore(2)
 	require.NoError(t, err)
 	n, err := log.Start(log.Config{ID: 1, Peers: map[edict.ProcessID]string{1: tr.LocalAddr()}, Store: storage.NewMemStore(),
-		Snapshots: snaps, Transport: tr, FSM: struct{ fsm.FSM }{fsm.NewKV()}, Logger: quietLogger()})
+		Snapshots: snaps, Transport: tr, FSM: struct{ fsm.FSM }{kvfsm.NewKV()}, Logger: quietLogger()})
 	require.NoError(t, err)
 	defer n.Shutdown(context.Background())
 	_, err = n.Read(ctx, log.ReadStale, nil)

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/transport"
@@ -44,7 +44,7 @@ type netNode struct {
 	net   *transport.TCP
 	store *storage.BoltStore
 	snaps *storage.FileSnapshotStore
-	kv    *fsm.KV
+	kv    *kvfsm.KV
 	*log.Node
 	cfg log.Config
 }
@@ -100,7 +100,7 @@ func (c *netCluster) startWith(id edict.ProcessID, tr *transport.TCP, peers map[
 	require.NoError(c.t, err)
 	snaps, err := storage.NewFileSnapshotStore(filepath.Join(c.dir, fmt.Sprintf("snap%d", id)), 2)
 	require.NoError(c.t, err)
-	kv := fsm.NewKV()
+	kv := kvfsm.NewKV()
 	cfg := log.Config{ID: id, Peers: peers, Store: store, Snapshots: snaps, Transport: tr, FSM: kv, Logger: c.logger}
 	for _, f := range append(slices.Clone(c.tune), tune...) {
 		f(&cfg)
@@ -300,14 +300,14 @@ func waitApplied(t testing.TB, index uint64, nodes ...*netNode) {
 
 func putCmd(t testing.TB, key, value string) []byte {
 	t.Helper()
-	b, err := fsm.EncodeCommand(fsm.Command{Put: &fsm.Put{Key: key, Value: value}})
+	b, err := kvfsm.EncodeCommand(kvfsm.Command{Put: &kvfsm.Put{Key: key, Value: value}})
 	require.NoError(t, err)
 	return b
 }
 
 // readKey reads one key at level on n.
 func readKey(ctx context.Context, n *log.Node, level log.ReadLevel, key string) (value string, found bool, res log.ReadResult, err error) {
-	q, err := fsm.EncodeQuery(fsm.Range{Key: key})
+	q, err := kvfsm.EncodeQuery(kvfsm.Range{Key: key})
 	if err != nil {
 		return "", false, res, err
 	}
@@ -315,7 +315,7 @@ func readKey(ctx context.Context, n *log.Node, level log.ReadLevel, key string) 
 	if err != nil {
 		return "", false, res, err
 	}
-	r, err := fsm.DecodeResult(res.Data)
+	r, err := kvfsm.DecodeResult(res.Data)
 	if err != nil {
 		return "", false, res, err
 	}
@@ -339,15 +339,15 @@ func mustRead(t testing.TB, n *netNode, level log.ReadLevel, key string) (string
 }
 
 // dump reads the whole key space of n's state machine at ReadStale.
-func dump(t testing.TB, n *netNode) []fsm.KeyValue {
+func dump(t testing.TB, n *netNode) []kvfsm.KeyValue {
 	t.Helper()
-	q, err := fsm.EncodeQuery(fsm.Range{Key: "\x00", RangeEnd: "\x00"})
+	q, err := kvfsm.EncodeQuery(kvfsm.Range{Key: "\x00", RangeEnd: "\x00"})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	res, err := n.Read(ctx, log.ReadStale, q)
 	require.NoError(t, err)
-	r, err := fsm.DecodeResult(res.Data)
+	r, err := kvfsm.DecodeResult(res.Data)
 	require.NoError(t, err)
 	require.NotNil(t, r.Range)
 	return r.Range.KVs

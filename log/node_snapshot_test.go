@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 	"github.com/stretchr/testify/require"
 )
@@ -38,11 +38,11 @@ func TestNodeSnapshotCatchUp(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 40 {
-				cmd := fsm.Command{Put: &fsm.Put{Key: fmt.Sprintf("key-%03d", (w*40+i)%97), Value: fmt.Sprintf("w%d-%d", w, i)}}
+				cmd := kvfsm.Command{Put: &kvfsm.Put{Key: fmt.Sprintf("key-%03d", (w*40+i)%97), Value: fmt.Sprintf("w%d-%d", w, i)}}
 				if i%10 == 9 {
-					cmd = fsm.Command{Delete: &fsm.Delete{Key: fmt.Sprintf("key-%03d", (w*40+i-3)%97)}}
+					cmd = kvfsm.Command{Delete: &kvfsm.Delete{Key: fmt.Sprintf("key-%03d", (w*40+i-3)%97)}}
 				}
-				b, err := fsm.EncodeCommand(cmd)
+				b, err := kvfsm.EncodeCommand(cmd)
 				if err == nil {
 					_, err = c.tryApply(b) // through the leader, whichever it is
 				}

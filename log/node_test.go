@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 	"github.com/stretchr/testify/require"
 )
@@ -25,7 +25,7 @@ func TestLeaderKeepsLeaseUnderLoad(t *testing.T) {
 	deadline := time.Now().Add(1500 * time.Millisecond)
 	n := 0
 	for time.Now().Before(deadline) {
-		cmd, err := fsm.EncodeCommand(fsm.Command{Put: &fsm.Put{Key: fmt.Sprintf("k%d", n%16), Value: "v"}})
+		cmd, err := kvfsm.EncodeCommand(kvfsm.Command{Put: &kvfsm.Put{Key: fmt.Sprintf("k%d", n%16), Value: "v"}})
 		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err = leader.Apply(ctx, cmd)

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/transport"
@@ -77,7 +77,7 @@ func load(system string, c cluster, writers int, d time.Duration) (Result, error
 			defer wg.Done()
 			for time.Now().Before(deadline) {
 				i := next.Add(1)
-				cmd, _ := fsm.EncodeCommand(fsm.Command{Put: &fsm.Put{Key: fmt.Sprintf("k%d", i%1024), Value: value}})
+				cmd, _ := kvfsm.EncodeCommand(kvfsm.Command{Put: &kvfsm.Put{Key: fmt.Sprintf("k%d", i%1024), Value: value}})
 				t0 := time.Now()
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				err := c.apply(ctx, cmd)
@@ -133,7 +133,7 @@ func startEdictlog(dir string) (*edictCluster, error) {
 		if err != nil {
 			return nil, err
 		}
-		n, err := log.Start(log.Config{ID: id, Peers: peers, Store: store, Snapshots: snaps, Transport: nets[id], FSM: fsm.NewKV(), Logger: quiet})
+		n, err := log.Start(log.Config{ID: id, Peers: peers, Store: store, Snapshots: snaps, Transport: nets[id], FSM: kvfsm.NewKV(), Logger: quiet})
 		if err != nil {
 			return nil, err
 		}

@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 
-	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
 )
 
 // etcdCluster is a 3-process edictkv cluster serving the etcd v3 API, and
@@ -201,12 +201,12 @@ func TestEtcdClientAPI(t *testing.T) {
 	assert.ErrorIs(t, rpctypes.Error(err), rpctypes.ErrDuplicateKey)
 	_, err = cli.Put(ctx, "", "x")
 	assert.ErrorIs(t, rpctypes.Error(err), rpctypes.ErrEmptyKey)
-	_, err = cli.Put(ctx, fsm.SystemPrefix+"http/1", "evil")
+	_, err = cli.Put(ctx, kvfsm.SystemPrefix+"http/1", "evil")
 	assert.Equal(t, codes.InvalidArgument, grpcstatus.Code(err), "%v", err)
 	all, err := cli.Get(ctx, "", clientv3.WithPrefix())
 	require.NoError(t, err)
 	for _, k := range keys(all) {
-		assert.False(t, strings.HasPrefix(k, fsm.SystemPrefix), "edictkv's own key %q is listed", k)
+		assert.False(t, strings.HasPrefix(k, kvfsm.SystemPrefix), "edictkv's own key %q is listed", k)
 	}
 	_, err = cli.Get(ctx, "a", clientv3.WithRev(first.Header.Revision))
 	assert.ErrorIs(t, rpctypes.Error(err), rpctypes.ErrCompacted, "there is no history")

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
 )
 
 // limits are what a client may send; checked before anything reaches the
@@ -44,8 +44,8 @@ func (l limits) key(what string, k []byte) error {
 		return rpctypes.ErrGRPCEmptyKey
 	case len(k) > l.maxKey:
 		return invalidArg("%s of %d bytes exceeds the limit of %d", what, len(k), l.maxKey)
-	case strings.HasPrefix(string(k), fsm.SystemPrefix):
-		return invalidArg("%s %q is under the prefix edictkv keeps for itself (%q)", what, k, fsm.SystemPrefix)
+	case strings.HasPrefix(string(k), kvfsm.SystemPrefix):
+		return invalidArg("%s %q is under the prefix edictkv keeps for itself (%q)", what, k, kvfsm.SystemPrefix)
 	}
 	return nil
 }
@@ -60,28 +60,28 @@ func (l limits) rangeEnd(end []byte) error {
 // rangeOf converts a RangeRequest into the state machine's Range and what
 // is left to do on its result (etcd's order: prune by revisions, sort,
 // then apply the limit).
-func (l limits) rangeOf(r *pb.RangeRequest) (fsm.Range, rangePost, error) {
+func (l limits) rangeOf(r *pb.RangeRequest) (kvfsm.Range, rangePost, error) {
 	if err := l.key("key", r.Key); err != nil {
-		return fsm.Range{}, rangePost{}, err
+		return kvfsm.Range{}, rangePost{}, err
 	}
 	if err := l.rangeEnd(r.RangeEnd); err != nil {
-		return fsm.Range{}, rangePost{}, err
+		return kvfsm.Range{}, rangePost{}, err
 	}
 	if r.Limit < 0 {
-		return fsm.Range{}, rangePost{}, invalidArg("negative limit %d", r.Limit)
+		return kvfsm.Range{}, rangePost{}, invalidArg("negative limit %d", r.Limit)
 	}
 	for _, rev := range []int64{r.Revision, r.MinModRevision, r.MaxModRevision, r.MinCreateRevision, r.MaxCreateRevision} {
 		if rev < 0 {
-			return fsm.Range{}, rangePost{}, invalidArg("negative revision %d", rev)
+			return kvfsm.Range{}, rangePost{}, invalidArg("negative revision %d", rev)
 		}
 	}
 	if _, ok := pb.RangeRequest_SortOrder_name[int32(r.SortOrder)]; !ok {
-		return fsm.Range{}, rangePost{}, invalidArg("unknown sort order %d", r.SortOrder)
+		return kvfsm.Range{}, rangePost{}, invalidArg("unknown sort order %d", r.SortOrder)
 	}
 	if _, ok := pb.RangeRequest_SortTarget_name[int32(r.SortTarget)]; !ok {
-		return fsm.Range{}, rangePost{}, invalidArg("unknown sort target %d", r.SortTarget)
+		return kvfsm.Range{}, rangePost{}, invalidArg("unknown sort target %d", r.SortTarget)
 	}
-	q := fsm.Range{Key: string(r.Key), RangeEnd: string(r.RangeEnd), Limit: uint64(r.Limit),
+	q := kvfsm.Range{Key: string(r.Key), RangeEnd: string(r.RangeEnd), Limit: uint64(r.Limit),
 		CountOnly: r.CountOnly, KeysOnly: r.KeysOnly}
 	post := rangePost{limit: r.Limit, order: r.SortOrder, target: r.SortTarget,
 		minMod: r.MinModRevision, maxMod: r.MaxModRevision, minCreate: r.MinCreateRevision, maxCreate: r.MaxCreateRevision}
@@ -113,17 +113,17 @@ func (p rangePost) needed() bool {
 
 // apply prunes, sorts and limits kvs as etcd's Range does; Count stays the
 // count of the whole range, as in etcd.
-func (p rangePost) apply(rr *fsm.RangeResult) (kvs []fsm.KeyValue, more bool) {
+func (p rangePost) apply(rr *kvfsm.RangeResult) (kvs []kvfsm.KeyValue, more bool) {
 	if !p.needed() {
 		return rr.KVs, rr.More
 	}
-	kvs = slices.DeleteFunc(slices.Clone(rr.KVs), func(kv fsm.KeyValue) bool {
+	kvs = slices.DeleteFunc(slices.Clone(rr.KVs), func(kv kvfsm.KeyValue) bool {
 		mod, create := int64(kv.ModRevision), int64(kv.CreateRevision)
 		return (p.maxMod != 0 && mod > p.maxMod) || (p.minMod != 0 && mod < p.minMod) ||
 			(p.maxCreate != 0 && create > p.maxCreate) || (p.minCreate != 0 && create < p.minCreate)
 	})
 	if p.order != pb.RangeRequest_NONE {
-		by := func(a, b fsm.KeyValue) int {
+		by := func(a, b kvfsm.KeyValue) int {
 			switch p.target {
 			case pb.RangeRequest_VERSION:
 				return cmp.Compare(a.Version, b.Version)
@@ -137,7 +137,7 @@ func (p rangePost) apply(rr *fsm.RangeResult) (kvs []fsm.KeyValue, more bool) {
 			return cmp.Compare(a.Key, b.Key)
 		}
 		if p.order == pb.RangeRequest_DESCEND {
-			slices.SortStableFunc(kvs, func(a, b fsm.KeyValue) int { return by(b, a) })
+			slices.SortStableFunc(kvs, func(a, b kvfsm.KeyValue) int { return by(b, a) })
 		} else {
 			slices.SortStableFunc(kvs, by)
 		}
@@ -148,7 +148,7 @@ func (p rangePost) apply(rr *fsm.RangeResult) (kvs []fsm.KeyValue, more bool) {
 	return kvs, more
 }
 
-func (l limits) putOf(r *pb.PutRequest) (*fsm.Put, error) {
+func (l limits) putOf(r *pb.PutRequest) (*kvfsm.Put, error) {
 	switch {
 	case r.Lease != 0:
 		return nil, unimplemented("leases: Put with lease %d", r.Lease)
@@ -163,26 +163,26 @@ func (l limits) putOf(r *pb.PutRequest) (*fsm.Put, error) {
 	if len(r.Value) > l.maxValue {
 		return nil, invalidArg("value of %d bytes exceeds the limit of %d", len(r.Value), l.maxValue)
 	}
-	return &fsm.Put{Key: string(r.Key), Value: string(r.Value), PrevKV: r.PrevKv}, nil
+	return &kvfsm.Put{Key: string(r.Key), Value: string(r.Value), PrevKV: r.PrevKv}, nil
 }
 
-func (l limits) deleteOf(r *pb.DeleteRangeRequest) (*fsm.Delete, error) {
+func (l limits) deleteOf(r *pb.DeleteRangeRequest) (*kvfsm.Delete, error) {
 	if err := l.key("key", r.Key); err != nil {
 		return nil, err
 	}
 	if err := l.rangeEnd(r.RangeEnd); err != nil {
 		return nil, err
 	}
-	return &fsm.Delete{Key: string(r.Key), RangeEnd: string(r.RangeEnd), PrevKV: r.PrevKv}, nil
+	return &kvfsm.Delete{Key: string(r.Key), RangeEnd: string(r.RangeEnd), PrevKV: r.PrevKv}, nil
 }
 
 // txnOf converts a TxnRequest, keeping the post-processing each branch's
 // ranges need.
-func (l limits) txnOf(r *pb.TxnRequest) (*fsm.Txn, txnPost, error) {
+func (l limits) txnOf(r *pb.TxnRequest) (*kvfsm.Txn, txnPost, error) {
 	if n := max(len(r.Success), len(r.Failure)); n > l.maxTxnOps {
 		return nil, txnPost{}, rpctypes.ErrGRPCTooManyOps
 	}
-	t := &fsm.Txn{}
+	t := &kvfsm.Txn{}
 	for i, c := range r.Compare {
 		fc, err := l.compareOf(c)
 		if err != nil {
@@ -198,8 +198,8 @@ func (l limits) txnOf(r *pb.TxnRequest) (*fsm.Txn, txnPost, error) {
 	if t.Failure, post.failure, err = l.opsOf(r.Failure); err != nil {
 		return nil, txnPost{}, err
 	}
-	if err := (&fsm.Command{Txn: t}).Validate(); err != nil {
-		if errors.Is(err, fsm.ErrDuplicateKey) {
+	if err := (&kvfsm.Command{Txn: t}).Validate(); err != nil {
+		if errors.Is(err, kvfsm.ErrDuplicateKey) {
 			return nil, txnPost{}, rpctypes.ErrGRPCDuplicateKey
 		}
 		return nil, txnPost{}, invalidArg("%v", err)
@@ -211,26 +211,26 @@ func (l limits) txnOf(r *pb.TxnRequest) (*fsm.Txn, txnPost, error) {
 // for writes).
 type txnPost struct{ success, failure []rangePost }
 
-var compareOps = map[pb.Compare_CompareResult]fsm.CompareOp{
-	pb.Compare_EQUAL: fsm.Equal, pb.Compare_NOT_EQUAL: fsm.NotEqual, pb.Compare_LESS: fsm.Less, pb.Compare_GREATER: fsm.Greater,
+var compareOps = map[pb.Compare_CompareResult]kvfsm.CompareOp{
+	pb.Compare_EQUAL: kvfsm.Equal, pb.Compare_NOT_EQUAL: kvfsm.NotEqual, pb.Compare_LESS: kvfsm.Less, pb.Compare_GREATER: kvfsm.Greater,
 }
 
-func (l limits) compareOf(c *pb.Compare) (fsm.Compare, error) {
+func (l limits) compareOf(c *pb.Compare) (kvfsm.Compare, error) {
 	if c == nil {
-		return fsm.Compare{}, invalidArg("empty compare")
+		return kvfsm.Compare{}, invalidArg("empty compare")
 	}
 	if len(c.RangeEnd) != 0 {
-		return fsm.Compare{}, unimplemented("Txn compares over a key range (range_end)")
+		return kvfsm.Compare{}, unimplemented("Txn compares over a key range (range_end)")
 	}
 	if err := l.key("compare key", c.Key); err != nil {
-		return fsm.Compare{}, err
+		return kvfsm.Compare{}, err
 	}
 	op, ok := compareOps[c.Result]
 	if !ok {
-		return fsm.Compare{}, invalidArg("unknown compare result %d", c.Result)
+		return kvfsm.Compare{}, invalidArg("unknown compare result %d", c.Result)
 	}
-	out := fsm.Compare{Key: string(c.Key), Op: op}
-	number := func(n int64, target fsm.CompareTarget) error {
+	out := kvfsm.Compare{Key: string(c.Key), Op: op}
+	number := func(n int64, target kvfsm.CompareTarget) error {
 		if n < 0 {
 			return invalidArg("compare %v with negative operand %d", target, n)
 		}
@@ -240,26 +240,26 @@ func (l limits) compareOf(c *pb.Compare) (fsm.Compare, error) {
 	var err error
 	switch c.Target {
 	case pb.Compare_VALUE:
-		out.Target, out.Value = fsm.TargetValue, string(c.GetValue())
+		out.Target, out.Value = kvfsm.TargetValue, string(c.GetValue())
 	case pb.Compare_VERSION:
-		err = number(c.GetVersion(), fsm.TargetVersion)
+		err = number(c.GetVersion(), kvfsm.TargetVersion)
 	case pb.Compare_CREATE:
-		err = number(c.GetCreateRevision(), fsm.TargetCreateRevision)
+		err = number(c.GetCreateRevision(), kvfsm.TargetCreateRevision)
 	case pb.Compare_MOD:
-		err = number(c.GetModRevision(), fsm.TargetModRevision)
+		err = number(c.GetModRevision(), kvfsm.TargetModRevision)
 	case pb.Compare_LEASE:
-		return fsm.Compare{}, unimplemented("leases: Txn compare on a key's lease")
+		return kvfsm.Compare{}, unimplemented("leases: Txn compare on a key's lease")
 	default:
-		return fsm.Compare{}, invalidArg("unknown compare target %d", c.Target)
+		return kvfsm.Compare{}, invalidArg("unknown compare target %d", c.Target)
 	}
 	return out, err
 }
 
-func (l limits) opsOf(reqs []*pb.RequestOp) ([]fsm.Op, []rangePost, error) {
+func (l limits) opsOf(reqs []*pb.RequestOp) ([]kvfsm.Op, []rangePost, error) {
 	if len(reqs) == 0 {
 		return nil, nil, nil
 	}
-	ops := make([]fsm.Op, len(reqs))
+	ops := make([]kvfsm.Op, len(reqs))
 	posts := make([]rangePost, len(reqs))
 	for i, r := range reqs {
 		var err error
@@ -269,7 +269,7 @@ func (l limits) opsOf(reqs []*pb.RequestOp) ([]fsm.Op, []rangePost, error) {
 			if rr.Revision != 0 {
 				return nil, nil, unimplemented("a Range at a past revision inside a Txn")
 			}
-			var q fsm.Range
+			var q kvfsm.Range
 			q, posts[i], err = l.rangeOf(rr)
 			ops[i].Range = &q
 		case r.GetRequestPut() != nil:
@@ -288,7 +288,7 @@ func (l limits) opsOf(reqs []*pb.RequestOp) ([]fsm.Op, []rangePost, error) {
 	return ops, posts, nil
 }
 
-func kvOf(kv *fsm.KeyValue) *mvccpb.KeyValue {
+func kvOf(kv *kvfsm.KeyValue) *mvccpb.KeyValue {
 	out := &mvccpb.KeyValue{Key: []byte(kv.Key), CreateRevision: int64(kv.CreateRevision),
 		ModRevision: int64(kv.ModRevision), Version: int64(kv.Version)}
 	if kv.Value != "" {
@@ -297,7 +297,7 @@ func kvOf(kv *fsm.KeyValue) *mvccpb.KeyValue {
 	return out
 }
 
-func kvsOf(kvs []fsm.KeyValue) []*mvccpb.KeyValue {
+func kvsOf(kvs []kvfsm.KeyValue) []*mvccpb.KeyValue {
 	if len(kvs) == 0 {
 		return nil
 	}
@@ -308,12 +308,12 @@ func kvsOf(kvs []fsm.KeyValue) []*mvccpb.KeyValue {
 	return out
 }
 
-func rangeResponse(h *pb.ResponseHeader, rr *fsm.RangeResult, post rangePost) *pb.RangeResponse {
+func rangeResponse(h *pb.ResponseHeader, rr *kvfsm.RangeResult, post rangePost) *pb.RangeResponse {
 	kvs, more := post.apply(rr)
 	return &pb.RangeResponse{Header: h, Kvs: kvsOf(kvs), More: more, Count: int64(rr.Count)}
 }
 
-func putResponse(h *pb.ResponseHeader, r *fsm.PutResult) *pb.PutResponse {
+func putResponse(h *pb.ResponseHeader, r *kvfsm.PutResult) *pb.PutResponse {
 	out := &pb.PutResponse{Header: h}
 	if r.PrevKV != nil {
 		out.PrevKv = kvOf(r.PrevKV)
@@ -321,11 +321,11 @@ func putResponse(h *pb.ResponseHeader, r *fsm.PutResult) *pb.PutResponse {
 	return out
 }
 
-func deleteResponse(h *pb.ResponseHeader, r *fsm.DeleteResult) *pb.DeleteRangeResponse {
+func deleteResponse(h *pb.ResponseHeader, r *kvfsm.DeleteResult) *pb.DeleteRangeResponse {
 	return &pb.DeleteRangeResponse{Header: h, Deleted: int64(r.Deleted), PrevKvs: kvsOf(r.PrevKVs)}
 }
 
-func txnResponse(h *pb.ResponseHeader, r *fsm.TxnResult, post txnPost) (*pb.TxnResponse, error) {
+func txnResponse(h *pb.ResponseHeader, r *kvfsm.TxnResult, post txnPost) (*pb.TxnResponse, error) {
 	posts := post.success
 	if !r.Succeeded {
 		posts = post.failure

@@ -10,16 +10,16 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
 )
 
 var testLimits = limits{maxKey: 16, maxValue: 32, maxTxnOps: 3}
 
-func kv(key string, create, mod, version uint64, value string) fsm.KeyValue {
-	return fsm.KeyValue{Key: key, Value: value, CreateRevision: create, ModRevision: mod, Version: version}
+func kv(key string, create, mod, version uint64, value string) kvfsm.KeyValue {
+	return kvfsm.KeyValue{Key: key, Value: value, CreateRevision: create, ModRevision: mod, Version: version}
 }
 
-func names(kvs []fsm.KeyValue) []string {
+func names(kvs []kvfsm.KeyValue) []string {
 	var out []string
 	for _, kv := range kvs {
 		out = append(out, kv.Key)
@@ -30,7 +30,7 @@ func names(kvs []fsm.KeyValue) []string {
 // Sorting, revision filters and limits follow etcd's order: filter, sort,
 // then cut; count stays the whole range's.
 func TestRangePostProcessing(t *testing.T) {
-	rr := &fsm.RangeResult{Count: 4, KVs: []fsm.KeyValue{
+	rr := &kvfsm.RangeResult{Count: 4, KVs: []kvfsm.KeyValue{
 		kv("a", 5, 9, 3, "z"), kv("b", 2, 2, 1, "y"), kv("c", 7, 7, 1, "x"), kv("d", 1, 8, 4, "w"),
 	}}
 	for _, c := range []struct {
@@ -90,7 +90,7 @@ func TestRequestChecks(t *testing.T) {
 	assert.Contains(t, err.Error(), "negative limit")
 	_, _, err = testLimits.rangeOf(&pb.RangeRequest{Key: []byte("a"), SortOrder: 9})
 	assert.Contains(t, err.Error(), "sort order")
-	_, _, err = testLimits.rangeOf(&pb.RangeRequest{Key: []byte(fsm.SystemPrefix + "x")})
+	_, _, err = testLimits.rangeOf(&pb.RangeRequest{Key: []byte(kvfsm.SystemPrefix + "x")})
 	assert.Contains(t, err.Error(), "keeps for itself")
 
 	_, err = testLimits.putOf(&pb.PutRequest{Key: []byte("a"), Value: make([]byte, 33)})
@@ -101,7 +101,7 @@ func TestRequestChecks(t *testing.T) {
 	assert.Equal(t, codes.Unimplemented, code(err))
 	p, err := testLimits.putOf(&pb.PutRequest{Key: []byte("a"), Value: []byte("v"), PrevKv: true})
 	require.NoError(t, err)
-	assert.Equal(t, fsm.Put{Key: "a", Value: "v", PrevKV: true}, *p)
+	assert.Equal(t, kvfsm.Put{Key: "a", Value: "v", PrevKV: true}, *p)
 
 	put := func(k string) *pb.RequestOp {
 		return &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(k)}}}
@@ -130,7 +130,7 @@ func TestRequestChecks(t *testing.T) {
 			Key: []byte("a"), RangeEnd: []byte("b"), SortOrder: pb.RangeRequest_DESCEND, Limit: 1}}}},
 	})
 	require.NoError(t, err)
-	assert.Equal(t, []fsm.Compare{{Key: "a", Target: fsm.TargetVersion, Op: fsm.Greater, Number: 2}}, txn.Compares)
+	assert.Equal(t, []kvfsm.Compare{{Key: "a", Target: kvfsm.TargetVersion, Op: kvfsm.Greater, Number: 2}}, txn.Compares)
 	require.Len(t, txn.Success, 2)
 	assert.Zero(t, txn.Success[1].Range.Limit, "the sort needs the whole range")
 	assert.True(t, post.success[1].needed())
@@ -164,7 +164,7 @@ func FuzzTxnRequest(f *testing.F) {
 		if len(post.success) != len(txn.Success) || len(post.failure) != len(txn.Failure) {
 			t.Fatalf("post-processing for %d/%d ops of %d/%d", len(post.success), len(post.failure), len(txn.Success), len(txn.Failure))
 		}
-		if _, err := fsm.EncodeCommand(fsm.Command{Txn: txn}); err != nil {
+		if _, err := kvfsm.EncodeCommand(kvfsm.Command{Txn: txn}); err != nil {
 			t.Fatalf("accepted request does not encode: %v", err)
 		}
 	})

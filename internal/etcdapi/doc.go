@@ -1,5 +1,5 @@
 // Package etcdapi serves etcd's v3 gRPC API (go.etcd.io/etcd/api/v3) over
-// an edictlog log.Node running the fsm.KV state machine, so that etcdctl,
+// an edictlog log.Node running the kvfsm.KV state machine, so that etcdctl,
 // clientv3 and etcd's benchmark tool work against edictkv unchanged.
 //
 // What is served, and how it maps:
@@ -38,5 +38,5 @@
 // known within LeaderWait (nothing was written); "request timed out" when
 // a write's outcome is unknown (it may still commit); "duplicate key",
 // "too many operations", "key is not provided". Keys under
-// fsm.SystemPrefix belong to edictkv and are refused.
+// kvfsm.SystemPrefix belong to edictkv and are refused.
 package etcdapi

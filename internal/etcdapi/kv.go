@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 )
 
@@ -28,7 +28,7 @@ func (k *kvService) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRes
 	if err != nil {
 		return nil, err
 	}
-	query, err := fsm.EncodeQuery(q)
+	query, err := kvfsm.EncodeQuery(q)
 	if err != nil {
 		return nil, k.s.statusOf("Range", err)
 	}
@@ -39,7 +39,7 @@ func (k *kvService) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRes
 		if err != nil {
 			return nil, err
 		}
-		out, err := fsm.DecodeResult(res.Data)
+		out, err := kvfsm.DecodeResult(res.Data)
 		if err != nil || out.Range == nil {
 			return nil, status.Errorf(codes.Internal, "edictkv: the state machine answered a range with %v (%v)", out, err)
 		}
@@ -66,8 +66,8 @@ func (k *kvService) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse,
 	if err != nil {
 		return nil, err
 	}
-	return write(k.s, ctx, "Put", fsm.Command{Put: p},
-		func(h *pb.ResponseHeader, res *fsm.Result) (*pb.PutResponse, error) {
+	return write(k.s, ctx, "Put", kvfsm.Command{Put: p},
+		func(h *pb.ResponseHeader, res *kvfsm.Result) (*pb.PutResponse, error) {
 			if res.Put == nil {
 				return nil, mismatch("Put", res)
 			}
@@ -82,8 +82,8 @@ func (k *kvService) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (
 	if err != nil {
 		return nil, err
 	}
-	return write(k.s, ctx, "DeleteRange", fsm.Command{Delete: d},
-		func(h *pb.ResponseHeader, res *fsm.Result) (*pb.DeleteRangeResponse, error) {
+	return write(k.s, ctx, "DeleteRange", kvfsm.Command{Delete: d},
+		func(h *pb.ResponseHeader, res *kvfsm.Result) (*pb.DeleteRangeResponse, error) {
 			if res.Delete == nil {
 				return nil, mismatch("DeleteRange", res)
 			}
@@ -101,8 +101,8 @@ func (k *kvService) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse,
 	if err != nil {
 		return nil, err
 	}
-	return write(k.s, ctx, "Txn", fsm.Command{Txn: t},
-		func(h *pb.ResponseHeader, res *fsm.Result) (*pb.TxnResponse, error) {
+	return write(k.s, ctx, "Txn", kvfsm.Command{Txn: t},
+		func(h *pb.ResponseHeader, res *kvfsm.Result) (*pb.TxnResponse, error) {
 			if res.Txn == nil {
 				return nil, mismatch("Txn", res)
 			}
@@ -113,10 +113,10 @@ func (k *kvService) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse,
 
 // write commits cmd at the leader and answers with the state machine's
 // result.
-func write[T any](s *Server, ctx context.Context, method string, cmd fsm.Command,
-	answer func(*pb.ResponseHeader, *fsm.Result) (T, error), forward func(context.Context, pb.KVClient) (T, error)) (T, error) {
+func write[T any](s *Server, ctx context.Context, method string, cmd kvfsm.Command,
+	answer func(*pb.ResponseHeader, *kvfsm.Result) (T, error), forward func(context.Context, pb.KVClient) (T, error)) (T, error) {
 	var zero T
-	data, err := fsm.EncodeCommand(cmd)
+	data, err := kvfsm.EncodeCommand(cmd)
 	if err != nil {
 		return zero, s.statusOf(method, err)
 	}
@@ -131,13 +131,13 @@ func write[T any](s *Server, ctx context.Context, method string, cmd fsm.Command
 		case error:
 			// Committed, but refused by the state machine: nothing changed.
 			return zero, out
-		case *fsm.Result:
+		case *kvfsm.Result:
 			return answer(s.header(out.Revision), out)
 		}
 		return zero, status.Errorf(codes.Internal, "edictkv: %s: unexpected state machine response %T", method, res.Response)
 	}, forward)
 }
 
-func mismatch(method string, res *fsm.Result) error {
+func mismatch(method string, res *kvfsm.Result) error {
 	return status.Errorf(codes.Internal, "edictkv: %s answered with the wrong result %+v", method, res)
 }

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/internal/route"
 	"github.com/edictlog/edictlog/log"
 )
@@ -54,7 +54,7 @@ func (s *Server) conn(id edict.ProcessID) *grpc.ClientConn {
 		delete(s.peers, id)
 	}
 	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(fsm.MaxResultSize)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(kvfsm.MaxResultSize)))
 	if err != nil {
 		s.log.Warn("cannot reach the leader's gRPC address", "peer", uint64(id), "addr", addr, "err", err)
 		return nil
@@ -175,9 +175,9 @@ func (s *Server) statusOf(method string, err error) error {
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, log.ErrShutdown):
 		return rpctypes.ErrGRPCStopped
-	case errors.Is(err, fsm.ErrDuplicateKey):
+	case errors.Is(err, kvfsm.ErrDuplicateKey):
 		return rpctypes.ErrGRPCDuplicateKey
-	case errors.Is(err, fsm.ErrInvalid):
+	case errors.Is(err, kvfsm.ErrInvalid):
 		return status.Error(codes.InvalidArgument, "etcdserver: "+err.Error())
 	}
 	s.log.Error("request failed", "method", method, "err", err)

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/internal/route"
 	"github.com/edictlog/edictlog/log"
 	"github.com/prometheus/client_golang/prometheus"
@@ -83,7 +83,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxKeyBytes <= 0 {
 		cfg.MaxKeyBytes = 1 << 10
 	}
-	cfg.MaxKeyBytes = min(cfg.MaxKeyBytes, fsm.MaxKeySize)
+	cfg.MaxKeyBytes = min(cfg.MaxKeyBytes, kvfsm.MaxKeySize)
 	if cfg.MaxValueBytes <= 0 {
 		cfg.MaxValueBytes = 1 << 20
 	}
@@ -124,10 +124,10 @@ func New(cfg Config) (*Server, error) {
 // unimplemented calls.
 func (s *Server) ServerOptions() []grpc.ServerOption {
 	// A Txn of MaxTxnOps puts of the largest value, plus framing.
-	maxMsg := min(s.cfg.MaxTxnOps*(s.cfg.MaxKeyBytes+s.cfg.MaxValueBytes)+64<<10, fsm.MaxCommandSize)
+	maxMsg := min(s.cfg.MaxTxnOps*(s.cfg.MaxKeyBytes+s.cfg.MaxValueBytes)+64<<10, kvfsm.MaxCommandSize)
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(maxMsg),
-		grpc.MaxSendMsgSize(fsm.MaxResultSize),
+		grpc.MaxSendMsgSize(kvfsm.MaxResultSize),
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
 		grpc.ChainStreamInterceptor(s.streamInterceptor),
 	}

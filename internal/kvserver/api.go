@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
 )
 
 // Response headers. Every KV response carries the log index it reflects
@@ -115,7 +115,7 @@ type KVJSON struct {
 	Stamp       StampJSON `json:"stamp"`
 }
 
-func kvJSON(kv fsm.KeyValue) *KVJSON {
+func kvJSON(kv kvfsm.KeyValue) *KVJSON {
 	out := &KVJSON{Key: kv.Key, CreateIndex: kv.CreateRevision, ModIndex: kv.ModRevision,
 		Version: kv.Version, Stamp: stampJSON(kv.Stamp)}
 	if utf8.ValidString(kv.Value) {

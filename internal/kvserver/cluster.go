@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 )
 
@@ -332,7 +332,7 @@ func (s *Server) handleAddLearner(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) setRegistry(ctx context.Context, id edict.ProcessID, addr string) error {
-	data, err := fsm.EncodeCommand(fsm.Command{Put: &fsm.Put{Key: registryKey(id), Value: addr}})
+	data, err := kvfsm.EncodeCommand(kvfsm.Command{Put: &kvfsm.Put{Key: registryKey(id), Value: addr}})
 	if err != nil {
 		return err
 	}
@@ -360,14 +360,14 @@ func (s *Server) handleAddresses(w http.ResponseWriter, r *http.Request) {
 	}
 	s.admin(w, r, body, "publish addresses", func(ctx context.Context) (any, error) {
 		id := edict.ProcessID(req.ID)
-		var ops []fsm.Op
+		var ops []kvfsm.Op
 		if req.HTTPAddr != "" {
-			ops = append(ops, fsm.Op{Put: &fsm.Put{Key: registryKey(id), Value: req.HTTPAddr}})
+			ops = append(ops, kvfsm.Op{Put: &kvfsm.Put{Key: registryKey(id), Value: req.HTTPAddr}})
 		}
 		if req.GRPCAddr != "" {
-			ops = append(ops, fsm.Op{Put: &fsm.Put{Key: grpcRegistryKey(id), Value: req.GRPCAddr}})
+			ops = append(ops, kvfsm.Op{Put: &kvfsm.Put{Key: grpcRegistryKey(id), Value: req.GRPCAddr}})
 		}
-		data, err := fsm.EncodeCommand(fsm.Command{Txn: &fsm.Txn{Success: ops}})
+		data, err := kvfsm.EncodeCommand(kvfsm.Command{Txn: &kvfsm.Txn{Success: ops}})
 		if err != nil {
 			return nil, err
 		}

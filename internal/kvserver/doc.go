@@ -1,5 +1,5 @@
 // Package kvserver is edictkv's server: the HTTP+JSON API over a
-// replicated log.Node running the fsm.KV state machine, leader forwarding,
+// replicated log.Node running the kvfsm.KV state machine, leader forwarding,
 // health and Prometheus metrics (Server), and the wiring that starts one
 // edictkv process from a data directory (Process).
 //

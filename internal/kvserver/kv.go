@@ -14,7 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 )
 
@@ -124,7 +124,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, req kvRequest) {
 		writeError(w, errorf(http.StatusBadRequest, CodeBadParameter, fmt.Sprintf("consistency=%q: want lease, follower or stale", name)))
 		return
 	}
-	q, err := fsm.EncodeQuery(fsm.Range{Key: req.key})
+	q, err := kvfsm.EncodeQuery(kvfsm.Range{Key: req.key})
 	if err != nil {
 		writeError(w, errorf(http.StatusBadRequest, CodeInvalidKey, err.Error()))
 		return
@@ -157,7 +157,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, req kvRequest) {
 }
 
 func (s *Server) answerRead(w http.ResponseWriter, key, requested string, res log.ReadResult) {
-	out, err := fsm.DecodeResult(res.Data)
+	out, err := kvfsm.DecodeResult(res.Data)
 	if err != nil || out.Range == nil {
 		writeError(w, s.failure("decode read", fmt.Errorf("bad query result: %v", err)))
 		return
@@ -192,7 +192,7 @@ func (s *Server) answerRead(w http.ResponseWriter, key, requested string, res lo
 	writeJSON(w, http.StatusOK, resp)
 }
 
-func setValueHeaders(w http.ResponseWriter, index uint64, kv fsm.KeyValue) {
+func setValueHeaders(w http.ResponseWriter, index uint64, kv kvfsm.KeyValue) {
 	w.Header().Set(HeaderIndex, strconv.FormatUint(index, 10))
 	w.Header().Set(HeaderModIndex, strconv.FormatUint(kv.ModRevision, 10))
 	w.Header().Set(HeaderStamp, stampToken(kv.Stamp))
@@ -211,7 +211,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, req kvRequest) {
 		return
 	}
 	value := string(body)
-	cmd := fsm.Command{Put: &fsm.Put{Key: req.key, Value: value, PrevKV: true}}
+	cmd := kvfsm.Command{Put: &kvfsm.Put{Key: req.key, Value: value, PrevKV: true}}
 	switch {
 	case req.query.Has("cas") && req.query.Has("prev"):
 		writeError(w, errorf(http.StatusBadRequest, CodeBadParameter, "cas and prev are exclusive: compare by index or by value, not both"))
@@ -222,20 +222,20 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, req kvRequest) {
 			writeError(w, errorf(http.StatusBadRequest, CodeBadParameter, fmt.Sprintf("cas=%q: want a log index (0 = create only)", req.query.Get("cas"))))
 			return
 		}
-		cmd = fsm.CASIndex(req.key, idx, value)
+		cmd = kvfsm.CASIndex(req.key, idx, value)
 	case req.query.Has("prev"):
-		cmd = fsm.CASValue(req.key, req.query.Get("prev"), value)
+		cmd = kvfsm.CASValue(req.key, req.query.Get("prev"), value)
 	}
 	s.write(w, r, req, body, cmd)
 }
 
 func (s *Server) del(w http.ResponseWriter, r *http.Request, req kvRequest) {
-	s.write(w, r, req, nil, fsm.Command{Delete: &fsm.Delete{Key: req.key, PrevKV: true}})
+	s.write(w, r, req, nil, kvfsm.Command{Delete: &kvfsm.Delete{Key: req.key, PrevKV: true}})
 }
 
 // write commits cmd through the leader and answers with its outcome.
-func (s *Server) write(w http.ResponseWriter, r *http.Request, req kvRequest, body []byte, cmd fsm.Command) {
-	data, err := fsm.EncodeCommand(cmd)
+func (s *Server) write(w http.ResponseWriter, r *http.Request, req kvRequest, body []byte, cmd kvfsm.Command) {
+	data, err := kvfsm.EncodeCommand(cmd)
 	if err != nil {
 		writeError(w, errorf(http.StatusBadRequest, CodeInvalidRequest, err.Error()))
 		return
@@ -268,14 +268,14 @@ func (s *Server) answerWrite(w http.ResponseWriter, key string, res log.ApplyRes
 	case error:
 		// The state machine refused the command: nothing changed.
 		writeError(w, errorf(http.StatusBadRequest, CodeInvalidRequest, out.Error()))
-	case *fsm.Result:
+	case *kvfsm.Result:
 		s.answerResult(w, key, res, out)
 	default:
 		writeError(w, s.failure("write", fmt.Errorf("unexpected state machine response %T", res.Response)))
 	}
 }
 
-func (s *Server) answerResult(w http.ResponseWriter, key string, res log.ApplyResult, out *fsm.Result) {
+func (s *Server) answerResult(w http.ResponseWriter, key string, res log.ApplyResult, out *kvfsm.Result) {
 	resp := WriteResponse{Key: key, Index: res.Index, Stamp: stampJSON(res.Stamp)}
 	switch {
 	case out.Put != nil:
@@ -321,7 +321,7 @@ func (s *Server) failure(what string, err error) *apiError {
 		return errorf(http.StatusServiceUnavailable, CodeShuttingDown, fmt.Sprintf("%s: process %d is shutting down", what, s.cfg.ID))
 	case errors.Is(err, context.DeadlineExceeded):
 		return errorf(http.StatusGatewayTimeout, CodeOutcomeUnknown, fmt.Sprintf("%s: timed out: %v", what, err))
-	case errors.Is(err, fsm.ErrInvalid):
+	case errors.Is(err, kvfsm.ErrInvalid):
 		return errorf(http.StatusBadRequest, CodeInvalidRequest, err.Error())
 	}
 	s.log.Error("request failed", "what", what, "err", err)

@@ -19,7 +19,7 @@ import (
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/elect/gossip"
-	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/internal/etcdapi"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
@@ -100,7 +100,7 @@ type Process struct {
 
 	// Set by Start.
 	Node   *log.Node
-	KV     *fsm.KV
+	KV     *kvfsm.KV
 	Server *Server
 	http   *http.Server
 	served chan error
@@ -202,7 +202,7 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 			grpcAddrs[id] = pe.GRPCAddr
 		}
 	}
-	p.KV = fsm.NewKV()
+	p.KV = kvfsm.NewKV()
 	timed := NewTimedStore(p.store)
 	// The detector is built once the Node has bumped the incarnation and
 	// built its clock (log.Config.NewDetector): gossip reads the clock, and

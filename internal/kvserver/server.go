@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/internal/route"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
@@ -25,7 +25,7 @@ import (
 // Limits bound what a client may write. They are the server's policy; the
 // state machine's decoders have their own, larger, hard bounds.
 type Limits struct {
-	MaxKeyBytes   int // default 1 KiB, at most fsm.MaxKeySize
+	MaxKeyBytes   int // default 1 KiB, at most kvfsm.MaxKeySize
 	MaxValueBytes int // default 1 MiB
 	MaxBodyBytes  int // JSON bodies of the cluster endpoints; default 64 KiB
 }
@@ -34,7 +34,7 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxKeyBytes <= 0 {
 		l.MaxKeyBytes = 1 << 10
 	}
-	l.MaxKeyBytes = min(l.MaxKeyBytes, fsm.MaxKeySize)
+	l.MaxKeyBytes = min(l.MaxKeyBytes, kvfsm.MaxKeySize)
 	if l.MaxValueBytes <= 0 {
 		l.MaxValueBytes = 1 << 20
 	}
@@ -48,7 +48,7 @@ func (l Limits) withDefaults() Limits {
 type Config struct {
 	ID   edict.ProcessID
 	Node *log.Node
-	KV   *fsm.KV
+	KV   *kvfsm.KV
 	// HTTPAddrs are the HTTP addresses (host:port) of the processes known
 	// at start, this one included. The replicated registry adds to them.
 	HTTPAddrs map[edict.ProcessID]string
@@ -266,16 +266,16 @@ func (s *Server) GRPCAddr(id edict.ProcessID) string {
 }
 
 // registryKey is where the replicated registry keeps id's HTTP address.
-// It is under fsm.SystemPrefix, whose leading NUL keeps it out of the
+// It is under kvfsm.SystemPrefix, whose leading NUL keeps it out of the
 // HTTP API's key space (checkKey refuses control characters); the etcd
 // API refuses the prefix, and no multi-key range reaches it.
 func registryKey(id edict.ProcessID) string {
-	return fmt.Sprintf("%shttp/%d", fsm.SystemPrefix, uint64(id))
+	return fmt.Sprintf("%shttp/%d", kvfsm.SystemPrefix, uint64(id))
 }
 
 // grpcRegistryKey is where the registry keeps id's gRPC address.
 func grpcRegistryKey(id edict.ProcessID) string {
-	return fmt.Sprintf("%sgrpc/%d", fsm.SystemPrefix, uint64(id))
+	return fmt.Sprintf("%sgrpc/%d", kvfsm.SystemPrefix, uint64(id))
 }
 
 // atLeader runs a request that needs the leader through the router

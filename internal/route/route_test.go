@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/internal/route"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
@@ -56,7 +56,7 @@ func (c *cluster) start(ids ...edict.ProcessID) {
 		snaps, err := storage.NewMemSnapshotStore(2)
 		require.NoError(c.t, err)
 		n, err := log.Start(log.Config{ID: id, Peers: c.addrs, Store: storage.NewMemStore(), Snapshots: snaps,
-			Transport: c.nets[id], FSM: fsm.NewKV(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Transport: c.nets[id], FSM: kvfsm.NewKV(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			RoundTrip: 25 * time.Millisecond, RenewInterval: 300 * time.Millisecond})
 		require.NoError(c.t, err)
 		c.nodes[id] = n

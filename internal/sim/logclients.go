@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 )
@@ -86,13 +86,13 @@ func (r *lrun) submit(p *lproc, op *clientOp) {
 			})
 			return
 		}
-		var cmd fsm.Command
+		var cmd kvfsm.Command
 		if op.in.kind == opPut {
-			cmd = fsm.Command{Put: &fsm.Put{Key: op.in.key, Value: op.in.value}}
+			cmd = kvfsm.Command{Put: &kvfsm.Put{Key: op.in.key, Value: op.in.value}}
 		} else {
-			cmd = fsm.CASValue(op.in.key, op.in.expect, op.in.value)
+			cmd = kvfsm.CASValue(op.in.key, op.in.expect, op.in.value)
 		}
-		data, err := fsm.EncodeCommand(cmd)
+		data, err := kvfsm.EncodeCommand(cmd)
 		if err != nil {
 			r.fail("encode command: %v", err)
 			return
@@ -148,7 +148,7 @@ func (r *lrun) finishOp(op *clientOp, out regOutput, drop bool) {
 
 func (r *lrun) completeWrite(op *clientOp, res any) {
 	out := regOutput{ok: true}
-	if rr, ok := res.(*fsm.Result); ok && rr.Txn != nil {
+	if rr, ok := res.(*kvfsm.Result); ok && rr.Txn != nil {
 		out.ok = rr.Txn.Succeeded
 	} else if err, isErr := res.(error); isErr {
 		r.fail("a committed command failed to apply: %v", err)

@@ -160,7 +160,7 @@ var registerModel = porcupine.Model{
 			return true, in.value
 		case opCAS:
 			// A value compare on a missing key is false (etcd's rule, which
-			// fsm.KV follows); "" is the missing key, as values are never
+			// kvfsm.KV follows); "" is the missing key, as values are never
 			// empty.
 			match := s != "" && s == in.expect
 			if out.unknown {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
-	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/transport"
@@ -28,7 +28,7 @@ type lproc struct {
 	inc   uint64
 	d     *log.Driver
 	core  *log.Core // d's
-	kv    *fsm.KV
+	kv    *kvfsm.KV
 	up    bool
 
 	// Durable, kept across crashes.
@@ -229,7 +229,7 @@ func (p *lproc) saveSnapshot(meta storage.SnapshotMeta, data []byte) error {
 
 // restoreKV replaces p's state machine with a snapshot's.
 func (p *lproc) restoreKV(data []byte) error {
-	kv := fsm.NewKV()
+	kv := kvfsm.NewKV()
 	if err := kv.Restore(bytes.NewReader(data)); err != nil {
 		return err
 	}

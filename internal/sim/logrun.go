@@ -10,6 +10,7 @@ import (
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/transport"
@@ -151,7 +152,7 @@ func (r *lrun) start(p *lproc) {
 		}
 		p.snaps = snaps
 	}
-	kv := fsm.NewKV()
+	kv := kvfsm.NewKV()
 	peers := map[edict.ProcessID]string{}
 	for _, id := range r.epoch0.Members {
 		peers[id] = "sim"

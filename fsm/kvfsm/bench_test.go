@@ -1,9 +1,11 @@
-package fsm
+package kvfsm
 
 import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/edictlog/edictlog/fsm"
 )
 
 const benchKeys = 100_000
@@ -34,7 +36,7 @@ func BenchmarkApplyPut(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		idx++
-		if _, ok := kv.Apply(Entry{Index: idx, Stamp: stamp, Data: cmds[i%len(cmds)]}).(*Result); !ok {
+		if _, ok := kv.Apply(fsm.Entry{Index: idx, Stamp: stamp, Data: cmds[i%len(cmds)]}).(*Result); !ok {
 			b.Fatal("apply failed")
 		}
 	}
@@ -44,7 +46,7 @@ func BenchmarkApplyPut(b *testing.B) {
 // entries at a time; figures are per batch.
 func BenchmarkApplyBatchPut(b *testing.B) {
 	cmds := putCommands(b)
-	es := make([]Entry, 64)
+	es := make([]fsm.Entry, 64)
 	kv := NewKV()
 	stamp := stampAt(1)
 	idx := uint64(0)
@@ -53,7 +55,7 @@ func BenchmarkApplyBatchPut(b *testing.B) {
 	for b.Loop() {
 		for i := range es {
 			idx++
-			es[i] = Entry{Index: idx, Stamp: stamp, Data: cmds[idx%uint64(len(cmds))]}
+			es[i] = fsm.Entry{Index: idx, Stamp: stamp, Data: cmds[idx%uint64(len(cmds))]}
 		}
 		kv.ApplyBatch(es)
 	}
@@ -64,7 +66,7 @@ func loadedKV(b *testing.B) *KV {
 	value := strings.Repeat("v", 256)
 	for i := range benchKeys {
 		c, _ := EncodeCommand(Command{Put: &Put{Key: benchKey(i), Value: value}})
-		kv.Apply(Entry{Index: uint64(i + 1), Stamp: stampAt(1), Data: c})
+		kv.Apply(fsm.Entry{Index: uint64(i + 1), Stamp: stampAt(1), Data: c})
 	}
 	return kv
 }

@@ -1,4 +1,4 @@
-package fsm
+package kvfsm
 
 import (
 	"bufio"
@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 
+	"github.com/edictlog/edictlog/fsm"
 	"github.com/hashicorp/go-msgpack/v2/codec"
 )
 
@@ -45,11 +46,11 @@ type snapHeader struct {
 	Count    uint64 `codec:"n"`
 }
 
-// Snapshot captures the state in O(1): a copy-on-write clone of the B-tree
+// fsm.Snapshot captures the state in O(1): a copy-on-write clone of the B-tree
 // (the cached read view, if one is current). Persist iterates the clone
 // while Apply goes on writing the original, which copies the nodes it
 // touches instead of modifying shared ones.
-func (kv *KV) Snapshot() (Snapshot, error) {
+func (kv *KV) Snapshot() (fsm.Snapshot, error) {
 	return &kvSnapshot{v: kv.view()}, nil
 }
 

@@ -1,4 +1,4 @@
-package fsm
+package kvfsm
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/edictlog/edictlog/fsm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -57,18 +58,18 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			// Applying continues from the snapshot's index.
 			b2, err := EncodeCommand(Command{Put: &Put{Key: "after", Value: "x"}})
 			require.NoError(t, err)
-			res := kv.Apply(Entry{Index: wantRev + 1, Stamp: stampAt(wantRev + 1), Data: b2})
+			res := kv.Apply(fsm.Entry{Index: wantRev + 1, Stamp: stampAt(wantRev + 1), Data: b2})
 			assert.Equal(t, wantRev+1, res.(*Result).Revision)
-			assert.ErrorIs(t, kv.Apply(Entry{Index: wantRev, Data: b2}).(error), ErrOutOfOrder,
+			assert.ErrorIs(t, kv.Apply(fsm.Entry{Index: wantRev, Data: b2}).(error), ErrOutOfOrder,
 				"after a restore, entries up to the snapshot's index are refused")
 			var buf bytes.Buffer
 			require.NoError(t, s.Persist(&buf))
-			assert.Equal(t, b, buf.Bytes(), "the write after Snapshot is not in it")
+			assert.Equal(t, b, buf.Bytes(), "the write after fsm.Snapshot is not in it")
 		})
 	}
 }
 
-// Persist writes the state as of Snapshot, whatever is applied after it.
+// Persist writes the state as of fsm.Snapshot, whatever is applied after it.
 func TestSnapshotIsPointInTime(t *testing.T) {
 	h := newHarness(t)
 	for i := range 2000 {

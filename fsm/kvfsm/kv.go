@@ -1,17 +1,18 @@
-package fsm
+package kvfsm
 
 import (
 	"errors"
 	"fmt"
 	"sync"
 
+	"github.com/edictlog/edictlog/fsm"
 	"github.com/google/btree"
 )
 
 // ErrOutOfOrder is returned (as Apply's response) for an entry whose index
 // is not above the last applied one: applying it again or out of order
 // would corrupt revisions, so KV refuses it and changes nothing. It means
-// the caller broke the FSM contract; the log should treat it as fatal.
+// the caller broke the fsm.FSM contract; the log should treat it as fatal.
 var ErrOutOfOrder = errors.New("fsm: entry applied out of order")
 
 // item is what the tree holds: the key beside a pointer to the key's
@@ -39,10 +40,10 @@ type view struct {
 	rev  uint64
 }
 
-// KV is the etcd-like key-value state machine. It implements FSM,
-// BatchFSM and Querier.
+// KV is the etcd-like key-value state machine. It implements fsm.FSM,
+// fsm.BatchFSM and fsm.Querier.
 //
-// Concurrency: Apply, ApplyBatch, Snapshot and Restore follow the FSM
+// Concurrency: Apply, ApplyBatch, fsm.Snapshot and Restore follow the fsm.FSM
 // contract (one goroutine). Get, Range, Query and Revision are safe for
 // concurrent use with all of them. Writers hold mu exclusively for a whole
 // entry (or batch), so readers never see half a transaction. Point reads
@@ -86,7 +87,7 @@ func (kv *KV) Len() int {
 // that does not decode or validate (wrapping ErrInvalid; nothing but the
 // revision changes) or for an out-of-order index (ErrOutOfOrder; nothing
 // changes).
-func (kv *KV) Apply(e Entry) any {
+func (kv *KV) Apply(e fsm.Entry) any {
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
 	return kv.applyLocked(e)
@@ -94,7 +95,7 @@ func (kv *KV) Apply(e Entry) any {
 
 // ApplyBatch applies entries in order under one lock acquisition; readers
 // see the state before or after the whole batch.
-func (kv *KV) ApplyBatch(es []Entry) []any {
+func (kv *KV) ApplyBatch(es []fsm.Entry) []any {
 	out := make([]any, len(es))
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
@@ -104,7 +105,7 @@ func (kv *KV) ApplyBatch(es []Entry) []any {
 	return out
 }
 
-func (kv *KV) applyLocked(e Entry) any {
+func (kv *KV) applyLocked(e fsm.Entry) any {
 	if e.Index <= kv.rev {
 		return fmt.Errorf("%w: index %d after %d", ErrOutOfOrder, e.Index, kv.rev)
 	}

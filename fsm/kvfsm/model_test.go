@@ -1,4 +1,4 @@
-package fsm
+package kvfsm
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edictlog/edictlog/fsm"
 	"github.com/stretchr/testify/require"
 )
 
@@ -206,13 +207,13 @@ func TestKVMatchesModel(t *testing.T) {
 				require.ErrorIs(t, err, ErrInvalid)
 				refused++
 				b = mustEncode(t, &c)
-				res := kv.Apply(Entry{Index: idx, Stamp: stampAt(idx), Data: b})
+				res := kv.Apply(fsm.Entry{Index: idx, Stamp: stampAt(idx), Data: b})
 				require.ErrorIs(t, res.(error), ErrInvalid)
 				m.rev = idx
 				continue
 			}
 			want := m.apply(&c, idx)
-			got := kv.Apply(Entry{Index: idx, Stamp: stampAt(idx), Data: b})
+			got := kv.Apply(fsm.Entry{Index: idx, Stamp: stampAt(idx), Data: b})
 			require.Equal(t, want, got, "seed %d index %d command %+v", seed, idx, c)
 
 			r := g.rangeReq()

@@ -1,9 +1,11 @@
-package fsm
+package kvfsm
 
 import (
 	"bytes"
 	"reflect"
 	"testing"
+
+	"github.com/edictlog/edictlog/fsm"
 )
 
 // Every decoder must refuse bad input with an error, never panic, and
@@ -25,7 +27,7 @@ func FuzzDecodeCommand(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		// Whatever the bytes, Apply answers with an error or a result.
 		kv := NewKV()
-		res := kv.Apply(Entry{Index: 1, Stamp: stampAt(1), Data: b})
+		res := kv.Apply(fsm.Entry{Index: 1, Stamp: stampAt(1), Data: b})
 		c, err := DecodeCommand(b)
 		if err != nil {
 			if _, ok := res.(error); !ok && len(b) > 0 {
@@ -65,7 +67,7 @@ func FuzzDecodeQuery(f *testing.F) {
 	kv := NewKV()
 	for i, k := range rangeFixture {
 		b, _ := EncodeCommand(Command{Put: &Put{Key: k, Value: "v"}})
-		kv.Apply(Entry{Index: uint64(i + 1), Stamp: stampAt(uint64(i + 1)), Data: b})
+		kv.Apply(fsm.Entry{Index: uint64(i + 1), Stamp: stampAt(uint64(i + 1)), Data: b})
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		out, qerr := kv.Query(b)
@@ -144,7 +146,7 @@ func FuzzRestore(f *testing.F) {
 
 	victim := NewKV()
 	b, _ := EncodeCommand(Command{Put: &Put{Key: "old", Value: "state"}})
-	victim.Apply(Entry{Index: 1, Stamp: stampAt(1), Data: b})
+	victim.Apply(fsm.Entry{Index: 1, Stamp: stampAt(1), Data: b})
 
 	f.Fuzz(func(t *testing.T, in []byte) {
 		for _, b := range [][]byte{in, sealed(bytes.Clone(in))} {
@@ -173,7 +175,7 @@ func FuzzRestore(f *testing.F) {
 			}
 			// Put the victim back for the next input.
 			victim = NewKV()
-			victim.Apply(Entry{Index: 1, Stamp: stampAt(1), Data: mustEncode(t, &Command{Put: &Put{Key: "old", Value: "state"}})})
+			victim.Apply(fsm.Entry{Index: 1, Stamp: stampAt(1), Data: mustEncode(t, &Command{Put: &Put{Key: "old", Value: "state"}})})
 		}
 	})
 }

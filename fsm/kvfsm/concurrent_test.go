@@ -1,4 +1,4 @@
-package fsm
+package kvfsm
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/edictlog/edictlog/fsm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -16,14 +17,14 @@ import (
 func TestReadsConcurrentWithApplySeeWholeEntries(t *testing.T) {
 	kv := NewKV()
 	const writes = 3000
-	entry := func(i uint64) Entry {
+	entry := func(i uint64) fsm.Entry {
 		c := Command{Txn: &Txn{Success: []Op{putOp("x", fmt.Sprint(i)), putOp("y", fmt.Sprint(i)), putOp(fmt.Sprintf("k%d", i%50), "z")}}}
 		if i%10 == 0 {
 			c = Command{Delete: &Delete{Key: "x", RangeEnd: "z"}}
 		}
 		b, err := EncodeCommand(c)
 		require.NoError(t, err)
-		return Entry{Index: i, Stamp: stampAt(i), Data: b}
+		return fsm.Entry{Index: i, Stamp: stampAt(i), Data: b}
 	}
 
 	done := make(chan struct{})
@@ -98,7 +99,7 @@ func TestReadsConcurrentWithApplySeeWholeEntries(t *testing.T) {
 
 	for i := uint64(1); i <= writes; i++ {
 		if i%3 == 0 {
-			kv.ApplyBatch([]Entry{entry(i)})
+			kv.ApplyBatch([]fsm.Entry{entry(i)})
 			continue
 		}
 		res := kv.Apply(entry(i))

@@ -1,9 +1,10 @@
-package fsm
+package kvfsm
 
 import (
 	"testing"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/fsm"
 	"github.com/stretchr/testify/require"
 )
 
@@ -26,9 +27,9 @@ type harness struct {
 
 func newHarness(t testing.TB) *harness { return &harness{t: t, kv: NewKV()} }
 
-func (h *harness) entry(data []byte) Entry {
+func (h *harness) entry(data []byte) fsm.Entry {
 	h.idx++
-	return Entry{Index: h.idx, Stamp: stampAt(h.idx), Data: data}
+	return fsm.Entry{Index: h.idx, Stamp: stampAt(h.idx), Data: data}
 }
 
 // do applies c and returns its result, failing the test on an error.

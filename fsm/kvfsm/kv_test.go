@@ -1,4 +1,4 @@
-package fsm
+package kvfsm
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edictlog/edictlog/fsm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -236,7 +237,7 @@ func TestApplyNoOpMalformedAndOutOfOrder(t *testing.T) {
 	// Out of order: the same index again, and an older one.
 	rev := h.kv.Revision()
 	for _, idx := range []uint64{rev, rev - 1, 0} {
-		res := h.kv.Apply(Entry{Index: idx, Stamp: stampAt(idx), Data: b})
+		res := h.kv.Apply(fsm.Entry{Index: idx, Stamp: stampAt(idx), Data: b})
 		err, ok := res.(error)
 		require.True(t, ok)
 		assert.True(t, errors.Is(err, ErrOutOfOrder), err)
@@ -246,7 +247,7 @@ func TestApplyNoOpMalformedAndOutOfOrder(t *testing.T) {
 	}
 
 	// Gaps are allowed: revision is simply the last applied index.
-	res = h.kv.Apply(Entry{Index: rev + 10, Stamp: stampAt(rev + 10), Data: b})
+	res = h.kv.Apply(fsm.Entry{Index: rev + 10, Stamp: stampAt(rev + 10), Data: b})
 	assert.Equal(t, rev+10, res.(*Result).Revision)
 	kv, _ := h.kv.Get("x")
 	assert.Equal(t, rev+10, kv.ModRevision)
@@ -263,7 +264,7 @@ func TestApplyDoesNotRetainEntryMemory(t *testing.T) {
 	kv := NewKV()
 	b, err := EncodeCommand(Command{Put: &Put{Key: "key", Value: "value"}})
 	require.NoError(t, err)
-	e := Entry{Index: 1, Stamp: stampAt(1), Data: b}
+	e := fsm.Entry{Index: 1, Stamp: stampAt(1), Data: b}
 	kv.Apply(e)
 	for i := range b {
 		b[i] = 0
@@ -276,7 +277,7 @@ func TestApplyDoesNotRetainEntryMemory(t *testing.T) {
 }
 
 func TestApplyBatchMatchesApply(t *testing.T) {
-	var es []Entry
+	var es []fsm.Entry
 	cmds := []Command{
 		{Put: &Put{Key: "a", Value: "1"}},
 		{Put: &Put{Key: "b", Value: "2"}},
@@ -286,9 +287,9 @@ func TestApplyBatchMatchesApply(t *testing.T) {
 	for i, c := range cmds {
 		b, err := EncodeCommand(c)
 		require.NoError(t, err)
-		es = append(es, Entry{Index: uint64(i + 1), Stamp: stampAt(uint64(i + 1)), Data: b})
+		es = append(es, fsm.Entry{Index: uint64(i + 1), Stamp: stampAt(uint64(i + 1)), Data: b})
 	}
-	es = append(es, Entry{Index: 5, Stamp: stampAt(5)}, Entry{Index: 6, Stamp: stampAt(6), Data: []byte{1, 2, 3}})
+	es = append(es, fsm.Entry{Index: 5, Stamp: stampAt(5)}, fsm.Entry{Index: 6, Stamp: stampAt(6), Data: []byte{1, 2, 3}})
 
 	one, batch := NewKV(), NewKV()
 	var want []any
@@ -313,8 +314,8 @@ func TestApplyBatchMatchesApply(t *testing.T) {
 
 // The KV satisfies the interfaces the log will use.
 var (
-	_ BatchFSM = (*KV)(nil)
-	_ Querier  = (*KV)(nil)
+	_ fsm.BatchFSM = (*KV)(nil)
+	_ fsm.Querier  = (*KV)(nil)
 )
 
 // Multi-key ranges and deletes go around the keys under SystemPrefix
