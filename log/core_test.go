@@ -130,19 +130,11 @@ func TestTransferLeadership(t *testing.T) {
 // epoch is wedged and the new one elects a leader that accepts writes.
 func TestLearnerPromotedThroughNewEpoch(t *testing.T) {
 	c := newTCluster(t, 1, 2, 3)
-	c.settle(50*time.Millisecond, nil)
-	c.propose(1, "before")
-	c.stable[4] = map[string][]byte{}
-	c.boot(4, []storage.EpochConfig{c.epoch0})
-	_, err := c.cores[1].AddLearner(c.reading(1), 4, "addr-4")
-	require.NoError(t, err)
-	c.cores[1].Flush(c.reading(1))
-	c.collect(1)
-	c.settle(200*time.Millisecond, nil)
+	c.joinLearner()
 	assert.Equal(t, []string{"before"}, appliedData(c.applied[4]), "the learner receives the log")
 	assert.Contains(t, c.cores[1].Status(c.reading(1)).Learners, edict.ProcessID(4))
 
-	_, err = c.cores[1].Promote(c.reading(1), 4)
+	_, err := c.cores[1].Promote(c.reading(1), 4)
 	require.NoError(t, err)
 	_, err = c.cores[1].Propose(c.reading(1), storage.EntryCommand, []byte("x"))
 	assert.ErrorIs(t, err, ErrStopped, "nothing follows the stop edict in its epoch")

@@ -198,3 +198,17 @@ func appliedData(es []storage.Entry) []string {
 func obsDown(p edict.ProcessID) elect.Observation {
 	return elect.Observation{Kind: elect.ProcessDown, Process: p}
 }
+
+// joinLearner boots p4 with an empty store and has p1, the leader, add it
+// as a learner and catch it up with the entry "before".
+func (c *tcluster) joinLearner() {
+	c.settle(50*time.Millisecond, nil)
+	c.propose(1, "before")
+	c.stable[4] = map[string][]byte{}
+	c.boot(4, []storage.EpochConfig{c.epoch0})
+	_, err := c.cores[1].AddLearner(c.reading(1), 4, "addr-4")
+	require.NoError(c.t, err)
+	c.cores[1].Flush(c.reading(1))
+	c.collect(1)
+	c.settle(200*time.Millisecond, nil)
+}

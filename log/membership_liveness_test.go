@@ -28,15 +28,7 @@ import (
 // replies carry the news of epoch 1. Then p1 dies. It returns the stop
 // edict.
 func promoteWithStopOnlyAt(t *testing.T, c *tcluster, holders ...edict.ProcessID) storage.Entry {
-	c.settle(50*time.Millisecond, nil)
-	c.propose(1, "before")
-	c.stable[4] = map[string][]byte{}
-	c.boot(4, []storage.EpochConfig{c.epoch0})
-	_, err := c.cores[1].AddLearner(c.reading(1), 4, "addr-4")
-	require.NoError(t, err)
-	c.cores[1].Flush(c.reading(1))
-	c.collect(1)
-	c.settle(200*time.Millisecond, nil)
+	c.joinLearner()
 	require.Equal(t, []string{"before"}, appliedData(c.applied[4]), "the learner caught up")
 
 	stop, err := c.cores[1].Promote(c.reading(1), 4)

@@ -1,6 +1,7 @@
 package stoller
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -201,7 +202,7 @@ func (f *Oracle) Observe(o elect.Observation) {
 }
 
 func (f *Oracle) Tick(now edict.Time) {
-	for _, j := range sortedKeys(f.probing) {
+	for _, j := range slices.Sorted(maps.Keys(f.probing)) {
 		if !now.Before(f.probing[j]) {
 			delete(f.probing, j)
 			if f.monitored[j] {
@@ -242,7 +243,7 @@ func (f *timeoutFD) heard(now edict.Time, j edict.ProcessID) {
 
 // expire raises the signals that are due, in id order (determinism).
 func (f *timeoutFD) expire(now edict.Time) {
-	for _, j := range sortedKeys(f.watched) {
+	for _, j := range slices.Sorted(maps.Keys(f.watched)) {
 		w := f.watched[j]
 		if !w.raised && !now.Before(w.last.Add(f.cfg.Timeout)) {
 			w.raised = true
@@ -301,7 +302,7 @@ func (f *Ping) Tick(now edict.Time) {
 	f.expire(now)
 	if !f.next.IsZero() && !now.Before(f.next) {
 		f.next = edict.Time{}
-		for _, j := range sortedKeys(f.watched) {
+		for _, j := range slices.Sorted(maps.Keys(f.watched)) {
 			if !f.watched[j].raised {
 				f.send(j, Message{Kind: AreYouAlive})
 				f.next = now.Add(f.cfg.Period)
@@ -382,12 +383,12 @@ func (f *Alive) Tick(now edict.Time) {
 		return
 	}
 	f.next = edict.Time{}
-	for _, j := range sortedKeys(f.subscribers) {
+	for _, j := range slices.Sorted(maps.Keys(f.subscribers)) {
 		if !f.deadTo[j] {
 			f.send(j, Message{Kind: ImAlive})
 		}
 	}
-	for _, j := range sortedKeys(f.watched) {
+	for _, j := range slices.Sorted(maps.Keys(f.watched)) {
 		if w := f.watched[j]; !w.raised && !now.Before(w.last.Add(f.cfg.Period)) {
 			f.send(j, Message{Kind: SendAlive})
 		}
@@ -401,15 +402,6 @@ func (f *Alive) NextTick() edict.Time { return f.nextTick() }
 
 // Latency is τ_FD for a maximum message delay delta.
 func (f *Alive) Latency(delta time.Duration) time.Duration { return f.cfg.Timeout + delta }
-
-func sortedKeys[V any](m map[edict.ProcessID]V) []edict.ProcessID {
-	ks := make([]edict.ProcessID, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
-}
 
 // minTime is the earlier of a and b, zero meaning "none".
 func minTime(a, b edict.Time) edict.Time {

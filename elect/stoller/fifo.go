@@ -1,6 +1,8 @@
 package stoller
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
@@ -79,7 +81,7 @@ func (l *inLink) drain() []Message {
 // expire gives up on the gaps whose held successors waited Hold, and
 // returns what that releases, per sender in id order.
 func (f *fifo) expire(now edict.Time) (from []edict.ProcessID, msgs [][]Message) {
-	for _, id := range sortedKeys(f.links) {
+	for _, id := range slices.Sorted(maps.Keys(f.links)) {
 		l := f.links[id]
 		for len(l.held) > 0 {
 			// Some held message waited Hold: the gaps before the

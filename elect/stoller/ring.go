@@ -1,6 +1,7 @@
 package stoller
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -140,9 +141,9 @@ func (f *Ring) visit(now edict.Time) {
 	f.holding, f.waitAck = true, edict.None
 	f.seen = now
 	f.visits++
-	hidden := sortedKeys(f.deadTo)
+	hidden := slices.Sorted(maps.Keys(f.deadTo))
 	f.stamps[f.self] = Stamp{Node: f.self, Visits: f.stamps[f.self].Visits + 1, Hidden: hidden}
-	for _, j := range sortedKeys(f.watched) {
+	for _, j := range slices.Sorted(maps.Keys(f.watched)) {
 		w, s := f.watched[j], f.stamps[j]
 		switch {
 		case w.raised:
@@ -168,7 +169,7 @@ func (f *Ring) pass(now edict.Time, after edict.ProcessID) {
 		f.hop++
 		f.holding, f.waitAck, f.ackBy = false, next, now.Add(f.cfg.Timeout)
 		m := Message{Kind: Token, Epoch: f.epoch, Origin: f.origin, Seq: f.hop}
-		for _, id := range sortedKeys(f.stamps) {
+		for _, id := range slices.Sorted(maps.Keys(f.stamps)) {
 			m.Stamps = append(m.Stamps, f.stamps[id])
 		}
 		f.send(next, m)

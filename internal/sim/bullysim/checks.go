@@ -2,6 +2,7 @@ package bullysim
 
 import (
 	"fmt"
+	"maps"
 	"math/bits"
 	"slices"
 
@@ -19,7 +20,7 @@ import (
 // CheckAssertion1: any two Normal nodes agree on the coordinator.
 func CheckAssertion1(states map[edict.ProcessID]bully.State) error {
 	var first edict.ProcessID
-	for _, i := range sortedKeys(states) {
+	for _, i := range slices.Sorted(maps.Keys(states)) {
 		if states[i].S != bully.Normal {
 			continue
 		}
@@ -40,7 +41,7 @@ func CheckAssertion2(states map[edict.ProcessID]bully.State, want edict.ProcessI
 	if len(states) == 0 {
 		return nil
 	}
-	ids := sortedKeys(states)
+	ids := slices.Sorted(maps.Keys(states))
 	c := states[ids[0]].C
 	if want != edict.None && c != want {
 		return fmt.Errorf("assertion 2: %v's coordinator is %v, want %v", ids[0], c, want)
@@ -59,7 +60,7 @@ func CheckAssertion2(states map[edict.ProcessID]bully.State, want edict.ProcessI
 // CheckAssertion3: Normal nodes of one group agree on the coordinator.
 func CheckAssertion3(states map[edict.ProcessID]bully.State) error {
 	first := map[bully.Group]edict.ProcessID{}
-	for _, i := range sortedKeys(states) {
+	for _, i := range slices.Sorted(maps.Keys(states)) {
 		s := states[i]
 		if s.S != bully.Normal {
 			continue
@@ -227,13 +228,4 @@ func (g Graph) reaches(a, b edict.ProcessID) bool {
 		}
 	}
 	return false
-}
-
-func sortedKeys[V any](m map[edict.ProcessID]V) []edict.ProcessID {
-	ids := make([]edict.ProcessID, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
 }

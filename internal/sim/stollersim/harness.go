@@ -8,6 +8,7 @@ package stollersim
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -31,7 +32,7 @@ type Snapshot map[edict.ProcessID]View
 func SLE1(s Snapshot) error {
 	var first edict.ProcessID
 	var ldr edict.ProcessID
-	for _, id := range sortedKeys(s) {
+	for _, id := range slices.Sorted(maps.Keys(s)) {
 		v := s[id]
 		if !v.Up || v.Status != stoller.Norm {
 			continue
@@ -49,7 +50,7 @@ func SLE1(s Snapshot) error {
 // on ldr.
 func ALE1(s Snapshot) error {
 	ldr := map[stoller.Elid]edict.ProcessID{}
-	for _, id := range sortedKeys(s) {
+	for _, id := range slices.Sorted(maps.Keys(s)) {
 		v := s[id]
 		if !v.Up || v.Status != stoller.Norm {
 			continue
@@ -238,7 +239,7 @@ func (h *Harness) Sent() map[stoller.Kind]int {
 // Leader is the leader every up node names, if they all name one.
 func (h *Harness) Leader() edict.ProcessID {
 	s := h.Snapshot()
-	ids := sortedKeys(s)
+	ids := slices.Sorted(maps.Keys(s))
 	ldr := edict.None
 	for _, id := range ids {
 		if v := s[id]; v.Up {
@@ -276,7 +277,7 @@ func diff(a, b map[stoller.Kind]int) map[stoller.Kind]int {
 func (h *Harness) Describe() string {
 	out := ""
 	s := h.Snapshot()
-	for _, id := range sortedKeys(s) {
+	for _, id := range slices.Sorted(maps.Keys(s)) {
 		out += fmt.Sprintf("%v: %+v\n", id, s[id])
 		if !s[id].Up {
 			continue
@@ -289,13 +290,4 @@ func (h *Harness) Describe() string {
 		}
 	}
 	return out
-}
-
-func sortedKeys[V any](m map[edict.ProcessID]V) []edict.ProcessID {
-	ids := make([]edict.ProcessID, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
 }
