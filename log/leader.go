@@ -120,21 +120,28 @@ func (c *Core) onFetch(now edict.Time, from edict.ProcessID, f *transport.Fetch)
 	r := &transport.FetchReply{Epoch: f.Epoch, ID: f.ID, Attempt: f.Attempt}
 	last := c.log.last()
 	r.LastIndex, r.LastStamp = last.Index, last.Stamp
+	c.answerFetch(r, f, c.log.lastIndex())
+	c.send(transport.Message{To: from, FetchReply: r}, true)
+}
+
+// answerFetch fills r with the durable entries after f's (PrevIndex,
+// PrevStamp), up to index upTo and f.Max of them: Compacted if they are
+// only in a snapshot now, OK if the logs match at PrevIndex.
+func (c *Core) answerFetch(r *transport.FetchReply, f *transport.Fetch, upTo uint64) {
 	switch {
 	case f.PrevIndex < c.log.snap.Index:
 		r.Compacted = true
 	case c.log.matches(f.PrevIndex, f.PrevStamp):
 		r.OK = true
-		hi := min(c.persisted, c.log.lastIndex()) + 1 // durable entries only
-		if f.PrevIndex+1 < hi {
+		end := min(upTo, c.persisted, c.log.lastIndex()) + 1 // durable entries only
+		if f.PrevIndex+1 < end {
 			n := int(f.Max)
 			if n <= 0 || n > transport.MaxAppendEntries {
 				n = c.cfg.MaxAppendEntries
 			}
-			r.Entries = toWire(c.log.slice(f.PrevIndex+1, hi, n))
+			r.Entries = toWire(c.log.slice(f.PrevIndex+1, end, n))
 		}
 	}
-	c.send(transport.Message{To: from, FetchReply: r}, true)
 }
 
 func (c *Core) onFetchReply(now edict.Time, from edict.ProcessID, r *transport.FetchReply) {

@@ -126,21 +126,10 @@ func (c *Core) onCommittedFetch(from edict.ProcessID, f *transport.Fetch) {
 	}
 	last := c.log.last()
 	r := &transport.FetchReply{Epoch: f.Epoch, ID: f.ID, LastIndex: last.Index, LastStamp: last.Stamp, Committed: true, Commit: hi}
-	switch {
-	case f.PrevIndex < c.log.snap.Index:
-		r.Compacted = true
-	case f.PrevIndex >= hi:
+	if f.PrevIndex >= c.log.snap.Index && f.PrevIndex >= hi {
 		r.OK = true // nothing committed here that the asker lacks
-	case c.log.matches(f.PrevIndex, f.PrevStamp):
-		r.OK = true
-		end := min(hi, c.persisted) + 1 // durable entries only
-		if f.PrevIndex+1 < end {
-			n := int(f.Max)
-			if n <= 0 || n > transport.MaxAppendEntries {
-				n = c.cfg.MaxAppendEntries
-			}
-			r.Entries = toWire(c.log.slice(f.PrevIndex+1, end, n))
-		}
+	} else {
+		c.answerFetch(r, f, hi)
 	}
 	c.send(transport.Message{To: from, FetchReply: r}, true)
 }
