@@ -16,7 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/edictlog/edictlog/internal/kvserver"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvserver"
 )
 
 // client is what every client subcommand shares: the node to talk to.

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvserver"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/internal/kvserver"
 )
 
 // runDev starts three processes in this one, with data in a temporary

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edictlog/edictlog/internal/kvserver"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvserver"
 )
 
 // cli runs a client subcommand of the built binary and returns its

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edictlog/edictlog/internal/kvserver"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvserver"
 )
 
 // binary is edictkv, built once for the end-to-end tests.

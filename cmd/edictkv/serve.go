@@ -16,9 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvserver"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect/detectors"
-	"github.com/edictlog/edictlog/internal/kvserver"
 	"github.com/edictlog/edictlog/transport"
 )
 

@@ -1,6 +1,6 @@
 // Package cluster starts and controls the real edictkv processes of a
 // Jepsen-style test: it builds the binary (with the build tag jepsen, which
-// compiles in the fault hooks of internal/kvserver/faults_jepsen.go), starts
+// compiles in the fault hooks of cmd/edictkv/internal/kvserver/faults_jepsen.go), starts
 // processes 1..N, and injects faults: network partitions, SIGKILL and
 // restart, SIGSTOP and SIGCONT, clock rate drift, message delay, and the
 // loss of a node's disk (Wipe). It also starts the processes that

@@ -16,9 +16,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/route"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/fsm/kvfsm"
-	"github.com/edictlog/edictlog/internal/route"
 	"github.com/edictlog/edictlog/log"
 	"github.com/prometheus/client_golang/prometheus"
 )

@@ -16,11 +16,11 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/etcdapi"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/elect/gossip"
 	"github.com/edictlog/edictlog/fsm/kvfsm"
-	"github.com/edictlog/edictlog/internal/etcdapi"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/transport"

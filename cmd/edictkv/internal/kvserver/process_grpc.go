@@ -12,8 +12,8 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/etcdapi"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/internal/etcdapi"
 )
 
 // startGRPC serves the etcd v3 API on the gRPC listener and starts
