@@ -8,7 +8,7 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/fsm"
-	"github.com/edictlog/edictlog/storage"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // applier owns the FSM: it applies committed entries off the replication
@@ -23,7 +23,7 @@ type applier struct {
 	closed bool
 	done   chan struct{}
 
-	last      storage.Entry // the last entry applied
+	last      wire.Entry // the last entry applied
 	lastIndex uint64
 	sinceSnap uint64
 	// reignIndex is Node.ReignIndex: read by any goroutine.
@@ -31,7 +31,7 @@ type applier struct {
 }
 
 type applyJob struct {
-	entries  []storage.Entry
+	entries  []wire.Entry
 	snapshot chan error  // take a snapshot now
 	restore  *restoreJob // replace the state
 }
@@ -113,7 +113,7 @@ func (a *applier) run() {
 	}
 }
 
-func (a *applier) apply(es []storage.Entry) {
+func (a *applier) apply(es []wire.Entry) {
 	var batch []fsm.Entry
 	for _, e := range es {
 		if e.Index <= a.lastIndex {
@@ -121,9 +121,9 @@ func (a *applier) apply(es []storage.Entry) {
 		}
 		fe := fsm.Entry{Index: e.Index, Stamp: e.Stamp}
 		switch e.Kind {
-		case storage.EntryCommand:
+		case wire.EntryCommand:
 			fe.Data = e.Data
-		case storage.EntryReignStart:
+		case wire.EntryReignStart:
 			a.reignIndex.Store(e.Index)
 		}
 		batch = append(batch, fe)
@@ -181,8 +181,8 @@ func (a *applier) takeSnapshot(wait bool) error {
 		// epoch as its log's own. Wait until the log brings it.
 		return nil
 	}
-	meta := storage.SnapshotMeta{Index: a.last.Index, Reign: a.last.Reign, Stamp: a.last.Stamp,
-		Config: storage.EpochConfig{Epoch: st.Epoch, Members: st.Members, Learners: st.Learners}}
+	meta := wire.SnapshotMeta{Index: a.last.Index, Reign: a.last.Reign, Stamp: a.last.Stamp,
+		Config: wire.EpochConfig{Epoch: st.Epoch, Members: st.Members, Learners: st.Learners}}
 	errc := make(chan error, 1)
 	go func() {
 		defer s.Release()
@@ -200,7 +200,7 @@ func (a *applier) takeSnapshot(wait bool) error {
 	return <-errc
 }
 
-func persistSnapshot(store storage.SnapshotStore, meta storage.SnapshotMeta, s fsm.Snapshot) error {
+func persistSnapshot(store SnapshotStore, meta wire.SnapshotMeta, s fsm.Snapshot) error {
 	if len(meta.Config.Members) == 0 {
 		return fmt.Errorf("log: snapshot at %d: no membership known yet", meta.Index)
 	}
@@ -235,7 +235,7 @@ func (a *applier) restore(j *restoreJob) {
 		}
 	}
 	if err == nil {
-		a.lastIndex, a.last, a.sinceSnap = j.index, storage.Entry{}, 0
+		a.lastIndex, a.last, a.sinceSnap = j.index, wire.Entry{}, 0
 		if j.index > a.reignIndex.Load() {
 			a.reignIndex.Store(j.index)
 		}

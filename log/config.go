@@ -9,8 +9,6 @@ import (
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/fsm"
-	"github.com/edictlog/edictlog/storage"
-	"github.com/edictlog/edictlog/transport"
 )
 
 // Config configures a Node. The zero values of the optional fields are
@@ -38,9 +36,9 @@ type Config struct {
 	// Store holds the log and the stable records; Snapshots the FSM
 	// snapshots; Transport carries messages; FSM is the state machine.
 	// The Node uses them and closes none of them.
-	Store     storage.Store
-	Snapshots storage.SnapshotStore
-	Transport transport.Transport
+	Store     Store
+	Snapshots SnapshotStore
+	Transport Transport
 	FSM       fsm.FSM
 
 	// Clock is C_p. Default: edict.SystemClock (CLOCK_MONOTONIC_RAW,

@@ -9,8 +9,7 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
-	"github.com/edictlog/edictlog/storage"
-	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // Errors a caller of the Core (or Node) sees.
@@ -54,15 +53,15 @@ func (c *CoreConfig) setDefaults() {
 // State is what a Core restarts from: what the stores hold.
 type State struct {
 	// Epochs are the known epoch configurations, at least the bootstrap one.
-	Epochs []storage.EpochConfig
+	Epochs []wire.EpochConfig
 	// Records are the lease protocol's per-epoch records.
 	Records []elect.EpochRecord
 	// AcceptedReign is the highest reign whose appends were accepted.
 	AcceptedReign edict.Stamp
 	// Snapshot is the last entry the newest snapshot covers, which the
 	// state machine has been restored to; Entries follow it.
-	Snapshot storage.Position
-	Entries  []storage.Entry
+	Snapshot wire.Position
+	Entries  []wire.Entry
 }
 
 // Core is the replicated log as a deterministic state machine (DESIGN §2):
@@ -75,7 +74,7 @@ type Core struct {
 	el  *elect.Core
 	log memLog
 
-	epochs        map[uint64]storage.EpochConfig
+	epochs        map[uint64]wire.EpochConfig
 	acceptedReign edict.Stamp
 
 	commit    uint64 // highest index known committed
@@ -103,7 +102,7 @@ type Core struct {
 	// stopProof is the newest stop edict known committed (by this log,
 	// or by the news of an epoch it began), which this process's wedge
 	// requests carry.
-	stopProof storage.Position
+	stopProof wire.Position
 	// learnAt, learnID and learnPeer pace the committed fetches of a
 	// process that knows its newest epoch only as Heard (learn.go).
 	learnAt       edict.Time
@@ -118,7 +117,7 @@ type Core struct {
 
 type grantPosition struct {
 	start edict.Time
-	pos   storage.Position
+	pos   wire.Position
 }
 
 // NewCore returns a Core restarting from st at reading now.
@@ -130,7 +129,7 @@ func NewCore(cfg CoreConfig, st State, now edict.Time) (*Core, error) {
 	if len(st.Epochs) == 0 {
 		return nil, errors.New("log: State.Epochs must hold at least the bootstrap epoch")
 	}
-	c := &Core{cfg: cfg, id: cfg.ID, epochs: map[uint64]storage.EpochConfig{}, grants: map[edict.ProcessID]grantPosition{}, lastNow: now}
+	c := &Core{cfg: cfg, id: cfg.ID, epochs: map[uint64]wire.EpochConfig{}, grants: map[edict.ProcessID]grantPosition{}, lastNow: now}
 	var ecs []elect.EpochConfig
 	for _, e := range st.Epochs {
 		if err := e.Check(); err != nil {
@@ -143,7 +142,7 @@ func NewCore(cfg CoreConfig, st State, now edict.Time) (*Core, error) {
 		}
 		ecs = append(ecs, elect.EpochConfig{Epoch: e.Epoch, Quorum: q, Heard: e.Heard, StopIndex: e.StopIndex, StopStamp: e.StopStamp})
 		if e.StopIndex > c.stopProof.Index {
-			c.stopProof = storage.Position{Index: e.StopIndex, Stamp: e.StopStamp}
+			c.stopProof = wire.Position{Index: e.StopIndex, Stamp: e.StopStamp}
 		}
 	}
 	ec := cfg.Elect
@@ -239,7 +238,7 @@ func (c *Core) NextTick() edict.Time {
 
 // Step delivers a message received at reading now. Malformed or
 // misdirected input is refused with an error and changes nothing.
-func (c *Core) Step(now edict.Time, m transport.Message) error {
+func (c *Core) Step(now edict.Time, m wire.Message) error {
 	if err := m.Validate(); err != nil {
 		return err
 	}
@@ -249,25 +248,25 @@ func (c *Core) Step(now edict.Time, m transport.Message) error {
 	c.advanceClock(now)
 	var err error
 	switch m.Kind() {
-	case transport.KindLease:
+	case wire.KindLease:
 		err = c.stepLease(now, *m.Lease)
-	case transport.KindAppend:
+	case wire.KindAppend:
 		c.onAppend(now, m.From, m.Append)
-	case transport.KindAppendReply:
+	case wire.KindAppendReply:
 		c.onAppendReply(now, m.From, m.AppendReply)
-	case transport.KindReadIndex:
+	case wire.KindReadIndex:
 		c.onReadIndex(now, m.From, m.ReadIndex)
-	case transport.KindReadIndexReply:
+	case wire.KindReadIndexReply:
 		c.onReadIndexReply(now, m.From, m.ReadIndexReply)
-	case transport.KindTimeoutNow:
+	case wire.KindTimeoutNow:
 		c.onTimeoutNow(now, m.From, m.TimeoutNow)
-	case transport.KindFetch:
+	case wire.KindFetch:
 		if m.Fetch.Committed {
 			c.onCommittedFetch(m.From, m.Fetch)
 		} else {
 			c.onFetch(now, m.From, m.Fetch)
 		}
-	case transport.KindFetchReply:
+	case wire.KindFetchReply:
 		if m.FetchReply.Committed {
 			c.onCommittedFetchReply(now, m.From, m.FetchReply)
 		} else {
@@ -304,7 +303,7 @@ func (c *Core) stepLease(now edict.Time, m elect.Message) error {
 		// earlier attempt, delivered late, must not replace the current
 		// attempt's: the reign would start without the granter's
 		// position and give its lease back.
-		c.grants[m.From] = grantPosition{start: m.Start, pos: storage.Position{Index: m.LastIndex, Stamp: m.LastStamp}}
+		c.grants[m.From] = grantPosition{start: m.Start, pos: wire.Position{Index: m.LastIndex, Stamp: m.LastStamp}}
 	}
 	if err := c.el.Step(now, m); err != nil {
 		return err
@@ -319,11 +318,11 @@ func (c *Core) stepLease(now edict.Time, m elect.Message) error {
 func (c *Core) drainElect(now edict.Time) {
 	rd := c.el.Ready()
 	for _, r := range rd.Persist {
-		b, err := EncodeEpochRecord(r)
+		b, err := wire.EncodeEpochRecord(r)
 		if err != nil {
 			panic(err) // a fixed struct of integers and booleans always encodes
 		}
-		c.setStable(storage.EpochWedgeKey(r.Epoch), b)
+		c.setStable(wire.EpochWedgeKey(r.Epoch), b)
 	}
 	pos := c.durablePosition()
 	for _, m := range rd.Messages {
@@ -335,7 +334,7 @@ func (c *Core) drainElect(now edict.Time) {
 		case m.Type == elect.MsgGrantRequest && m.Wedge:
 			m.LastIndex, m.LastStamp = c.stopProof.Index, c.stopProof.Stamp
 		}
-		tm := transport.LeaseMessage(m)
+		tm := wire.LeaseMessage(m)
 		if len(rd.Persist) > 0 {
 			c.ready.Messages = append(c.ready.Messages, tm)
 		} else {
@@ -366,13 +365,13 @@ func (c *Core) setStable(key string, value []byte) {
 }
 
 // durablePosition is the last entry the local store is known to hold.
-func (c *Core) durablePosition() storage.Position {
+func (c *Core) durablePosition() wire.Position {
 	i := min(c.persisted, c.log.lastIndex())
 	st, ok := c.log.stampAt(i)
 	if !ok {
 		return c.log.snap
 	}
-	return storage.Position{Index: i, Stamp: st}
+	return wire.Position{Index: i, Stamp: st}
 }
 
 // acceptReign records a newer reign durably. acceptedReign never
@@ -385,15 +384,15 @@ func (c *Core) acceptReign(r edict.Stamp) {
 		return
 	}
 	c.acceptedReign = r
-	b, err := storage.EncodeStamp(r)
+	b, err := wire.EncodeStamp(r)
 	if err != nil {
 		panic(err) // stamps are validated before they get here
 	}
-	c.setStable(storage.KeyAcceptedReign, b)
+	c.setStable(wire.KeyAcceptedReign, b)
 }
 
 // appendEntries adds entries to the log and to the batch.
-func (c *Core) appendEntries(es ...storage.Entry) {
+func (c *Core) appendEntries(es ...wire.Entry) {
 	c.log.append(es...)
 	c.ready.Batch.Entries = append(c.ready.Batch.Entries, es...)
 }
@@ -421,7 +420,7 @@ func (c *Core) truncateFrom(i uint64) {
 	}
 }
 
-func (c *Core) send(m transport.Message, immediate bool) {
+func (c *Core) send(m wire.Message, immediate bool) {
 	m.From = c.id
 	if immediate {
 		c.ready.Immediate = append(c.ready.Immediate, m)
@@ -432,7 +431,7 @@ func (c *Core) send(m transport.Message, immediate bool) {
 
 func (c *Core) event(e Event) { c.ready.Events = append(c.ready.Events, e) }
 
-func cloneEntries(es []storage.Entry) []storage.Entry { return slices.Clone(es) }
+func cloneEntries(es []wire.Entry) []wire.Entry { return slices.Clone(es) }
 
 // Status is a snapshot of the Core's state for operators.
 type Status struct {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
-	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 	"github.com/stretchr/testify/require"
 )
 
@@ -14,7 +14,7 @@ import (
 // order they are sent: every release of from's lease leaves before the
 // TimeoutNow to target, so that the target does not find itself still
 // granting to from when it campaigns.
-func requireReleaseBeforeHandOver(t *testing.T, queue []transport.Message, from, target edict.ProcessID) {
+func requireReleaseBeforeHandOver(t *testing.T, queue []wire.Message, from, target edict.ProcessID) {
 	t.Helper()
 	releases, handOver := 0, -1
 	for i, m := range queue {

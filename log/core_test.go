@@ -6,8 +6,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/storage"
-	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,7 +18,7 @@ func TestReplicateAndRead(t *testing.T) {
 	c := newTCluster(t, 1, 2, 3)
 	c.settle(50*time.Millisecond, nil)
 	require.Equal(t, edict.ProcessID(1), c.leader())
-	_, err := c.cores[2].Propose(c.reading(2), storage.EntryCommand, []byte("x"))
+	_, err := c.cores[2].Propose(c.reading(2), wire.EntryCommand, []byte("x"))
 	assert.ErrorIs(t, err, ErrNotLeader)
 
 	a := c.propose(1, "a")
@@ -31,7 +30,7 @@ func TestReplicateAndRead(t *testing.T) {
 	c.settle(60*time.Millisecond, nil) // heartbeats carry the commit index
 	for _, id := range c.ids() {
 		assert.Equal(t, []string{"a", "b"}, appliedData(c.applied[id]), "%v applied", id)
-		assert.Equal(t, storage.EntryReignStart, c.applied[id][0].Kind, "the reign-start edict comes first")
+		assert.Equal(t, wire.EntryReignStart, c.applied[id][0].Kind, "the reign-start edict comes first")
 	}
 
 	c.cores[1].Read(c.reading(1), 7, ReadLease)
@@ -66,7 +65,7 @@ func TestNewReignFetchesWhatItLacks(t *testing.T) {
 	c.settle(50*time.Millisecond, nil)
 	require.Equal(t, edict.ProcessID(1), c.leader())
 	x := c.propose(1, "x")
-	c.deliver(func(m transport.Message) bool { return !(m.Append != nil && m.To == 2) })
+	c.deliver(func(m wire.Message) bool { return !(m.Append != nil && m.To == 2) })
 	c.down[1] = true
 	c.queue = nil
 	require.Equal(t, x.Index, c.cores[3].log.lastIndex(), "p3 holds x")
@@ -98,7 +97,7 @@ func TestUncommittedSuffixIsReplaced(t *testing.T) {
 	c.deliver(nil)
 
 	// p1 restarts from its store and rejoins as a follower.
-	c.boot(1, []storage.EpochConfig{c.epoch0})
+	c.boot(1, []wire.EpochConfig{c.epoch0})
 	c.settle(3*time.Second, nil)
 	for _, id := range c.ids() {
 		assert.Equal(t, []string{"won"}, appliedData(c.applied[id]), "%v", id)
@@ -114,7 +113,7 @@ func TestTransferLeadership(t *testing.T) {
 	c.settle(50*time.Millisecond, nil)
 	c.propose(1, "a")
 	require.NoError(t, c.cores[1].TransferLeadership(c.reading(1), 3))
-	_, err := c.cores[1].Propose(c.reading(1), storage.EntryCommand, []byte("b"))
+	_, err := c.cores[1].Propose(c.reading(1), wire.EntryCommand, []byte("b"))
 	assert.ErrorIs(t, err, ErrTransferring, "writes stop during a transfer")
 	c.collect(1)
 	c.settle(200*time.Millisecond, nil)
@@ -136,7 +135,7 @@ func TestLearnerPromotedThroughNewEpoch(t *testing.T) {
 
 	_, err := c.cores[1].Promote(c.reading(1), 4)
 	require.NoError(t, err)
-	_, err = c.cores[1].Propose(c.reading(1), storage.EntryCommand, []byte("x"))
+	_, err = c.cores[1].Propose(c.reading(1), wire.EntryCommand, []byte("x"))
 	assert.ErrorIs(t, err, ErrStopped, "nothing follows the stop edict in its epoch")
 	c.cores[1].Flush(c.reading(1))
 	c.collect(1)
@@ -190,8 +189,8 @@ func TestLaggingFollowerNeedsSnapshot(t *testing.T) {
 
 func TestStepRefusesBadInput(t *testing.T) {
 	c := newTCluster(t, 1, 2, 3)
-	assert.ErrorContains(t, c.cores[1].Step(c.reading(1), transport.Message{From: 2, To: 1}), "exactly one payload")
-	assert.ErrorContains(t, c.cores[1].Step(c.reading(1), transport.Message{From: 2, To: 3, TimeoutNow: &transport.TimeoutNow{Reign: edict.Stamp{QT: edict.QT{{Process: 1}}}}}), "delivered to p1")
+	assert.ErrorContains(t, c.cores[1].Step(c.reading(1), wire.Message{From: 2, To: 1}), "exactly one payload")
+	assert.ErrorContains(t, c.cores[1].Step(c.reading(1), wire.Message{From: 2, To: 3, TimeoutNow: &wire.TimeoutNow{Reign: edict.Stamp{QT: edict.QT{{Process: 1}}}}}), "delivered to p1")
 }
 
 // A follower that installs a snapshot taken after a learner joined learns
@@ -202,7 +201,7 @@ func TestSnapshotCarriesLearners(t *testing.T) {
 	c.settle(50*time.Millisecond, nil)
 	c.down[3] = true
 	c.stable[4] = map[string][]byte{}
-	c.boot(4, []storage.EpochConfig{c.epoch0})
+	c.boot(4, []wire.EpochConfig{c.epoch0})
 	_, err := c.cores[1].AddLearner(c.reading(1), 4, "addr-4")
 	require.NoError(t, err)
 	c.cores[1].Flush(c.reading(1))
@@ -226,6 +225,6 @@ func TestSnapshotCarriesLearners(t *testing.T) {
 	c.cores[3].SnapshotInstalled(c.reading(3), 1, meta)
 	c.collect(3)
 	assert.Contains(t, c.cores[3].Status(c.reading(3)).Learners, edict.ProcessID(4), "learned from the snapshot")
-	_, stored := c.stable[3][storage.EpochConfigKey(0)]
+	_, stored := c.stable[3][wire.EpochConfigKey(0)]
 	assert.True(t, stored, "and stored durably")
 }

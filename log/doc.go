@@ -5,6 +5,12 @@
 // Node, which runs a Driver with a real clock, storage, transport and
 // state machine.
 //
+// The log speaks package wire's vocabulary (entries, positions, epoch
+// configurations, messages) and declares what it needs of its I/O where it
+// consumes it: Store and SnapshotStore (store.go), implemented by package
+// storage, and Transport (transport.go), implemented by package
+// transport. It imports neither, so an embedder can bring its own.
+//
 // What a Node promises its callers, beyond the Driver's own guarantees:
 //
 //   - A refusal made before anything was written — not the leader, a

@@ -6,8 +6,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/storage"
-	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // Env is the I/O a Driver's owner provides. The Driver calls it on its own
@@ -16,13 +15,13 @@ import (
 type Env interface {
 	// Send hands a message to the transport. It may drop it: the protocol
 	// sends again what matters (probes, heartbeats, retries).
-	Send(m transport.Message)
+	Send(m wire.Message)
 	// StoreBatch makes b durable in one transaction. An error stops the
 	// Driver: nothing that depends on the batch has left yet.
-	StoreBatch(b storage.Batch) error
+	StoreBatch(b wire.Batch) error
 	// Apply hands committed entries, in index order, to the state
 	// machine; the owner calls Driver.Applied once they are applied.
-	Apply(es []storage.Entry)
+	Apply(es []wire.Entry)
 	// SendSnapshot streams the newest snapshot to peer, which lacks
 	// compacted entries; the owner calls Driver.SnapshotSent when it ends.
 	SendSnapshot(peer edict.ProcessID)
@@ -69,12 +68,12 @@ type Driver struct {
 
 // Write is a proposal on its way into the log.
 type Write struct {
-	entry storage.Entry
+	entry wire.Entry
 	done  func(ApplyResult, error)
 }
 
 // Entry is the write's entry, once appended.
-func (w *Write) Entry() storage.Entry { return w.entry }
+func (w *Write) Entry() wire.Entry { return w.entry }
 
 func (w *Write) finish(res ApplyResult, err error) {
 	if w.done != nil {
@@ -132,7 +131,7 @@ func checkSuspend(core *Core, clock edict.Clock, now edict.Time) {
 
 // Step delivers a received message. Malformed or misdirected input is
 // refused with an error and changes nothing.
-func (d *Driver) Step(m transport.Message) error { return d.core.Step(d.Now(), m) }
+func (d *Driver) Step(m wire.Message) error { return d.core.Step(d.Now(), m) }
 
 // Tick lets the Core's timers fire; call it by Core.NextTick.
 func (d *Driver) Tick() { d.core.Tick(d.Now()) }
@@ -141,14 +140,14 @@ func (d *Driver) Tick() { d.core.Tick(d.Now()) }
 // its outcome (see Driver). A process that does not lead a ready reign
 // answers at once with a *NotLeaderError, as does one whose reign takes
 // no writes now (a transfer, an ending epoch).
-func (d *Driver) Propose(kind storage.EntryKind, data []byte, done func(ApplyResult, error)) {
-	d.ProposeWith(func(now edict.Time) (storage.Entry, error) { return d.core.Propose(now, kind, data) }, done)
+func (d *Driver) Propose(kind wire.EntryKind, data []byte, done func(ApplyResult, error)) {
+	d.ProposeWith(func(now edict.Time) (wire.Entry, error) { return d.core.Propose(now, kind, data) }, done)
 }
 
 // ProposeWith appends the entry that appendEntry makes (a membership
 // edict: Core.AddLearner, Promote, Remove) and answers it like Propose.
 // Call Flush once the proposals of a batch are in.
-func (d *Driver) ProposeWith(appendEntry func(now edict.Time) (storage.Entry, error), done func(ApplyResult, error)) {
+func (d *Driver) ProposeWith(appendEntry func(now edict.Time) (wire.Entry, error), done func(ApplyResult, error)) {
 	w := &Write{done: done}
 	if d.closed {
 		w.finish(ApplyResult{}, ErrShutdown)
@@ -212,7 +211,7 @@ func (d *Driver) AppliedIndex() uint64 { return d.applied }
 
 // AcceptSnapshot decides, as a stream from a peer starts, whether the
 // snapshot may be installed (Core.AcceptSnapshot).
-func (d *Driver) AcceptSnapshot(from edict.ProcessID, meta transport.SnapshotMeta) error {
+func (d *Driver) AcceptSnapshot(from edict.ProcessID, meta wire.SnapshotHeader) error {
 	return d.core.AcceptSnapshot(d.Now(), from, meta)
 }
 
@@ -223,7 +222,7 @@ func (d *Driver) AcceptSnapshot(from edict.ProcessID, meta transport.SnapshotMet
 // and the snapshot must be discarded. On success the owner restores its
 // state machine from the snapshot before it applies anything the Driver
 // hands it next, and reports it with Applied(meta.LastIndex, nil).
-func (d *Driver) InstallSnapshot(from edict.ProcessID, meta transport.SnapshotMeta, publish func() error) error {
+func (d *Driver) InstallSnapshot(from edict.ProcessID, meta wire.SnapshotHeader, publish func() error) error {
 	now := d.Now()
 	if err := d.core.mayInstallAtEnd(now, from, meta); err != nil {
 		return fmt.Errorf("snapshot refused at install: %w", err)

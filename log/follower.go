@@ -2,8 +2,7 @@ package log
 
 import (
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/storage"
-	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // mayAccept is DESIGN §6's acceptance rule: appends (and snapshots) come
@@ -42,12 +41,12 @@ func (c *Core) mayAccept(now edict.Time, from edict.ProcessID, epoch uint64, rei
 	return err == nil && (cmp >= 0 || mutated(RuleAcceptReign))
 }
 
-func (c *Core) onAppend(now edict.Time, from edict.ProcessID, a *transport.Append) {
-	reply := &transport.AppendReply{Epoch: a.Epoch, Reign: a.Reign, LastIndex: a.PrevIndex}
+func (c *Core) onAppend(now edict.Time, from edict.ProcessID, a *wire.Append) {
+	reply := &wire.AppendReply{Epoch: a.Epoch, Reign: a.Reign, LastIndex: a.PrevIndex}
 	defer func() {
 		reply.Accepted = c.acceptedReign
 		// The reply promises durability: it leaves after the batch.
-		c.send(transport.Message{To: from, AppendReply: reply}, mutated(RuleFsyncBeforeAck))
+		c.send(wire.Message{To: from, AppendReply: reply}, mutated(RuleFsyncBeforeAck))
 	}()
 	if !c.mayAccept(now, from, a.Epoch, a.Reign) {
 		// Not a log mismatch: the leader learns our reign from the reply
@@ -89,9 +88,9 @@ func (c *Core) onAppend(now edict.Time, from edict.ProcessID, a *transport.Appen
 		if cur != nil {
 			c.truncateFrom(we.Index)
 		}
-		batch := make([]storage.Entry, 0, len(es)-i)
+		batch := make([]wire.Entry, 0, len(es)-i)
 		for _, w := range es[i:] {
-			batch = append(batch, fromWire(w))
+			batch = append(batch, w)
 		}
 		c.appendEntries(batch...)
 		break

@@ -8,8 +8,7 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
-	"github.com/edictlog/edictlog/storage"
-	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 	"github.com/stretchr/testify/require"
 )
 
@@ -23,43 +22,43 @@ type tcluster struct {
 	cores   map[edict.ProcessID]*Core
 	dets    map[edict.ProcessID]*elect.LowestLive
 	down    map[edict.ProcessID]bool
-	queue   []transport.Message
-	applied map[edict.ProcessID][]storage.Entry
+	queue   []wire.Message
+	applied map[edict.ProcessID][]wire.Entry
 	reads   map[edict.ProcessID][]ReadState
 	events  map[edict.ProcessID][]Event
 	// stored is each process's durable log, as the store would hold it.
-	stored   map[edict.ProcessID][]storage.Entry
+	stored   map[edict.ProcessID][]wire.Entry
 	stable   map[edict.ProcessID]map[string][]byte
 	snapReqs map[edict.ProcessID][]edict.ProcessID
-	epoch0   storage.EpochConfig
+	epoch0   wire.EpochConfig
 }
 
 func newTCluster(t *testing.T, ids ...edict.ProcessID) *tcluster {
 	c := &tcluster{t: t, now: int64(time.Hour), inc: map[edict.ProcessID]uint64{}, cores: map[edict.ProcessID]*Core{},
 		dets: map[edict.ProcessID]*elect.LowestLive{}, down: map[edict.ProcessID]bool{},
-		applied: map[edict.ProcessID][]storage.Entry{}, reads: map[edict.ProcessID][]ReadState{},
-		events: map[edict.ProcessID][]Event{}, stored: map[edict.ProcessID][]storage.Entry{},
-		stable: map[edict.ProcessID]map[string][]byte{}, snapReqs: map[edict.ProcessID][]edict.ProcessID{}, epoch0: storage.EpochConfig{Epoch: 0, Members: ids}}
+		applied: map[edict.ProcessID][]wire.Entry{}, reads: map[edict.ProcessID][]ReadState{},
+		events: map[edict.ProcessID][]Event{}, stored: map[edict.ProcessID][]wire.Entry{},
+		stable: map[edict.ProcessID]map[string][]byte{}, snapReqs: map[edict.ProcessID][]edict.ProcessID{}, epoch0: wire.EpochConfig{Epoch: 0, Members: ids}}
 	for _, id := range ids {
 		c.stable[id] = map[string][]byte{}
-		c.boot(id, []storage.EpochConfig{c.epoch0})
+		c.boot(id, []wire.EpochConfig{c.epoch0})
 	}
 	return c
 }
 
-func (c *tcluster) boot(id edict.ProcessID, epochs []storage.EpochConfig) {
+func (c *tcluster) boot(id edict.ProcessID, epochs []wire.EpochConfig) {
 	c.inc[id]++
 	det := elect.NewLowestLive(id, epochs[len(epochs)-1].Members, time.Second)
 	c.dets[id] = det
 	var recs []elect.EpochRecord
 	for k, v := range c.stable[id] {
-		if r, err := DecodeEpochRecord(k, v); err == nil && len(k) > 0 && k[len(k)-5:] == "wedge" {
+		if r, err := wire.DecodeEpochRecord(k, v); err == nil && len(k) > 0 && k[len(k)-5:] == "wedge" {
 			recs = append(recs, r)
 		}
 	}
 	var reign edict.Stamp
-	if b, ok := c.stable[id][storage.KeyAcceptedReign]; ok {
-		r, err := storage.DecodeStamp(storage.KeyAcceptedReign, b)
+	if b, ok := c.stable[id][wire.KeyAcceptedReign]; ok {
+		r, err := wire.DecodeStamp(wire.KeyAcceptedReign, b)
 		require.NoError(c.t, err)
 		reign = r
 	}
@@ -144,7 +143,7 @@ func (c *tcluster) ids() []edict.ProcessID {
 
 // deliver delivers queued messages until none is left, dropping those the
 // filter refuses and those to processes that are down.
-func (c *tcluster) deliver(keep func(transport.Message) bool) {
+func (c *tcluster) deliver(keep func(wire.Message) bool) {
 	for n := 0; len(c.queue) > 0; n++ {
 		require.Less(c.t, n, 100000, "messages keep coming")
 		m := c.queue[0]
@@ -158,7 +157,7 @@ func (c *tcluster) deliver(keep func(transport.Message) bool) {
 }
 
 // settle ticks and delivers for a while of virtual time.
-func (c *tcluster) settle(d time.Duration, keep func(transport.Message) bool) {
+func (c *tcluster) settle(d time.Duration, keep func(wire.Message) bool) {
 	for end := c.now + int64(d); c.now < end; {
 		c.advance(5 * time.Millisecond)
 		c.tickAll()
@@ -177,18 +176,18 @@ func (c *tcluster) leader() edict.ProcessID {
 	return l
 }
 
-func (c *tcluster) propose(id edict.ProcessID, data string) storage.Entry {
-	e, err := c.cores[id].Propose(c.reading(id), storage.EntryCommand, []byte(data))
+func (c *tcluster) propose(id edict.ProcessID, data string) wire.Entry {
+	e, err := c.cores[id].Propose(c.reading(id), wire.EntryCommand, []byte(data))
 	require.NoError(c.t, err)
 	c.cores[id].Flush(c.reading(id))
 	c.collect(id)
 	return e
 }
 
-func appliedData(es []storage.Entry) []string {
+func appliedData(es []wire.Entry) []string {
 	var out []string
 	for _, e := range es {
-		if e.Kind == storage.EntryCommand {
+		if e.Kind == wire.EntryCommand {
 			out = append(out, string(e.Data))
 		}
 	}
@@ -205,7 +204,7 @@ func (c *tcluster) joinLearner() {
 	c.settle(50*time.Millisecond, nil)
 	c.propose(1, "before")
 	c.stable[4] = map[string][]byte{}
-	c.boot(4, []storage.EpochConfig{c.epoch0})
+	c.boot(4, []wire.EpochConfig{c.epoch0})
 	_, err := c.cores[1].AddLearner(c.reading(1), 4, "addr-4")
 	require.NoError(c.t, err)
 	c.cores[1].Flush(c.reading(1))

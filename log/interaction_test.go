@@ -12,8 +12,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
-	"github.com/edictlog/edictlog/storage"
-	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // TestInteraction runs the scenario transcripts (issue 15), after
@@ -123,7 +122,7 @@ type interaction struct {
 	// reigns names the reign stamps seen, in order.
 	reigns []edict.Stamp
 	// snaps are the snapshots streaming, by leader and follower.
-	snaps map[[2]edict.ProcessID]transport.SnapshotMeta
+	snaps map[[2]edict.ProcessID]wire.SnapshotHeader
 	// suspended is the reading of each host's last suspend.
 	suspended map[edict.ProcessID]edict.Time
 	// readyAt is when each process last became leader, as the runtime
@@ -135,7 +134,7 @@ type mark struct{ events, reads, applied, snaps int }
 
 type heldMsg struct {
 	n int
-	m transport.Message
+	m wire.Message
 }
 
 type netRule struct {
@@ -146,11 +145,11 @@ type netRule struct {
 // msgFilter matches messages; an empty field matches anything.
 type msgFilter struct {
 	from, to []edict.ProcessID
-	kinds    []transport.Kind
+	kinds    []wire.Kind
 	last     []uint64
 }
 
-func (f msgFilter) match(m transport.Message) bool {
+func (f msgFilter) match(m wire.Message) bool {
 	if len(f.from) > 0 && !slices.Contains(f.from, m.From) || len(f.to) > 0 && !slices.Contains(f.to, m.To) ||
 		len(f.kinds) > 0 && !slices.Contains(f.kinds, m.Kind()) {
 		return false
@@ -184,7 +183,7 @@ func (f msgFilter) String() string {
 
 // lastIndexOf is the last index an append carries, or an append reply or
 // fetch reply acknowledges.
-func lastIndexOf(m transport.Message) (uint64, bool) {
+func lastIndexOf(m wire.Message) (uint64, bool) {
 	switch {
 	case m.Append != nil:
 		return m.Append.PrevIndex + uint64(len(m.Append.Entries)), true
@@ -221,7 +220,7 @@ func (d *interaction) run(t *testing.T, td *datadriven.TestData) string {
 	case "drop", "hold":
 		f := d.filter(t, td)
 		n := len(d.c.queue)
-		d.c.queue = slices.DeleteFunc(d.c.queue, func(m transport.Message) bool {
+		d.c.queue = slices.DeleteFunc(d.c.queue, func(m wire.Message) bool {
 			if !f.match(m) {
 				return false
 			}
@@ -255,7 +254,7 @@ func (d *interaction) run(t *testing.T, td *datadriven.TestData) string {
 		}
 	case "restart":
 		id := d.id(t, td, "id")
-		d.c.boot(id, []storage.EpochConfig{d.c.epoch0})
+		d.c.boot(id, []wire.EpochConfig{d.c.epoch0})
 		d.mark(id).applied = 0
 		d.printf("p%d restarted: incarnation %d, quarantined=%t\n", id, d.c.inc[id], d.c.cores[id].el.Quarantined(d.peek(id)))
 		d.report(id, "")
@@ -353,7 +352,7 @@ func (d *interaction) boot(t *testing.T, td *datadriven.TestData) {
 	ids := d.ids(t, td, "ids")
 	d.c = newTCluster(t, ids...)
 	d.marks = map[edict.ProcessID]*mark{}
-	d.snaps = map[[2]edict.ProcessID]transport.SnapshotMeta{}
+	d.snaps = map[[2]edict.ProcessID]wire.SnapshotHeader{}
 	d.suspended = map[edict.ProcessID]edict.Time{}
 	d.readyAt = map[edict.ProcessID]edict.Time{}
 	d.printf("%v booted: epoch 0, members %v\n", ids, d.c.epoch0.Members)
@@ -462,7 +461,7 @@ func (d *interaction) deliver(f msgFilter) {
 // route takes m through the network: lost if either end is down or a rule
 // drops it, set aside if a rule holds it, delivered otherwise. Unless
 // verbose, only what is held and what the receiver did prints.
-func (d *interaction) route(m transport.Message, prefix string, verbose bool, n *counts) {
+func (d *interaction) route(m wire.Message, prefix string, verbose bool, n *counts) {
 	switch {
 	case d.c.down[m.To] || d.c.down[m.From] || d.c.cores[m.To] == nil:
 		n.dropped++
@@ -496,7 +495,7 @@ func (d *interaction) route(m transport.Message, prefix string, verbose bool, n 
 }
 
 // step hands m to its receiver and prints, after prefix, what it did.
-func (d *interaction) step(m transport.Message, prefix string) {
+func (d *interaction) step(m wire.Message, prefix string) {
 	d.guard(m.To, prefix, func() {
 		if err := d.c.cores[m.To].Step(d.c.reading(m.To), m); err != nil {
 			d.printf("%s%v refused it: %v\n", prefix, m.To, err)
@@ -520,7 +519,7 @@ func (d *interaction) guard(id edict.ProcessID, prefix string, f func()) {
 	f()
 }
 
-func (d *interaction) holdMsg(m transport.Message) {
+func (d *interaction) holdMsg(m wire.Message) {
 	d.nHeld++
 	d.held = append(d.held, heldMsg{d.nHeld, m})
 	d.printf("held #%d: %v\n", d.nHeld, m)
@@ -545,7 +544,7 @@ func (d *interaction) release(t *testing.T, td *datadriven.TestData) {
 		redirect = d.id(t, td, "redirect")
 	}
 	var rest []heldMsg
-	var out []transport.Message
+	var out []wire.Message
 	for _, h := range d.held {
 		if f.match(h.m) && (len(idx) == 0 || slices.Contains(idx, h.n)) {
 			out = append(out, h.m)
@@ -598,7 +597,7 @@ func (d *interaction) propose(t *testing.T, td *datadriven.TestData) {
 		td.Fatalf(t, "propose: data= missing")
 	}
 	for _, v := range splitVals(arg.Vals) {
-		e, err := d.c.cores[id].Propose(d.c.reading(id), storage.EntryCommand, []byte(v))
+		e, err := d.c.cores[id].Propose(d.c.reading(id), wire.EntryCommand, []byte(v))
 		if err != nil {
 			d.printf("p%d refused %s: %v\n", id, v, err)
 			continue
@@ -756,7 +755,7 @@ func eventString(ev Event) string {
 	return s
 }
 
-func entriesString(es []storage.Entry) string {
+func entriesString(es []wire.Entry) string {
 	parts := make([]string, len(es))
 	for i, e := range es {
 		parts[i] = entryString(e)
@@ -764,11 +763,11 @@ func entriesString(es []storage.Entry) string {
 	return strings.Join(parts, " ")
 }
 
-func entryString(e storage.Entry) string {
+func entryString(e wire.Entry) string {
 	switch e.Kind {
-	case storage.EntryCommand:
+	case wire.EntryCommand:
 		return fmt.Sprintf("%d:%s", e.Index, e.Data)
-	case storage.EntryReignStart:
+	case wire.EntryReignStart:
 		return fmt.Sprintf("%d:start(%v)", e.Index, e.Stamp)
 	}
 	return fmt.Sprintf("%d:%v", e.Index, e.Kind)
@@ -785,8 +784,8 @@ func (d *interaction) show(what string, id edict.ProcessID) {
 	case "status":
 		s := core.Status(now)
 		stored := "none"
-		if b, ok := d.c.stable[id][storage.KeyAcceptedReign]; ok {
-			r, err := storage.DecodeStamp(storage.KeyAcceptedReign, b)
+		if b, ok := d.c.stable[id][wire.KeyAcceptedReign]; ok {
+			r, err := wire.DecodeStamp(wire.KeyAcceptedReign, b)
 			if err != nil {
 				d.t.Fatal(err)
 			}
@@ -798,7 +797,7 @@ func (d *interaction) show(what string, id edict.ProcessID) {
 		}
 		d.printf("\n")
 	case "log":
-		var es []storage.Entry
+		var es []wire.Entry
 		for i := core.log.first(); i <= core.log.lastIndex(); i++ {
 			es = append(es, *core.log.entry(i))
 		}
@@ -831,7 +830,7 @@ func (d *interaction) show(what string, id edict.ProcessID) {
 func (d *interaction) check() {
 	type at struct {
 		id edict.ProcessID
-		e  storage.Entry
+		e  wire.Entry
 	}
 	seen := map[uint64]at{}
 	bad := false
@@ -867,7 +866,7 @@ func (d *interaction) nameReigns() {
 			add(core.lead.reign)
 		}
 		for i := core.log.first(); i <= core.log.lastIndex(); i++ {
-			if e := core.log.entry(i); e.Kind == storage.EntryReignStart {
+			if e := core.log.entry(i); e.Kind == wire.EntryReignStart {
 				add(e.Stamp)
 			}
 		}
@@ -911,7 +910,7 @@ func (d *interaction) filter(t *testing.T, td *datadriven.TestData) msgFilter {
 				if k < 0 {
 					td.Fatalf(t, "kind=%s: want one of %v", v, kindNamesList[1:])
 				}
-				f.kinds = append(f.kinds, transport.Kind(k))
+				f.kinds = append(f.kinds, wire.Kind(k))
 			}
 		case "last":
 			for _, v := range splitVals(arg.Vals) {
@@ -932,7 +931,7 @@ func (d *interaction) filter(t *testing.T, td *datadriven.TestData) msgFilter {
 // kindNamesList is transport's kind names, by Kind.
 var kindNamesList = func() []string {
 	var ns []string
-	for k := transport.Kind(0); k == 0 || k.Valid(); k++ {
+	for k := wire.Kind(0); k == 0 || k.Valid(); k++ {
 		if k == 0 {
 			ns = append(ns, "")
 			continue

@@ -5,8 +5,7 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
-	"github.com/edictlog/edictlog/storage"
-	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 )
 
 type phase uint8
@@ -29,7 +28,7 @@ type leader struct {
 	phase phase
 
 	best      edict.ProcessID // whom to fetch from
-	bestPos   storage.Position
+	bestPos   wire.Position
 	fetchFrom uint64 // the logs match up to here
 	// attempt is Start_p of the lease instance that began this reign; with
 	// fetchID it names a fetch, so that no reply to another reign's fetch
@@ -111,23 +110,23 @@ func (c *Core) sendFetch(now edict.Time) {
 	st, _ := c.log.stampAt(l.fetchFrom)
 	l.fetchID++
 	l.fetchSent = now
-	c.send(transport.Message{To: l.best, Fetch: &transport.Fetch{Epoch: l.epoch, ID: l.fetchID, Attempt: l.attempt, PrevIndex: l.fetchFrom, PrevStamp: st, Max: uint32(c.cfg.MaxAppendEntries)}}, true)
+	c.send(wire.Message{To: l.best, Fetch: &wire.Fetch{Epoch: l.epoch, ID: l.fetchID, Attempt: l.attempt, PrevIndex: l.fetchFrom, PrevStamp: st, Max: uint32(c.cfg.MaxAppendEntries)}}, true)
 }
 
 // onFetch answers a new leader's fetch with entries after (PrevIndex,
 // PrevStamp), if the logs match there.
-func (c *Core) onFetch(now edict.Time, from edict.ProcessID, f *transport.Fetch) {
-	r := &transport.FetchReply{Epoch: f.Epoch, ID: f.ID, Attempt: f.Attempt}
+func (c *Core) onFetch(now edict.Time, from edict.ProcessID, f *wire.Fetch) {
+	r := &wire.FetchReply{Epoch: f.Epoch, ID: f.ID, Attempt: f.Attempt}
 	last := c.log.last()
 	r.LastIndex, r.LastStamp = last.Index, last.Stamp
 	c.answerFetch(r, f, c.log.lastIndex())
-	c.send(transport.Message{To: from, FetchReply: r}, true)
+	c.send(wire.Message{To: from, FetchReply: r}, true)
 }
 
 // answerFetch fills r with the durable entries after f's (PrevIndex,
 // PrevStamp), up to index upTo and f.Max of them: Compacted if they are
 // only in a snapshot now, OK if the logs match at PrevIndex.
-func (c *Core) answerFetch(r *transport.FetchReply, f *transport.Fetch, upTo uint64) {
+func (c *Core) answerFetch(r *wire.FetchReply, f *wire.Fetch, upTo uint64) {
 	switch {
 	case f.PrevIndex < c.log.snap.Index:
 		r.Compacted = true
@@ -136,15 +135,15 @@ func (c *Core) answerFetch(r *transport.FetchReply, f *transport.Fetch, upTo uin
 		end := min(upTo, c.persisted, c.log.lastIndex()) + 1 // durable entries only
 		if f.PrevIndex+1 < end {
 			n := int(f.Max)
-			if n <= 0 || n > transport.MaxAppendEntries {
+			if n <= 0 || n > wire.MaxAppendEntries {
 				n = c.cfg.MaxAppendEntries
 			}
-			r.Entries = toWire(c.log.slice(f.PrevIndex+1, end, n))
+			r.Entries = slices.Clone(c.log.slice(f.PrevIndex+1, end, n))
 		}
 	}
 }
 
-func (c *Core) onFetchReply(now edict.Time, from edict.ProcessID, r *transport.FetchReply) {
+func (c *Core) onFetchReply(now edict.Time, from edict.ProcessID, r *wire.FetchReply) {
 	l := c.lead
 	if l == nil || l.phase != phaseFetching || from != l.best || r.ID != l.fetchID || r.Epoch != l.epoch {
 		return
@@ -163,7 +162,7 @@ func (c *Core) onFetchReply(now edict.Time, from edict.ProcessID, r *transport.F
 		return
 	}
 	for _, we := range r.Entries {
-		e := fromWire(we)
+		e := we
 		if cur := c.log.entry(e.Index); cur != nil {
 			if cur.Stamp.Equal(e.Stamp) {
 				continue
@@ -196,7 +195,7 @@ func (c *Core) appendReignStart(now edict.Time) {
 		c.stepDown(now, "lease lost before the reign-start edict")
 		return
 	}
-	e := storage.Entry{Index: c.log.lastIndex() + 1, Reign: stamp, Stamp: stamp, Kind: storage.EntryReignStart}
+	e := wire.Entry{Index: c.log.lastIndex() + 1, Reign: stamp, Stamp: stamp, Kind: wire.EntryReignStart}
 	l.reign, l.reignIndex, l.phase = stamp, e.Index, phaseStarting
 	c.acceptReign(stamp)
 	c.appendEntries(e)
@@ -285,10 +284,10 @@ func (c *Core) sendAppend(now edict.Time, p edict.ProcessID, pr *progress, prev 
 		c.ready.Snapshots = append(c.ready.Snapshots, p)
 		return false
 	}
-	a := &transport.Append{Epoch: l.epoch, Reign: l.reign, LeaderCommit: c.commit, PrevIndex: prev, PrevStamp: prevStamp}
+	a := &wire.Append{Epoch: l.epoch, Reign: l.reign, LeaderCommit: c.commit, PrevIndex: prev, PrevStamp: prevStamp}
 	if entries {
 		es := c.log.slice(prev+1, c.log.lastIndex()+1, c.cfg.MaxAppendEntries)
-		a.Entries = toWire(es)
+		a.Entries = slices.Clone(es)
 		pr.next = prev + 1 + uint64(len(es))
 		pr.inflight++
 	} else if pr.probing {
@@ -299,12 +298,12 @@ func (c *Core) sendAppend(now edict.Time, p edict.ProcessID, pr *progress, prev 
 		// follower's log is known to match ours.
 		a.LeaderCommit = min(c.commit, max(pr.match, prev+uint64(len(a.Entries))))
 	}
-	c.send(transport.Message{To: p, Append: a}, true)
+	c.send(wire.Message{To: p, Append: a}, true)
 	pr.lastSend = now
 	return true
 }
 
-func (c *Core) onAppendReply(now edict.Time, from edict.ProcessID, r *transport.AppendReply) {
+func (c *Core) onAppendReply(now edict.Time, from edict.ProcessID, r *wire.AppendReply) {
 	l := c.lead
 	if l == nil || l.phase == phaseFetching || r.Epoch != l.epoch {
 		return
@@ -473,25 +472,25 @@ func (c *Core) release(now edict.Time, why string) {
 // Propose appends a command edict if this process leads a ready reign.
 // The entry's index and stamp identify the write; it is committed when
 // Ready.Apply hands it out.
-func (c *Core) Propose(now edict.Time, kind storage.EntryKind, data []byte) (storage.Entry, error) {
+func (c *Core) Propose(now edict.Time, kind wire.EntryKind, data []byte) (wire.Entry, error) {
 	c.advanceClock(now)
 	l := c.lead
 	switch {
 	case l == nil:
-		return storage.Entry{}, ErrNotLeader
+		return wire.Entry{}, ErrNotLeader
 	case l.phase != phaseReady:
-		return storage.Entry{}, ErrNotReady
+		return wire.Entry{}, ErrNotReady
 	case l.transfer != edict.None:
-		return storage.Entry{}, ErrTransferring
+		return wire.Entry{}, ErrTransferring
 	case l.stopped:
-		return storage.Entry{}, ErrStopped
+		return wire.Entry{}, ErrStopped
 	}
 	stamp, err := c.el.Issue(now)
 	if err != nil {
 		c.stepDown(now, "lease lost while proposing")
-		return storage.Entry{}, ErrNotLeader
+		return wire.Entry{}, ErrNotLeader
 	}
-	e := storage.Entry{Index: c.log.lastIndex() + 1, Reign: l.reign, Stamp: stamp, Kind: kind, Data: data}
+	e := wire.Entry{Index: c.log.lastIndex() + 1, Reign: l.reign, Stamp: stamp, Kind: kind, Data: data}
 	c.appendEntries(e)
 	return e, nil
 }
@@ -552,7 +551,7 @@ func (c *Core) finishTransfer(now edict.Time) {
 // still named this process, and this process took the lease back after
 // its hold-off: the transfer was lost.
 func (c *Core) handOver(target edict.ProcessID, epoch uint64, reign edict.Stamp) {
-	c.send(transport.Message{To: target, TimeoutNow: &transport.TimeoutNow{Epoch: epoch, Reign: reign}}, false)
+	c.send(wire.Message{To: target, TimeoutNow: &wire.TimeoutNow{Epoch: epoch, Reign: reign}}, false)
 }
 
 // Resign gives leadership up for good, as a process that shuts down does
@@ -587,7 +586,7 @@ func (c *Core) Resign(now edict.Time) {
 // a reign older than one this process accepted comes late, from a leader
 // that was superseded since: campaigning on it would only unsettle the
 // newer reign.
-func (c *Core) onTimeoutNow(now edict.Time, from edict.ProcessID, t *transport.TimeoutNow) {
+func (c *Core) onTimeoutNow(now edict.Time, from edict.ProcessID, t *wire.TimeoutNow) {
 	if cmp, err := t.Reign.Compare(c.acceptedReign); err != nil || cmp < 0 {
 		return
 	}

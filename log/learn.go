@@ -4,7 +4,7 @@ import (
 	"slices"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // Catching up on committed entries from any peer (issue 14).
@@ -88,12 +88,12 @@ func (c *Core) learnCommitted(now edict.Time) {
 	to := peers[c.learnPeer%len(peers)]
 	st, _ := c.log.stampAt(c.commit)
 	c.learnID++
-	f := &transport.Fetch{Epoch: c.el.ActiveEpoch(), ID: c.learnID, PrevIndex: c.commit, PrevStamp: st,
+	f := &wire.Fetch{Epoch: c.el.ActiveEpoch(), ID: c.learnID, PrevIndex: c.commit, PrevStamp: st,
 		Max: uint32(c.cfg.MaxAppendEntries), Committed: true}
 	if c.stopProof.Index > c.commit {
 		f.UpToIndex, f.UpToStamp = c.stopProof.Index, c.stopProof.Stamp
 	}
-	c.send(transport.Message{To: to, Fetch: f}, true)
+	c.send(wire.Message{To: to, Fetch: f}, true)
 }
 
 // learnPeers is every other process of every known epoch, members and
@@ -112,7 +112,7 @@ func (c *Core) learnPeers() []edict.ProcessID {
 
 // onCommittedFetch answers a Committed Fetch with entries this process
 // knows committed, after the asker's commit index.
-func (c *Core) onCommittedFetch(from edict.ProcessID, f *transport.Fetch) {
+func (c *Core) onCommittedFetch(from edict.ProcessID, f *wire.Fetch) {
 	hi := c.commit
 	if f.UpToIndex > hi && f.UpToIndex <= c.log.lastIndex() && c.log.matches(f.UpToIndex, f.UpToStamp) {
 		// The asker's news says this entry committed; our log holds it.
@@ -125,17 +125,17 @@ func (c *Core) onCommittedFetch(from edict.ProcessID, f *transport.Fetch) {
 		hi = c.log.lastIndex()
 	}
 	last := c.log.last()
-	r := &transport.FetchReply{Epoch: f.Epoch, ID: f.ID, LastIndex: last.Index, LastStamp: last.Stamp, Committed: true, Commit: hi}
+	r := &wire.FetchReply{Epoch: f.Epoch, ID: f.ID, LastIndex: last.Index, LastStamp: last.Stamp, Committed: true, Commit: hi}
 	if f.PrevIndex >= c.log.snap.Index && f.PrevIndex >= hi {
 		r.OK = true // nothing committed here that the asker lacks
 	} else {
 		c.answerFetch(r, f, hi)
 	}
-	c.send(transport.Message{To: from, FetchReply: r}, true)
+	c.send(wire.Message{To: from, FetchReply: r}, true)
 }
 
 // onCommittedFetchReply takes the committed entries a peer sent.
-func (c *Core) onCommittedFetchReply(now edict.Time, from edict.ProcessID, r *transport.FetchReply) {
+func (c *Core) onCommittedFetchReply(now edict.Time, from edict.ProcessID, r *wire.FetchReply) {
 	if c.lead != nil {
 		return // a leader holds every committed entry already
 	}
@@ -170,7 +170,7 @@ func (c *Core) onCommittedFetchReply(now edict.Time, from edict.ProcessID, r *tr
 		if we.Index != c.log.lastIndex()+1 {
 			return
 		}
-		c.appendEntries(fromWire(we))
+		c.appendEntries(we)
 		c.commit, progress = we.Index, true
 	}
 }

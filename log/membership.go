@@ -8,42 +8,8 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
-	"github.com/edictlog/edictlog/storage"
+	"github.com/edictlog/edictlog/wire"
 )
-
-// Membership is the payload of config and stop edicts: an epoch's
-// configuration and the transport addresses of its processes, so that
-// every process learns how to reach a new one from the log itself.
-type Membership struct {
-	Config storage.EpochConfig
-	Addrs  map[edict.ProcessID]string
-}
-
-const membershipVersion byte = 1
-
-// EncodeMembership encodes m with a version byte.
-func EncodeMembership(m Membership) ([]byte, error) {
-	if err := m.Config.Check(); err != nil {
-		return nil, err
-	}
-	b, err := encodeVersioned(membershipVersion, m)
-	if err != nil {
-		return nil, fmt.Errorf("log: encode membership: %w", err)
-	}
-	return b, nil
-}
-
-// DecodeMembership decodes and checks a membership payload.
-func DecodeMembership(b []byte) (Membership, error) {
-	var m Membership
-	if err := decodeVersioned("membership payload", membershipVersion, b, &m); err != nil {
-		return Membership{}, err
-	}
-	if err := m.Config.Check(); err != nil {
-		return Membership{}, fmt.Errorf("log: membership payload: %w", err)
-	}
-	return m, nil
-}
 
 // membershipDone is the highest committed index whose membership effects
 // have been carried out.
@@ -52,30 +18,30 @@ func (c *Core) processCommitted(now edict.Time) {
 		i := c.configDone + 1
 		c.configDone = i
 		e := c.log.entry(i)
-		if e == nil || (e.Kind != storage.EntryConfig && e.Kind != storage.EntryStop) {
+		if e == nil || (e.Kind != wire.EntryConfig && e.Kind != wire.EntryStop) {
 			continue
 		}
-		m, err := DecodeMembership(e.Data)
+		m, err := wire.DecodeMembership(e.Data)
 		if err != nil {
 			// A committed entry the leader encoded itself: if it does
 			// not decode, the log is corrupt and nothing is safe.
 			panic(fmt.Sprintf("log: committed %v entry %d: %v", e.Kind, i, err))
 		}
-		if e.Kind == storage.EntryStop {
+		if e.Kind == wire.EntryStop {
 			if e.Index > c.stopProof.Index {
-				c.stopProof = storage.Position{Index: e.Index, Stamp: e.Stamp}
+				c.stopProof = wire.Position{Index: e.Index, Stamp: e.Stamp}
 			}
 		}
-		if e.Kind == storage.EntryStop {
+		if e.Kind == wire.EntryStop {
 			m.Config.StopIndex, m.Config.StopStamp = e.Index, e.Stamp
 		}
-		c.learnMembership(now, m, e.Kind == storage.EntryStop)
+		c.learnMembership(now, m, e.Kind == wire.EntryStop)
 	}
 }
 
 // learnMembership records a configuration made known by a committed entry.
 // A stop edict ends its epoch: the next one's processes wedge it (§10.6).
-func (c *Core) learnMembership(now edict.Time, m Membership, stop bool) {
+func (c *Core) learnMembership(now edict.Time, m wire.Membership, stop bool) {
 	cfg := m.Config
 	old := c.epochs[cfg.Epoch]
 	wasHeard := old.Heard
@@ -83,8 +49,8 @@ func (c *Core) learnMembership(now edict.Time, m Membership, stop bool) {
 		cfg.StopIndex, cfg.StopStamp = old.StopIndex, old.StopStamp // a config edict keeps its epoch's stop
 	}
 	c.epochs[cfg.Epoch] = cfg
-	if b, err := storage.EncodeEpochConfig(cfg); err == nil {
-		c.setStable(storage.EpochConfigKey(cfg.Epoch), b)
+	if b, err := wire.EncodeEpochConfig(cfg); err == nil {
+		c.setStable(wire.EpochConfigKey(cfg.Epoch), b)
 	}
 	c.event(Event{Kind: ConfigChanged, Epoch: cfg.Epoch, Membership: &m})
 	if !stop && (!c.el.EpochKnown(cfg.Epoch) || wasHeard) {
@@ -132,7 +98,7 @@ func (c *Core) learnMembership(now edict.Time, m Membership, stop bool) {
 // every epoch before it is TERMINATED (§10.6), so this process learns both
 // and wedges nothing — it may not even be a member of the epochs it would
 // wedge.
-func (c *Core) learnRanEpoch(now edict.Time, cfg storage.EpochConfig) {
+func (c *Core) learnRanEpoch(now edict.Time, cfg wire.EpochConfig) {
 	q, err := edict.NewMajority(cfg.Members...)
 	if err != nil {
 		panic(fmt.Sprintf("log: committed configuration names a bad epoch: %v", err))
@@ -160,25 +126,25 @@ func (c *Core) learnRanEpoch(now edict.Time, cfg storage.EpochConfig) {
 // learnCommitted fetches up to.
 func (c *Core) hearEpoch(now edict.Time, ev elect.Event) {
 	if ev.StopIndex > c.stopProof.Index && !mutated(RuleHeardLearns) {
-		c.stopProof = storage.Position{Index: ev.StopIndex, Stamp: ev.StopStamp}
+		c.stopProof = wire.Position{Index: ev.StopIndex, Stamp: ev.StopStamp}
 	}
 	if old, known := c.epochs[ev.Epoch]; known {
 		if old.Heard && old.StopIndex == 0 && ev.StopIndex != 0 {
 			old.StopIndex, old.StopStamp = ev.StopIndex, ev.StopStamp
 			c.epochs[ev.Epoch] = old
-			if b, err := storage.EncodeEpochConfig(old); err == nil {
-				c.setStable(storage.EpochConfigKey(old.Epoch), b)
+			if b, err := wire.EncodeEpochConfig(old); err == nil {
+				c.setStable(wire.EpochConfigKey(old.Epoch), b)
 			}
 		}
 		return
 	}
-	cfg := storage.EpochConfig{Epoch: ev.Epoch, Members: ev.Members, Heard: true, StopIndex: ev.StopIndex, StopStamp: ev.StopStamp}
+	cfg := wire.EpochConfig{Epoch: ev.Epoch, Members: ev.Members, Heard: true, StopIndex: ev.StopIndex, StopStamp: ev.StopStamp}
 	if err := cfg.Check(); err != nil {
 		panic(fmt.Sprintf("log: the lease core heard of an impossible epoch: %v", err)) // elect checked the news
 	}
 	c.epochs[cfg.Epoch] = cfg
-	if b, err := storage.EncodeEpochConfig(cfg); err == nil {
-		c.setStable(storage.EpochConfigKey(cfg.Epoch), b)
+	if b, err := wire.EncodeEpochConfig(cfg); err == nil {
+		c.setStable(wire.EpochConfigKey(cfg.Epoch), b)
 	}
 	c.wedgePredecessors(now)
 }
@@ -250,21 +216,21 @@ func (c *Core) onEpochTerminated(now edict.Time, epoch uint64) {
 }
 
 // proposeMembership appends a config or stop edict.
-func (c *Core) proposeMembership(now edict.Time, kind storage.EntryKind, next storage.EpochConfig, addrs map[edict.ProcessID]string) (storage.Entry, error) {
-	data, err := EncodeMembership(Membership{Config: next, Addrs: addrs})
+func (c *Core) proposeMembership(now edict.Time, kind wire.EntryKind, next wire.EpochConfig, addrs map[edict.ProcessID]string) (wire.Entry, error) {
+	data, err := wire.EncodeMembership(wire.Membership{Config: next, Addrs: addrs})
 	if err != nil {
-		return storage.Entry{}, err
+		return wire.Entry{}, err
 	}
 	e, err := c.Propose(now, kind, data)
-	if err == nil && kind == storage.EntryStop {
+	if err == nil && kind == wire.EntryStop {
 		c.lead.stopped = true // the stop edict is the epoch's last (Stoppable Paxos)
 	}
 	return e, err
 }
 
-func (c *Core) currentConfig() (storage.EpochConfig, error) {
+func (c *Core) currentConfig() (wire.EpochConfig, error) {
 	if c.lead == nil {
-		return storage.EpochConfig{}, ErrNotLeader
+		return wire.EpochConfig{}, ErrNotLeader
 	}
 	cfg := c.epochs[c.lead.epoch]
 	cfg.Members, cfg.Learners = slices.Clone(cfg.Members), slices.Clone(cfg.Learners)
@@ -273,55 +239,55 @@ func (c *Core) currentConfig() (storage.EpochConfig, error) {
 
 // AddLearner adds a process that receives the log but does not count in
 // quorums, until it is promoted (DESIGN §7). addr is how to reach it.
-func (c *Core) AddLearner(now edict.Time, id edict.ProcessID, addr string) (storage.Entry, error) {
+func (c *Core) AddLearner(now edict.Time, id edict.ProcessID, addr string) (wire.Entry, error) {
 	cfg, err := c.currentConfig()
 	if err != nil {
-		return storage.Entry{}, err
+		return wire.Entry{}, err
 	}
 	if slices.Contains(cfg.Members, id) || slices.Contains(cfg.Learners, id) {
-		return storage.Entry{}, fmt.Errorf("log: %v is already in epoch %d", id, cfg.Epoch)
+		return wire.Entry{}, fmt.Errorf("log: %v is already in epoch %d", id, cfg.Epoch)
 	}
 	cfg.Learners = append(cfg.Learners, id)
 	slices.Sort(cfg.Learners)
-	return c.proposeMembership(now, storage.EntryConfig, cfg, map[edict.ProcessID]string{id: addr})
+	return c.proposeMembership(now, wire.EntryConfig, cfg, map[edict.ProcessID]string{id: addr})
 }
 
 // Promote makes a learner a member: a new epoch, through a stop edict.
 // The learner should have caught up first (the caller checks Status).
-func (c *Core) Promote(now edict.Time, id edict.ProcessID) (storage.Entry, error) {
+func (c *Core) Promote(now edict.Time, id edict.ProcessID) (wire.Entry, error) {
 	cfg, err := c.currentConfig()
 	if err != nil {
-		return storage.Entry{}, err
+		return wire.Entry{}, err
 	}
 	if !slices.Contains(cfg.Learners, id) {
-		return storage.Entry{}, fmt.Errorf("log: %v is not a learner of epoch %d", id, cfg.Epoch)
+		return wire.Entry{}, fmt.Errorf("log: %v is not a learner of epoch %d", id, cfg.Epoch)
 	}
-	next := storage.EpochConfig{Epoch: cfg.Epoch + 1, Members: append(cfg.Members, id),
+	next := wire.EpochConfig{Epoch: cfg.Epoch + 1, Members: append(cfg.Members, id),
 		Learners: slices.DeleteFunc(cfg.Learners, func(p edict.ProcessID) bool { return p == id })}
 	slices.Sort(next.Members)
-	return c.proposeMembership(now, storage.EntryStop, next, nil)
+	return c.proposeMembership(now, wire.EntryStop, next, nil)
 }
 
 // Remove takes a member or learner out: a new epoch for a member, a config
 // edict for a learner.
-func (c *Core) Remove(now edict.Time, id edict.ProcessID) (storage.Entry, error) {
+func (c *Core) Remove(now edict.Time, id edict.ProcessID) (wire.Entry, error) {
 	cfg, err := c.currentConfig()
 	if err != nil {
-		return storage.Entry{}, err
+		return wire.Entry{}, err
 	}
 	if slices.Contains(cfg.Learners, id) {
 		cfg.Learners = slices.DeleteFunc(cfg.Learners, func(p edict.ProcessID) bool { return p == id })
-		return c.proposeMembership(now, storage.EntryConfig, cfg, nil)
+		return c.proposeMembership(now, wire.EntryConfig, cfg, nil)
 	}
 	if !slices.Contains(cfg.Members, id) {
-		return storage.Entry{}, errNotMember(id, cfg.Epoch)
+		return wire.Entry{}, errNotMember(id, cfg.Epoch)
 	}
 	if len(cfg.Members) == 1 {
-		return storage.Entry{}, errors.New("log: cannot remove the last member")
+		return wire.Entry{}, errors.New("log: cannot remove the last member")
 	}
-	next := storage.EpochConfig{Epoch: cfg.Epoch + 1, Learners: cfg.Learners,
+	next := wire.EpochConfig{Epoch: cfg.Epoch + 1, Learners: cfg.Learners,
 		Members: slices.DeleteFunc(cfg.Members, func(p edict.ProcessID) bool { return p == id })}
-	return c.proposeMembership(now, storage.EntryStop, next, nil)
+	return c.proposeMembership(now, wire.EntryStop, next, nil)
 }
 
 // ForceRecovery is the operator's way out after the loss of a quorum (the
@@ -341,7 +307,7 @@ func (c *Core) ForceRecovery(now edict.Time, members []edict.ProcessID) (uint64,
 		return 0, fmt.Errorf("log: forced recovery must include this process %v", c.id)
 	}
 	top := slices.Max(slices.Collect(maps.Keys(c.epochs)))
-	cfg := storage.EpochConfig{Epoch: top + 1, Members: slices.Sorted(slices.Values(members))}
+	cfg := wire.EpochConfig{Epoch: top + 1, Members: slices.Sorted(slices.Values(members))}
 	if err := cfg.Check(); err != nil {
 		return 0, err
 	}
@@ -350,10 +316,10 @@ func (c *Core) ForceRecovery(now edict.Time, members []edict.ProcessID) (uint64,
 	return cfg.Epoch, nil
 }
 
-func (c *Core) learnMembershipForced(now edict.Time, cfg storage.EpochConfig) {
+func (c *Core) learnMembershipForced(now edict.Time, cfg wire.EpochConfig) {
 	c.epochs[cfg.Epoch] = cfg
-	if b, err := storage.EncodeEpochConfig(cfg); err == nil {
-		c.setStable(storage.EpochConfigKey(cfg.Epoch), b)
+	if b, err := wire.EncodeEpochConfig(cfg); err == nil {
+		c.setStable(wire.EpochConfigKey(cfg.Epoch), b)
 	}
 	q, _ := edict.NewMajority(cfg.Members...)
 	if err := c.el.AddEpoch(elect.EpochConfig{Epoch: cfg.Epoch, Quorum: q}); err != nil {
@@ -363,4 +329,8 @@ func (c *Core) learnMembershipForced(now edict.Time, cfg storage.EpochConfig) {
 		panic(err)
 	}
 	c.drainElect(now)
+}
+
+func errNotMember(p edict.ProcessID, epoch uint64) error {
+	return fmt.Errorf("log: %v is not a member of epoch %d", p, epoch)
 }

@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/storage"
-	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -27,7 +26,7 @@ import (
 // epoch) and it wedges epoch 0 with the others: their wedge requests and
 // replies carry the news of epoch 1. Then p1 dies. It returns the stop
 // edict.
-func promoteWithStopOnlyAt(t *testing.T, c *tcluster, holders ...edict.ProcessID) storage.Entry {
+func promoteWithStopOnlyAt(t *testing.T, c *tcluster, holders ...edict.ProcessID) wire.Entry {
 	c.joinLearner()
 	require.Equal(t, []string{"before"}, appliedData(c.applied[4]), "the learner caught up")
 
@@ -35,7 +34,7 @@ func promoteWithStopOnlyAt(t *testing.T, c *tcluster, holders ...edict.ProcessID
 	require.NoError(t, err)
 	c.cores[1].Flush(c.reading(1))
 	c.collect(1)
-	keep := func(m transport.Message) bool {
+	keep := func(m wire.Message) bool {
 		if m.From != 1 || m.Append == nil {
 			return true
 		}
@@ -60,7 +59,7 @@ func promoteWithStopOnlyAt(t *testing.T, c *tcluster, holders ...edict.ProcessID
 	for _, id := range []edict.ProcessID{2, 3, 4} {
 		require.Less(t, c.cores[id].commit, stop.Index, "p%d does not know the stop edict committed", id)
 	}
-	cut := func(m transport.Message) bool {
+	cut := func(m wire.Message) bool {
 		return !(m.From == 1 && (m.Append != nil || slices.Contains(holders, m.To)) || m.To == 1 && slices.Contains(holders, m.From))
 	}
 	for range 400 {
@@ -123,7 +122,7 @@ func TestHeardMemberFetchesTheStopEdictFromAnyPeer(t *testing.T) {
 	// Only committed fetches and their replies, and lease messages among
 	// p3 and p4, get through: p2 serves what it holds but neither
 	// campaigns nor grants.
-	keep := func(m transport.Message) bool {
+	keep := func(m wire.Message) bool {
 		if m.Fetch != nil || m.FetchReply != nil {
 			return m.Fetch == nil || m.Fetch.Committed
 		}

@@ -7,8 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/storage"
-	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // A snapshot names the epoch that was active when it was taken, which can
@@ -30,16 +29,16 @@ func TestConfigOfAnEpochWhoseStopEdictWasInASnapshot(t *testing.T) {
 	// A committed config entry of epoch 1 (a learner added) is the first
 	// news of epoch 1; then the stop edict that begins epoch 2.
 	require.NotPanics(t, func() {
-		core.learnMembership(c.reading(3), Membership{Config: storage.EpochConfig{Epoch: 1, Members: []edict.ProcessID{1, 2, 3}, Learners: []edict.ProcessID{4}}}, false)
-		core.learnMembership(c.reading(3), Membership{Config: storage.EpochConfig{Epoch: 2, Members: []edict.ProcessID{1, 2, 4}}}, true)
+		core.learnMembership(c.reading(3), wire.Membership{Config: wire.EpochConfig{Epoch: 1, Members: []edict.ProcessID{1, 2, 3}, Learners: []edict.ProcessID{4}}}, false)
+		core.learnMembership(c.reading(3), wire.Membership{Config: wire.EpochConfig{Epoch: 2, Members: []edict.ProcessID{1, 2, 4}}}, true)
 	})
 	assert.True(t, core.el.EpochKnown(1), "a config entry of an epoch proves the epoch exists")
 	assert.True(t, core.el.EpochKnown(2))
 }
 
-func snapshotMeta(index, epoch uint64, members []edict.ProcessID) transport.SnapshotMeta {
+func snapshotMeta(index, epoch uint64, members []edict.ProcessID) wire.SnapshotHeader {
 	qt := edict.QT{{Process: 1, T: edict.Time{Incarnation: 1, Nanos: 1}}, {Process: 2, T: edict.Time{Incarnation: 1, Nanos: 1}}}
 	reign := edict.Stamp{Epoch: epoch, QT: qt}
-	return transport.SnapshotMeta{Epoch: epoch, Reign: reign, LastIndex: index,
+	return wire.SnapshotHeader{Epoch: epoch, Reign: reign, LastIndex: index,
 		LastStamp: edict.Stamp{Epoch: epoch, QT: qt, Counter: index}, Members: members}
 }

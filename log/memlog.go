@@ -4,26 +4,26 @@ import (
 	"fmt"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/storage"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // memLog is the log as the core sees it: the entries after the last
 // snapshot, in memory. The runtime writes the same entries to the
 // LogStore; the core never reads the store. Snapshots bound its size.
 type memLog struct {
-	snap    storage.Position // the last entry a snapshot covers (Index 0: none)
-	entries []storage.Entry  // entries[i].Index == snap.Index+1+i
+	snap    wire.Position // the last entry a snapshot covers (Index 0: none)
+	entries []wire.Entry  // entries[i].Index == snap.Index+1+i
 }
 
 func (l *memLog) first() uint64     { return l.snap.Index + 1 }
 func (l *memLog) lastIndex() uint64 { return l.snap.Index + uint64(len(l.entries)) }
 
-func (l *memLog) last() storage.Position {
+func (l *memLog) last() wire.Position {
 	if len(l.entries) == 0 {
 		return l.snap
 	}
 	e := &l.entries[len(l.entries)-1]
-	return storage.Position{Index: e.Index, Stamp: e.Stamp}
+	return wire.Position{Index: e.Index, Stamp: e.Stamp}
 }
 
 // stampAt returns the stamp at index i, where i may be the snapshot's last
@@ -44,7 +44,7 @@ func (l *memLog) matches(i uint64, s edict.Stamp) bool {
 	return ok && st.Equal(s)
 }
 
-func (l *memLog) entry(i uint64) *storage.Entry {
+func (l *memLog) entry(i uint64) *wire.Entry {
 	if i < l.first() || i > l.lastIndex() {
 		return nil
 	}
@@ -53,7 +53,7 @@ func (l *memLog) entry(i uint64) *storage.Entry {
 
 // slice returns entries [lo, hi) capped at max; the slice aliases the log,
 // so callers copy before handing it to another goroutine.
-func (l *memLog) slice(lo, hi uint64, max int) []storage.Entry {
+func (l *memLog) slice(lo, hi uint64, max int) []wire.Entry {
 	if lo < l.first() || lo > hi || hi > l.lastIndex()+1 {
 		panic(fmt.Sprintf("log: slice [%d, %d) outside [%d, %d]", lo, hi, l.first(), l.lastIndex()+1))
 	}
@@ -74,7 +74,7 @@ func (l *memLog) truncate(i uint64) {
 	}
 }
 
-func (l *memLog) append(es ...storage.Entry) {
+func (l *memLog) append(es ...wire.Entry) {
 	for _, e := range es {
 		if e.Index != l.lastIndex()+1 {
 			panic(fmt.Sprintf("log: append of index %d after %d", e.Index, l.lastIndex()))
@@ -93,14 +93,14 @@ func (l *memLog) compact(upTo uint64) {
 	}
 	st, _ := l.stampAt(upTo)
 	n := upTo - l.snap.Index
-	rest := make([]storage.Entry, len(l.entries)-int(n))
+	rest := make([]wire.Entry, len(l.entries)-int(n))
 	copy(rest, l.entries[n:])
 	l.entries = rest
-	l.snap = storage.Position{Index: upTo, Stamp: st}
+	l.snap = wire.Position{Index: upTo, Stamp: st}
 }
 
 // reset empties the log after installing a snapshot that ends at pos.
-func (l *memLog) reset(pos storage.Position) {
+func (l *memLog) reset(pos wire.Position) {
 	l.entries = nil
 	l.snap = pos
 }

@@ -11,8 +11,7 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
-	"github.com/edictlog/edictlog/storage"
-	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 )
 
 var (
@@ -269,9 +268,9 @@ func (n *Node) handleReady() error {
 // nodeEnv is the Node's I/O for its Driver.
 type nodeEnv struct{ n *Node }
 
-func (e nodeEnv) Send(m transport.Message)          { e.n.sendAll([]transport.Message{m}) }
-func (e nodeEnv) StoreBatch(b storage.Batch) error  { return e.n.cfg.Store.StoreBatch(b) }
-func (e nodeEnv) Apply(es []storage.Entry)          { e.n.applier.enqueue(applyJob{entries: es}) }
+func (e nodeEnv) Send(m wire.Message)               { e.n.sendAll([]wire.Message{m}) }
+func (e nodeEnv) StoreBatch(b wire.Batch) error     { return e.n.cfg.Store.StoreBatch(b) }
+func (e nodeEnv) Apply(es []wire.Entry)             { e.n.applier.enqueue(applyJob{entries: es}) }
 func (e nodeEnv) SendSnapshot(peer edict.ProcessID) { e.n.sendSnapshot(peer) }
 func (e nodeEnv) Event(ev Event)                    { e.n.onEvent(ev) }
 
@@ -281,7 +280,7 @@ func (e nodeEnv) Event(ev Event)                    { e.n.onEvent(ev) }
 // here would stall the loop — one dead follower's full window once cost a
 // leader its lease renewals, 50ms per append (found by the edictkv
 // end-to-end test's handover).
-func (n *Node) sendAll(ms []transport.Message) {
+func (n *Node) sendAll(ms []wire.Message) {
 	for _, m := range ms {
 		if err := n.cfg.Transport.Send(nonBlocking, m.To, m); err != nil {
 			n.log.Debug("send dropped", "to", uint64(m.To), "kind", m.Kind().String(), "err", err)

@@ -5,15 +5,15 @@ import (
 	"fmt"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/storage"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // proposal is a write on its way into the log: the Driver answers it
 // once, through finish.
 type proposal struct {
-	kind  storage.EntryKind
+	kind  wire.EntryKind
 	data  []byte
-	admin func(now edict.Time) (storage.Entry, error) // membership edicts
+	admin func(now edict.Time) (wire.Entry, error) // membership edicts
 	done  chan struct{}
 	res   ApplyResult
 	err   error
@@ -38,7 +38,7 @@ type ApplyResult struct {
 // error wraps ErrOutcomeUnknown: the write may still commit. A process
 // that does not lead returns a *NotLeaderError naming the leader.
 func (n *Node) Apply(ctx context.Context, cmd []byte) (ApplyResult, error) {
-	return n.submit(ctx, &proposal{kind: storage.EntryCommand, data: cmd, done: make(chan struct{})})
+	return n.submit(ctx, &proposal{kind: wire.EntryCommand, data: cmd, done: make(chan struct{})})
 }
 
 // Barrier returns once every write committed before it has been applied
@@ -161,20 +161,20 @@ func (n *Node) TransferLeadership(ctx context.Context, target edict.ProcessID) e
 // AddLearner adds a process that receives the log without counting in
 // quorums; addr is its transport address.
 func (n *Node) AddLearner(ctx context.Context, id edict.ProcessID, addr string) error {
-	return n.admin(ctx, func(now edict.Time) (storage.Entry, error) { return n.core.AddLearner(now, id, addr) })
+	return n.admin(ctx, func(now edict.Time) (wire.Entry, error) { return n.core.AddLearner(now, id, addr) })
 }
 
 // Promote makes a caught-up learner a member, through a new epoch.
 func (n *Node) Promote(ctx context.Context, id edict.ProcessID) error {
-	return n.admin(ctx, func(now edict.Time) (storage.Entry, error) { return n.core.Promote(now, id) })
+	return n.admin(ctx, func(now edict.Time) (wire.Entry, error) { return n.core.Promote(now, id) })
 }
 
 // Remove takes a member or learner out of the cluster.
 func (n *Node) Remove(ctx context.Context, id edict.ProcessID) error {
-	return n.admin(ctx, func(now edict.Time) (storage.Entry, error) { return n.core.Remove(now, id) })
+	return n.admin(ctx, func(now edict.Time) (wire.Entry, error) { return n.core.Remove(now, id) })
 }
 
-func (n *Node) admin(ctx context.Context, f func(now edict.Time) (storage.Entry, error)) error {
+func (n *Node) admin(ctx context.Context, f func(now edict.Time) (wire.Entry, error)) error {
 	_, err := n.submit(ctx, &proposal{admin: f, done: make(chan struct{})})
 	return err
 }

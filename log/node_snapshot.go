@@ -7,8 +7,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/storage"
-	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // compactAfterSnapshot drops the log behind a durable snapshot, keeping
@@ -42,7 +41,7 @@ func (n *Node) sendSnapshot(peer edict.ProcessID) {
 		return
 	}
 	m := metas[0]
-	tm, ok := n.core.SnapshotMeta(storage.Position{Index: m.Index, Stamp: m.Stamp}, m.Size)
+	tm, ok := n.core.SnapshotMeta(wire.Position{Index: m.Index, Stamp: m.Stamp}, m.Size)
 	if !ok {
 		fail(ErrNotLeader)
 		return
@@ -72,14 +71,14 @@ func (n *Node) sendSnapshot(peer edict.ProcessID) {
 // it — and only then is the snapshot published and the state machine
 // restored from it. Restoring before the second check once let a refused
 // install leave the state machine ahead of, or behind, the log.
-func (n *Node) receiveSnapshot(in *transport.IncomingSnapshot) {
-	if err := n.d.AcceptSnapshot(in.From, in.Meta); err != nil {
+func (n *Node) receiveSnapshot(in *wire.IncomingSnapshot) {
+	if err := n.d.AcceptSnapshot(in.From, in.Header); err != nil {
 		_ = in.Finish(err)
 		return
 	}
-	tm := in.Meta
-	meta := storage.SnapshotMeta{Index: tm.LastIndex, Reign: tm.Reign, Stamp: tm.LastStamp,
-		Config: storage.EpochConfig{Epoch: tm.Epoch, Members: tm.Members, Learners: tm.Learners}}
+	tm := in.Header
+	meta := wire.SnapshotMeta{Index: tm.LastIndex, Reign: tm.Reign, Stamp: tm.LastStamp,
+		Config: wire.EpochConfig{Epoch: tm.Epoch, Members: tm.Members, Learners: tm.Learners}}
 	sink, err := n.cfg.Snapshots.Create(meta)
 	if err != nil {
 		_ = in.Finish(fmt.Errorf("create snapshot: %w", err))
@@ -111,7 +110,7 @@ func (n *Node) receiveSnapshot(in *transport.IncomingSnapshot) {
 // check, the publication, the Core's install, and the restore, which the
 // applier runs after every entry it was handed before (all at or below the
 // commit index, which the snapshot is ahead of).
-func (n *Node) installSnapshot(in *transport.IncomingSnapshot, tm transport.SnapshotMeta, sink storage.SnapshotSink) error {
+func (n *Node) installSnapshot(in *wire.IncomingSnapshot, tm wire.SnapshotHeader, sink wire.SnapshotSink) error {
 	if err := n.d.InstallSnapshot(in.From, tm, sink.Close); err != nil {
 		_ = sink.Cancel()
 		return err

@@ -4,6 +4,8 @@ import (
 	"maps"
 	"slices"
 	"sync/atomic"
+
+	"github.com/edictlog/edictlog/wire"
 )
 
 // Observer is one subscription to a Node's events, made by Node.Observe.
@@ -96,7 +98,7 @@ func (o *Observer) offer(ev Event) {
 	}
 }
 
-func cloneMembership(m *Membership) *Membership {
+func cloneMembership(m *wire.Membership) *wire.Membership {
 	c := *m
 	c.Config.Members = slices.Clone(m.Config.Members)
 	c.Config.Learners = slices.Clone(m.Config.Learners)

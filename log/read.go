@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // ErrNoLeader is a read or write's answer when no leader is known.
@@ -38,7 +38,7 @@ func (c *Core) Read(now edict.Time, id uint64, level ReadLevel) {
 			return
 		}
 		c.reads = append(c.reads, pendingRead{id: id, leader: c.leaderHint, sent: now})
-		c.send(transport.Message{To: c.leaderHint, ReadIndex: &transport.ReadIndexRequest{Epoch: c.el.ActiveEpoch(), ID: id, Sent: now}}, true)
+		c.send(wire.Message{To: c.leaderHint, ReadIndex: &wire.ReadIndexRequest{Epoch: c.el.ActiveEpoch(), ID: id, Sent: now}}, true)
 	}
 }
 
@@ -83,19 +83,19 @@ func (c *Core) CanServeLease(now edict.Time) bool {
 // round: the commit index now is at least every write acknowledged before
 // the request arrived, because the reign-start edict, committed before
 // any read is answered, follows every earlier reign's entries.
-func (c *Core) onReadIndex(now edict.Time, from edict.ProcessID, r *transport.ReadIndexRequest) {
-	rep := &transport.ReadIndexReply{Epoch: r.Epoch, ID: r.ID, Sent: r.Sent, Leader: c.leaderHint}
+func (c *Core) onReadIndex(now edict.Time, from edict.ProcessID, r *wire.ReadIndexRequest) {
+	rep := &wire.ReadIndexReply{Epoch: r.Epoch, ID: r.ID, Sent: r.Sent, Leader: c.leaderHint}
 	if c.lead != nil && (c.lead.phase == phaseReady || mutated(RuleReignStartBeforeReads)) && c.el.IsLeader(now) && r.Epoch == c.lead.epoch {
 		rep.OK, rep.Index, rep.Reign, rep.Leader = true, c.commit, c.lead.reign, c.id
 	}
-	c.send(transport.Message{To: from, ReadIndexReply: rep}, true)
+	c.send(wire.Message{To: from, ReadIndexReply: rep}, true)
 }
 
 // onReadIndexReply answers the follower read the reply names by its id
 // and the reading at which it was asked: ids restart with every life of
 // this process, readings do not (their incarnation), so a reply to an
 // earlier life's read — which would carry an older index — answers nothing.
-func (c *Core) onReadIndexReply(now edict.Time, from edict.ProcessID, r *transport.ReadIndexReply) {
+func (c *Core) onReadIndexReply(now edict.Time, from edict.ProcessID, r *wire.ReadIndexReply) {
 	for i, p := range c.reads {
 		if p.id != r.ID || p.leader != from || p.sent != r.Sent && !mutated(RuleReplyReign) {
 			continue

@@ -2,8 +2,7 @@ package log
 
 import (
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/storage"
-	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // Ready is what the caller must do after driving the Core, in this order
@@ -17,11 +16,11 @@ import (
 //     stream Snapshots, act on Events;
 //  5. call Core.Advance(ready).
 type Ready struct {
-	Immediate []transport.Message
-	Batch     storage.Batch
-	Messages  []transport.Message
+	Immediate []wire.Message
+	Batch     wire.Batch
+	Messages  []wire.Message
 	// Apply are committed entries, in index order, not yet handed out.
-	Apply []storage.Entry
+	Apply []wire.Entry
 	// Reads are read requests whose index is now known.
 	Reads []ReadState
 	// Snapshots are peers that need a snapshot: the log they lack is
@@ -149,9 +148,9 @@ type Event struct {
 	Reason string
 	// Membership is the configuration a ConfigChanged event makes known,
 	// with the addresses of the processes it adds.
-	Membership *Membership
+	Membership *wire.Membership
 }
 
-func batchEmpty(b *storage.Batch) bool {
+func batchEmpty(b *wire.Batch) bool {
 	return b.Reset == nil && b.TruncateFrom == 0 && len(b.Entries) == 0 && len(b.Stable) == 0 && len(b.Delete) == 0
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/storage"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // Recovery is what a process starts from: what its stores remember, and
@@ -38,7 +38,7 @@ type Recovery struct {
 // it loaded. A damaged snapshot or a gap between it and the log is an
 // error naming it, never a silent start from an older state. log.Node and
 // the simulator both start this way.
-func Recover(id edict.ProcessID, store storage.Store, snaps storage.SnapshotStore, restore func(io.Reader) error,
+func Recover(id edict.ProcessID, store Store, snaps SnapshotStore, restore func(io.Reader) error,
 	peers map[edict.ProcessID]string, join bool) (Recovery, error) {
 	inc, err := store.BumpIncarnation()
 	if err != nil {
@@ -60,9 +60,9 @@ func Recover(id edict.ProcessID, store storage.Store, snaps storage.SnapshotStor
 
 // loadState reads what the stores remember, bootstrapping on a first
 // start (see Recover).
-func loadState(id edict.ProcessID, s storage.Store, bootstrap map[edict.ProcessID]string, join bool) (State, map[edict.ProcessID]string, error) {
+func loadState(id edict.ProcessID, s Store, bootstrap map[edict.ProcessID]string, join bool) (State, map[edict.ProcessID]string, error) {
 	var st State
-	keys, err := s.Keys(storage.EpochKeyPrefix)
+	keys, err := s.Keys(wire.EpochKeyPrefix)
 	if err != nil {
 		return st, nil, fmt.Errorf("log: list epochs: %w", err)
 	}
@@ -73,7 +73,7 @@ func loadState(id edict.ProcessID, s storage.Store, bootstrap map[edict.ProcessI
 			if err != nil {
 				return st, nil, err
 			}
-			ec, err := storage.DecodeEpochConfig(k, b)
+			ec, err := wire.DecodeEpochConfig(k, b)
 			if err != nil {
 				return st, nil, err
 			}
@@ -83,7 +83,7 @@ func loadState(id edict.ProcessID, s storage.Store, bootstrap map[edict.ProcessI
 			if err != nil {
 				return st, nil, err
 			}
-			r, err := DecodeEpochRecord(k, b)
+			r, err := wire.DecodeEpochRecord(k, b)
 			if err != nil {
 				return st, nil, err
 			}
@@ -104,15 +104,24 @@ func loadState(id edict.ProcessID, s storage.Store, bootstrap map[edict.ProcessI
 				}
 			}
 		})
-		ec := storage.EpochConfig{Epoch: 0, Members: members}
-		if err := storage.SetEpochConfig(s, ec); err != nil {
+		ec := wire.EpochConfig{Epoch: 0, Members: members}
+		b, err := wire.EncodeEpochConfig(ec)
+		if err == nil {
+			err = s.Set(wire.EpochConfigKey(ec.Epoch), b)
+		}
+		if err != nil {
 			return st, nil, fmt.Errorf("log: bootstrap: %w", err)
 		}
-		st.Epochs = []storage.EpochConfig{ec}
+		st.Epochs = []wire.EpochConfig{ec}
 	}
-	st.AcceptedReign, err = storage.GetStamp(s, storage.KeyAcceptedReign)
-	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+	switch b, err := s.Get(wire.KeyAcceptedReign); {
+	case errors.Is(err, wire.ErrNotFound):
+	case err != nil:
 		return st, nil, err
+	default:
+		if st.AcceptedReign, err = wire.DecodeStamp(wire.KeyAcceptedReign, b); err != nil {
+			return st, nil, err
+		}
 	}
 	peers := maps.Clone(bootstrap)
 	if peers == nil {
@@ -139,7 +148,7 @@ func loadState(id edict.ProcessID, s storage.Store, bootstrap map[edict.ProcessI
 // restoreSnapshot restores the newest snapshot into the FSM and loads the
 // log entries after it. A damaged snapshot is an error naming it, never a
 // silent start from an older state.
-func restoreSnapshot(store storage.LogStore, snaps storage.SnapshotStore, restore func(io.Reader) error, st *State) (uint64, error) {
+func restoreSnapshot(store LogStore, snaps SnapshotStore, restore func(io.Reader) error, st *State) (uint64, error) {
 	metas, err := snaps.List()
 	if err != nil {
 		return 0, fmt.Errorf("log: list snapshots: %w", err)
@@ -155,7 +164,7 @@ func restoreSnapshot(store storage.LogStore, snaps storage.SnapshotStore, restor
 		if err != nil {
 			return 0, fmt.Errorf("log: restore snapshot %s (index %d): %w", m.ID, m.Index, err)
 		}
-		st.Snapshot = storage.Position{Index: m.Index, Stamp: m.Stamp}
+		st.Snapshot = wire.Position{Index: m.Index, Stamp: m.Stamp}
 	}
 	first, err := store.FirstIndex()
 	if err != nil {
@@ -171,7 +180,7 @@ func restoreSnapshot(store storage.LogStore, snaps storage.SnapshotStore, restor
 		// The store is behind the snapshot (a crash after installing it):
 		// start the log over at the snapshot.
 		pos := st.Snapshot
-		if err := store.StoreBatch(storage.Batch{Reset: &pos}); err != nil {
+		if err := store.StoreBatch(wire.Batch{Reset: &pos}); err != nil {
 			return 0, fmt.Errorf("log: reset the log to snapshot %d: %w", snap, err)
 		}
 	case first > snap+1 && last >= first:

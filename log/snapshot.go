@@ -5,8 +5,7 @@ import (
 	"slices"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/storage"
-	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // Compact tells the Core that a snapshot of the state machine covers the
@@ -32,20 +31,20 @@ func (c *Core) Compact(now edict.Time, index uint64, trailing uint64) (uint64, e
 
 // SnapshotPosition returns the index and stamp the runtime must put in the
 // metadata of a snapshot taken at index, which must still be in the log.
-func (c *Core) SnapshotPosition(index uint64) (storage.Position, bool) {
+func (c *Core) SnapshotPosition(index uint64) (wire.Position, bool) {
 	st, ok := c.log.stampAt(index)
-	return storage.Position{Index: index, Stamp: st}, ok
+	return wire.Position{Index: index, Stamp: st}, ok
 }
 
 // SnapshotMeta is what the leader puts on a snapshot it streams to a
 // follower, for the snapshot stored at pos.
-func (c *Core) SnapshotMeta(pos storage.Position, size int64) (transport.SnapshotMeta, bool) {
+func (c *Core) SnapshotMeta(pos wire.Position, size int64) (wire.SnapshotHeader, bool) {
 	l := c.lead
 	if l == nil || l.phase == phaseFetching {
-		return transport.SnapshotMeta{}, false
+		return wire.SnapshotHeader{}, false
 	}
 	cfg := c.epochs[l.epoch]
-	return transport.SnapshotMeta{Epoch: l.epoch, Reign: l.reign, LastIndex: pos.Index, LastStamp: pos.Stamp,
+	return wire.SnapshotHeader{Epoch: l.epoch, Reign: l.reign, LastIndex: pos.Index, LastStamp: pos.Stamp,
 		Members: cfg.Members, Learners: cfg.Learners, Size: size}, true
 }
 
@@ -71,20 +70,20 @@ func (c *Core) SnapshotSent(now edict.Time, peer edict.ProcessID, lastIndex uint
 // The runtime asks when the stream starts, so as not to receive one it
 // would refuse, and SnapshotInstalled asks again when it ends: anything
 // may have happened while it streamed.
-func (c *Core) AcceptSnapshot(now edict.Time, from edict.ProcessID, meta transport.SnapshotMeta) error {
+func (c *Core) AcceptSnapshot(now edict.Time, from edict.ProcessID, meta wire.SnapshotHeader) error {
 	c.advanceClock(now)
 	return c.mayInstall(now, from, meta)
 }
 
 // mayInstallAtEnd is the check again, when the stream has arrived.
-func (c *Core) mayInstallAtEnd(now edict.Time, from edict.ProcessID, meta transport.SnapshotMeta) error {
+func (c *Core) mayInstallAtEnd(now edict.Time, from edict.ProcessID, meta wire.SnapshotHeader) error {
 	if mutated(RuleAcceptedReignMonotone) {
 		return nil
 	}
 	return c.mayInstall(now, from, meta)
 }
 
-func (c *Core) mayInstall(now edict.Time, from edict.ProcessID, meta transport.SnapshotMeta) error {
+func (c *Core) mayInstall(now edict.Time, from edict.ProcessID, meta wire.SnapshotHeader) error {
 	if !c.mayAccept(now, from, meta.Epoch, meta.Reign) {
 		return fmt.Errorf("log: snapshot from %v refused: not from the process this one grants to, or of an older reign", from)
 	}
@@ -101,12 +100,12 @@ func (c *Core) mayInstall(now edict.Time, from edict.ProcessID, meta transport.S
 // process may have accepted a newer reign, begun to grant to another
 // process, restarted, or committed past it. On an error nothing changed,
 // and the runtime must discard the snapshot rather than restore it.
-func (c *Core) SnapshotInstalled(now edict.Time, from edict.ProcessID, meta transport.SnapshotMeta) error {
+func (c *Core) SnapshotInstalled(now edict.Time, from edict.ProcessID, meta wire.SnapshotHeader) error {
 	c.advanceClock(now)
 	if err := c.mayInstallAtEnd(now, from, meta); err != nil {
 		return err
 	}
-	pos := storage.Position{Index: meta.LastIndex, Stamp: meta.LastStamp}
+	pos := wire.Position{Index: meta.LastIndex, Stamp: meta.LastStamp}
 	if c.log.matches(pos.Index, pos.Stamp) && pos.Index <= c.log.lastIndex() {
 		c.log.compact(pos.Index) // keep the entries after it
 	} else {
@@ -116,21 +115,21 @@ func (c *Core) SnapshotInstalled(now edict.Time, from edict.ProcessID, meta tran
 		c.ready.Batch.Reset = &pos
 	}
 	c.acceptReign(meta.Reign)
-	cfg := storage.EpochConfig{Epoch: meta.Epoch, Members: meta.Members, Learners: meta.Learners}
+	cfg := wire.EpochConfig{Epoch: meta.Epoch, Members: meta.Members, Learners: meta.Learners}
 	if old, known := c.epochs[meta.Epoch]; !known || old.Heard {
 		// The snapshot spans a stop edict this process never saw. Its
 		// epoch was active where the snapshot was taken: it ran.
 		c.epochs[cfg.Epoch] = cfg
-		if b, err := storage.EncodeEpochConfig(cfg); err == nil {
-			c.setStable(storage.EpochConfigKey(cfg.Epoch), b)
+		if b, err := wire.EncodeEpochConfig(cfg); err == nil {
+			c.setStable(wire.EpochConfigKey(cfg.Epoch), b)
 		}
-		c.event(Event{Kind: ConfigChanged, Epoch: cfg.Epoch, Membership: &Membership{Config: cfg}})
+		c.event(Event{Kind: ConfigChanged, Epoch: cfg.Epoch, Membership: &wire.Membership{Config: cfg}})
 		c.learnRanEpoch(now, cfg)
 	} else if !slices.Equal(old.Learners, cfg.Learners) {
 		// It spans config edicts that added or removed learners: without
 		// them this process, should it lead, would not replicate to a
 		// learner it never heard of.
-		c.learnMembership(now, Membership{Config: cfg}, false)
+		c.learnMembership(now, wire.Membership{Config: cfg}, false)
 	}
 	c.commit = max(c.commit, pos.Index)
 	c.handed, c.applied, c.configDone = max(c.handed, pos.Index), max(c.applied, pos.Index), max(c.configDone, pos.Index)

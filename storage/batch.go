@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // MaxKeySize bounds a stable key and MaxValueSize a stable value: stable
@@ -27,8 +28,8 @@ type bounds struct {
 func newBounds() bounds { return bounds{first: 1} }
 
 // position is Last's answer, with a stamp the caller may keep and change.
-func (b bounds) position() Position {
-	return Position{Index: b.last, Stamp: cloneStamp(b.lastStamp)}
+func (b bounds) position() wire.Position {
+	return wire.Position{Index: b.last, Stamp: cloneStamp(b.lastStamp)}
 }
 
 func cloneStamp(s edict.Stamp) edict.Stamp {
@@ -42,7 +43,7 @@ func (b bounds) count() uint64 { return b.last + 1 - b.first }
 // will have after it, except lastStamp when a truncation leaves the last
 // entry in place (the caller reads that entry's stamp). It is shared by every
 // implementation so that they accept and refuse exactly the same batches.
-func plan(cur bounds, b *Batch) (next bounds, err error) {
+func plan(cur bounds, b *wire.Batch) (next bounds, err error) {
 	next = cur
 	if b.Reset != nil {
 		if b.TruncateFrom != 0 {
@@ -51,7 +52,7 @@ func plan(cur bounds, b *Batch) (next bounds, err error) {
 		if b.Reset.Index == math.MaxUint64 {
 			return cur, fmt.Errorf("%w: reset to index %d leaves no room", ErrInvalid, b.Reset.Index)
 		}
-		if err := checkStamp(b.Reset.Stamp); err != nil {
+		if err := b.Reset.Stamp.WellFormed(); err != nil {
 			return cur, fmt.Errorf("%w: reset stamp: %v", ErrInvalid, err)
 		}
 		st := cloneStamp(b.Reset.Stamp)
@@ -74,8 +75,8 @@ func plan(cur bounds, b *Batch) (next bounds, err error) {
 		if want := next.last + 1; e.Index != want {
 			return cur, fmt.Errorf("%w: batch entry %d has index %d, want %d (last index %d)", ErrNotContiguous, i, e.Index, want, next.last)
 		}
-		if err := e.check(); err != nil {
-			return cur, err
+		if err := e.Check(); err != nil {
+			return cur, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 		next.last = e.Index
 	}
@@ -113,7 +114,7 @@ func checkWritableKey(k string) error {
 	if err := checkKey(k); err != nil {
 		return err
 	}
-	if k == KeyIncarnation {
+	if k == wire.KeyIncarnation {
 		return fmt.Errorf("%w: %q only changes through BumpIncarnation", ErrReservedKey, k)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/storage/storagetest"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // BenchmarkAppend measures durable appends (one transaction and fsync per
@@ -27,7 +28,7 @@ func BenchmarkAppend(b *testing.B) {
 				for i := range es {
 					es[i].Index = next + uint64(i)
 				}
-				if err := s.StoreBatch(storage.Batch{Entries: es}); err != nil {
+				if err := s.StoreBatch(wire.Batch{Entries: es}); err != nil {
 					b.Fatal(err)
 				}
 				next += uint64(batch)
@@ -48,7 +49,7 @@ func BenchmarkEntries(b *testing.B) {
 	const n = 16384
 	reign := storagetest.Stamp(1, 1)
 	for i := uint64(0); i < n/256; i++ {
-		if err := s.StoreBatch(storage.Batch{Entries: storagetest.Entries(1+i*256, 256, reign, 256)}); err != nil {
+		if err := s.StoreBatch(wire.Batch{Entries: storagetest.Entries(1+i*256, 256, reign, 256)}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edictlog/edictlog/wire"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -70,8 +71,6 @@ type BoltStore struct {
 
 	rolledBack uint64 // the torn transaction Open rolled back, or 0
 }
-
-var _ Store = (*BoltStore)(nil)
 
 // BoltOptions tunes a BoltStore. The zero value is the recommended setting.
 type BoltOptions struct {
@@ -340,7 +339,7 @@ func (s *BoltStore) LastIndex() (uint64, error) {
 }
 
 // Last implements LogStore.
-func (s *BoltStore) Last() (Position, error) {
+func (s *BoltStore) Last() (wire.Position, error) {
 	b, err := s.bounds()
 	return b.position(), err
 }

@@ -5,32 +5,33 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/edictlog/edictlog/wire"
 	bolt "go.etcd.io/bbolt"
 )
 
 // decodeValue checks a framed log value and decodes it, naming the file and
 // the entry in errors. The entry does not alias v.
-func (s *BoltStore) decodeValue(i uint64, k, v []byte) (Entry, error) {
+func (s *BoltStore) decodeValue(i uint64, k, v []byte) (wire.Entry, error) {
 	p, _, err := unframe(k, v)
 	if err != nil {
-		return Entry{}, corruptf(s.path, "log entry %d: %v", i, err)
+		return wire.Entry{}, corruptf(s.path, "log entry %d: %v", i, err)
 	}
-	e, err := DecodeEntry(p)
+	e, err := wire.DecodeEntry(p)
 	if err != nil {
-		return Entry{}, corruptf(s.path, "log entry %d: %v", i, err)
+		return wire.Entry{}, corruptf(s.path, "log entry %d: %v", i, err)
 	}
 	if e.Index != i {
-		return Entry{}, corruptf(s.path, "log entry %d: holds index %d", i, e.Index)
+		return wire.Entry{}, corruptf(s.path, "log entry %d: holds index %d", i, e.Index)
 	}
 	return e, nil
 }
 
 // readEntry reads entry i in tx.
-func (s *BoltStore) readEntry(logB *bolt.Bucket, i uint64) (Entry, error) {
+func (s *BoltStore) readEntry(logB *bolt.Bucket, i uint64) (wire.Entry, error) {
 	k := indexKey(nil, i)
 	v := logB.Get(k)
 	if v == nil {
-		return Entry{}, corruptf(s.path, "log entry %d is missing", i)
+		return wire.Entry{}, corruptf(s.path, "log entry %d is missing", i)
 	}
 	return s.decodeValue(i, k, v)
 }
@@ -38,7 +39,7 @@ func (s *BoltStore) readEntry(logB *bolt.Bucket, i uint64) (Entry, error) {
 // Entries implements LogStore. The bounds are read from the state record in
 // the same read transaction as the entries, so a compaction or truncation
 // committing meanwhile cannot make a missing entry look like damage.
-func (s *BoltStore) Entries(lo, hi uint64, maxBytes int) ([]Entry, error) {
+func (s *BoltStore) Entries(lo, hi uint64, maxBytes int) ([]wire.Entry, error) {
 	tx, err := s.readTx()
 	if err != nil {
 		return nil, err
@@ -55,7 +56,7 @@ func (s *BoltStore) Entries(lo, hi uint64, maxBytes int) ([]Entry, error) {
 	if lo == hi {
 		return nil, nil
 	}
-	out := make([]Entry, 0, min(hi-lo, 1024))
+	out := make([]wire.Entry, 0, min(hi-lo, 1024))
 	size := 0
 	c := logB.Cursor()
 	i := lo
@@ -90,7 +91,7 @@ func (s *BoltStore) Get(key string) ([]byte, error) {
 	k := []byte(key)
 	v := tx.Bucket(bucketStable).Get(k)
 	if v == nil {
-		return nil, fmt.Errorf("storage: %s: stable key %q: %w", s.path, key, ErrNotFound)
+		return nil, fmt.Errorf("storage: %s: stable key %q: %w", s.path, key, wire.ErrNotFound)
 	}
 	p, _, err := unframe(k, v)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/storage/storagetest"
+	"github.com/edictlog/edictlog/wire"
 )
 
 func TestBoltLockedFileIsAnError(t *testing.T) {
@@ -44,7 +45,7 @@ func TestBoltStats(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	for i := uint64(0); i < 10; i++ {
-		require.NoError(t, s.StoreBatch(storage.Batch{Entries: storagetest.Entries(1+i*16, 16, storagetest.Stamp(1, 1), 256)}))
+		require.NoError(t, s.StoreBatch(wire.Batch{Entries: storagetest.Entries(1+i*16, 16, storagetest.Stamp(1, 1), 256)}))
 	}
 	st, err := s.Stats()
 	require.NoError(t, err)
@@ -69,7 +70,7 @@ func TestBoltCompactionInterleaves(t *testing.T) {
 	reign := storagetest.Stamp(1, 1)
 	const total = 12800
 	for i := uint64(0); i < total/256; i++ {
-		require.NoError(t, s.StoreBatch(storage.Batch{Entries: storagetest.Entries(1+i*256, 256, reign, 64)}))
+		require.NoError(t, s.StoreBatch(wire.Batch{Entries: storagetest.Entries(1+i*256, 256, reign, 64)}))
 	}
 	var compacting atomic.Bool
 	compacting.Store(true)
@@ -83,7 +84,7 @@ func TestBoltCompactionInterleaves(t *testing.T) {
 	var worst time.Duration
 	for compacting.Load() {
 		start := time.Now()
-		require.NoError(t, s.StoreBatch(storage.Batch{Entries: storagetest.Entries(next, 1, reign, 64)}))
+		require.NoError(t, s.StoreBatch(wire.Batch{Entries: storagetest.Entries(next, 1, reign, 64)}))
 		worst = max(worst, time.Since(start))
 		next++
 		if compacting.Load() {

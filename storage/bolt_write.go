@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/edictlog/edictlog/wire"
 	bolt "go.etcd.io/bbolt"
 )
 
 // StoreBatch implements LogStore: one write transaction, one durable commit.
-func (s *BoltStore) StoreBatch(b Batch) error {
-	if b.empty() {
+func (s *BoltStore) StoreBatch(b wire.Batch) error {
+	if b.Empty() {
 		_, err := s.bounds()
 		return err
 	}
@@ -39,8 +40,8 @@ func (s *BoltStore) StoreBatch(b Batch) error {
 		e := &b.Entries[i]
 		s.keys = indexKey(s.keys, e.Index)
 		start := len(s.buf)
-		if s.buf, err = AppendEntry(s.buf, e); err != nil {
-			return err
+		if s.buf, err = wire.AppendEntry(s.buf, e); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 		c := checksum(s.keys[8*i:8*i+8], s.buf[start:])
 		s.buf = binary.BigEndian.AppendUint32(s.buf, c)
@@ -277,12 +278,12 @@ func (s *BoltStore) compactStep(upTo uint64) (done bool, err error) {
 
 // Set implements StableStore.
 func (s *BoltStore) Set(key string, value []byte) error {
-	return s.StoreBatch(Batch{Stable: map[string][]byte{key: value}})
+	return s.StoreBatch(wire.Batch{Stable: map[string][]byte{key: value}})
 }
 
 // Delete implements StableStore.
 func (s *BoltStore) Delete(key string) error {
-	return s.StoreBatch(Batch{Delete: []string{key}})
+	return s.StoreBatch(wire.Batch{Delete: []string{key}})
 }
 
 // BumpIncarnation implements StableStore.
@@ -300,14 +301,14 @@ func (s *BoltStore) BumpIncarnation() (uint64, error) {
 	if _, err := s.buckets(tx); err != nil {
 		return 0, err
 	}
-	key := []byte(KeyIncarnation)
+	key := []byte(wire.KeyIncarnation)
 	var cur uint64
 	if v := tx.Bucket(bucketStable).Get(key); v != nil {
 		p, _, err := unframe(key, v)
 		if err != nil {
-			return 0, corruptf(s.path, "stable key %q: %v", KeyIncarnation, err)
+			return 0, corruptf(s.path, "stable key %q: %v", wire.KeyIncarnation, err)
 		}
-		if cur, err = DecodeUint64(KeyIncarnation, p); err != nil {
+		if cur, err = wire.DecodeUint64(wire.KeyIncarnation, p); err != nil {
 			return 0, fmt.Errorf("storage: %s: %w", s.path, err)
 		}
 	}
@@ -315,7 +316,7 @@ func (s *BoltStore) BumpIncarnation() (uint64, error) {
 		return 0, fmt.Errorf("storage: %s: incarnation overflow", s.path)
 	}
 	st := s.state
-	if err := s.applyStable(tx, map[string][]byte{KeyIncarnation: EncodeUint64(cur + 1)}, nil, &st); err != nil {
+	if err := s.applyStable(tx, map[string][]byte{wire.KeyIncarnation: wire.EncodeUint64(cur + 1)}, nil, &st); err != nil {
 		return 0, err
 	}
 	if err := s.commit(tx, &st); err != nil {

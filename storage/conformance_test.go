@@ -12,7 +12,7 @@ import (
 
 func TestConformanceBolt(t *testing.T) {
 	storagetest.RunStore(t, storagetest.StoreHarness{
-		Open: func(t testing.TB, dir string) storage.Store {
+		Open: func(t testing.TB, dir string) storagetest.Store {
 			s, err := storage.OpenBolt(filepath.Join(dir, "log.db"), &storage.BoltOptions{CompactChunk: 7})
 			require.NoError(t, err)
 			return s
@@ -23,13 +23,13 @@ func TestConformanceBolt(t *testing.T) {
 
 func TestConformanceMem(t *testing.T) {
 	storagetest.RunStore(t, storagetest.StoreHarness{
-		Open: func(testing.TB, string) storage.Store { return storage.NewMemStore() },
+		Open: func(testing.TB, string) storagetest.Store { return storage.NewMemStore() },
 	})
 }
 
 func TestConformanceFileSnapshots(t *testing.T) {
 	storagetest.RunSnapshotStore(t, storagetest.SnapshotHarness{
-		Open: func(t testing.TB, dir string, retain int) storage.SnapshotStore {
+		Open: func(t testing.TB, dir string, retain int) storagetest.SnapshotStore {
 			s, err := storage.NewFileSnapshotStore(filepath.Join(dir, "snapshots"), retain)
 			require.NoError(t, err)
 			return s
@@ -40,7 +40,7 @@ func TestConformanceFileSnapshots(t *testing.T) {
 
 func TestConformanceMemSnapshots(t *testing.T) {
 	storagetest.RunSnapshotStore(t, storagetest.SnapshotHarness{
-		Open: func(t testing.TB, _ string, retain int) storage.SnapshotStore {
+		Open: func(t testing.TB, _ string, retain int) storagetest.SnapshotStore {
 			s, err := storage.NewMemSnapshotStore(retain)
 			require.NoError(t, err)
 			return s

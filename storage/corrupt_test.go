@@ -18,6 +18,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // These tests damage real bbolt files and require that opening and reading
@@ -35,13 +36,13 @@ func testStamp(seq uint64) edict.Stamp {
 	}}
 }
 
-func testEntries(from uint64, n, size int) []Entry {
-	es := make([]Entry, n)
+func testEntries(from uint64, n, size int) []wire.Entry {
+	es := make([]wire.Entry, n)
 	for i := range es {
 		idx := from + uint64(i)
 		d := bytes.Repeat([]byte{byte(idx)}, size)
 		copy(d, fmt.Sprint(idx))
-		es[i] = Entry{Index: idx, Reign: testStamp(1), Stamp: testStamp(idx), Kind: EntryCommand, Data: d}
+		es[i] = wire.Entry{Index: idx, Reign: testStamp(1), Stamp: testStamp(idx), Kind: wire.EntryCommand, Data: d}
 	}
 	return es
 }
@@ -50,7 +51,7 @@ func testEntries(from uint64, n, size int) []Entry {
 type contents struct {
 	first, last uint64
 	lastStamp   edict.Stamp
-	entries     []Entry
+	entries     []wire.Entry
 	stable      map[string]string
 }
 
@@ -124,12 +125,12 @@ func buildDamageable(t *testing.T) damageable {
 	next := uint64(1)
 	for i := 0; i < 40; i++ {
 		n := 1 + i%9
-		require.NoError(t, s.StoreBatch(Batch{Entries: testEntries(next, n, 40+i*7), Stable: map[string][]byte{
+		require.NoError(t, s.StoreBatch(wire.Batch{Entries: testEntries(next, n, 40+i*7), Stable: map[string][]byte{
 			fmt.Sprintf("k%02d", i%25): bytes.Repeat([]byte{byte(i)}, 90),
 		}}))
 		next += uint64(n)
 		if i%10 == 9 {
-			require.NoError(t, s.StoreBatch(Batch{TruncateFrom: next - 3}))
+			require.NoError(t, s.StoreBatch(wire.Batch{TruncateFrom: next - 3}))
 			next -= 3
 		}
 	}
@@ -137,7 +138,7 @@ func buildDamageable(t *testing.T) damageable {
 	d := damageable{path: path}
 	d.prev, err = storeContents(s)
 	require.NoError(t, err)
-	require.NoError(t, s.StoreBatch(Batch{Entries: testEntries(next, 3, 60), Stable: map[string][]byte{"final": []byte("yes")}}))
+	require.NoError(t, s.StoreBatch(wire.Batch{Entries: testEntries(next, 3, 60), Stable: map[string][]byte{"final": []byte("yes")}}))
 	require.NoError(t, s.Close())
 	d.want, err = readContents(path)
 	require.NoError(t, err)
@@ -426,7 +427,7 @@ func TestBoltUnknownEntryVersion(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "log.db")
 	s, err := OpenBolt(path, nil)
 	require.NoError(t, err)
-	require.NoError(t, s.StoreBatch(Batch{Entries: testEntries(1, 10, 20)}))
+	require.NoError(t, s.StoreBatch(wire.Batch{Entries: testEntries(1, 10, 20)}))
 	require.NoError(t, s.Close())
 	rewriteValue(t, path, 5, func(p []byte) []byte { p[0] = 9; return p })
 
@@ -450,7 +451,7 @@ func TestBoltEntryChecksum(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "log.db")
 	s, err := OpenBolt(path, nil)
 	require.NoError(t, err)
-	require.NoError(t, s.StoreBatch(Batch{Entries: testEntries(1, 10, 20)}))
+	require.NoError(t, s.StoreBatch(wire.Batch{Entries: testEntries(1, 10, 20)}))
 	require.NoError(t, s.Close())
 	// Change a data byte without fixing the checksum.
 	db, err := bolt.Open(path, 0o600, nil)
@@ -473,7 +474,7 @@ func TestBoltLostTail(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "log.db")
 	s, err := OpenBolt(path, nil)
 	require.NoError(t, err)
-	require.NoError(t, s.StoreBatch(Batch{Entries: testEntries(1, 10, 20)}))
+	require.NoError(t, s.StoreBatch(wire.Batch{Entries: testEntries(1, 10, 20)}))
 	require.NoError(t, s.Close())
 	db, err := bolt.Open(path, 0o600, nil)
 	require.NoError(t, err)
@@ -493,7 +494,7 @@ func TestSnapshotCorruption(t *testing.T) {
 	require.NoError(t, err)
 	data := bytes.Repeat([]byte("snapshot "), 10000)
 	write := func() (string, string, string) {
-		sink, err := s.Create(SnapshotMeta{Index: 9, Stamp: testStamp(9), Config: EpochConfig{Epoch: 1, Members: []edict.ProcessID{1}}})
+		sink, err := s.Create(wire.SnapshotMeta{Index: 9, Stamp: testStamp(9), Config: wire.EpochConfig{Epoch: 1, Members: []edict.ProcessID{1}}})
 		require.NoError(t, err)
 		_, err = sink.Write(data)
 		require.NoError(t, err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/storage/storagetest"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // The crash test runs this test binary again as a child (TestCrashChild)
@@ -56,8 +57,8 @@ func TestCrashChild(t *testing.T) {
 	inc, err := s.BumpIncarnation()
 	must(err)
 	fmt.Printf("inc %d\n", inc)
-	prev, err := storage.GetUint64(s, "crash/batch")
-	if errors.Is(err, storage.ErrNotFound) {
+	prev, err := getUint64(s, "crash/batch")
+	if errors.Is(err, wire.ErrNotFound) {
 		prev, err = 0, nil
 	}
 	must(err)
@@ -77,18 +78,18 @@ func TestCrashChild(t *testing.T) {
 			start = trunc
 		}
 		n := 1 + rng.IntN(48)
-		es := make([]storage.Entry, n)
+		es := make([]wire.Entry, n)
 		for i := range es {
 			idx := start + uint64(i)
-			es[i] = storage.Entry{Index: idx, Reign: storagetest.Stamp(1, 1), Stamp: storagetest.Stamp(1, idx), Kind: storage.EntryCommand, Data: crashData(b, idx)}
+			es[i] = wire.Entry{Index: idx, Reign: storagetest.Stamp(1, 1), Stamp: storagetest.Stamp(1, idx), Kind: wire.EntryCommand, Data: crashData(b, idx)}
 		}
 		fmt.Printf("send %d %d %d %d\n", b, trunc, start, n)
-		must(s.StoreBatch(storage.Batch{
+		must(s.StoreBatch(wire.Batch{
 			TruncateFrom: trunc,
 			Entries:      es,
 			Stable: map[string][]byte{
-				"crash/batch": storage.EncodeUint64(b),
-				"crash/last":  storage.EncodeUint64(start + uint64(n) - 1),
+				"crash/batch": wire.EncodeUint64(b),
+				"crash/last":  wire.EncodeUint64(start + uint64(n) - 1),
 			},
 		}))
 		fmt.Printf("ack %d\n", b)
@@ -238,8 +239,8 @@ func checkCrashFile(t *testing.T, path string, acked crashModel, pending *crashB
 	require.NoError(t, err, "reopen after SIGKILL")
 	defer s.Close()
 	want := acked
-	stored, err := storage.GetUint64(s, "crash/batch")
-	if errors.Is(err, storage.ErrNotFound) {
+	stored, err := getUint64(s, "crash/batch")
+	if errors.Is(err, wire.ErrNotFound) {
 		stored, err = 0, nil
 	}
 	require.NoError(t, err)
@@ -256,7 +257,7 @@ func checkCrashFile(t *testing.T, path string, acked crashModel, pending *crashB
 	require.NoError(t, err)
 	require.Equal(t, want.last(), last, "last index after batch %d", stored)
 	if stored > 0 {
-		sl, err := storage.GetUint64(s, "crash/last")
+		sl, err := getUint64(s, "crash/last")
 		require.NoError(t, err)
 		require.Equal(t, last, sl, "stable state and log moved together")
 	}
@@ -270,7 +271,7 @@ func checkCrashFile(t *testing.T, path string, acked crashModel, pending *crashB
 		b := want.batchOf[e.Index-want.first]
 		require.True(t, bytes.Equal(crashData(b, e.Index), e.Data), "entry %d should be batch %d's, holds %q", e.Index, b, e.Data[:16])
 	}
-	inc, err := storage.GetUint64(s, storage.KeyIncarnation)
+	inc, err := getUint64(s, wire.KeyIncarnation)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, inc, *lastInc)
 	*lastInc = inc
@@ -281,4 +282,12 @@ func atou(t *testing.T, s string) uint64 {
 	n, err := strconv.ParseUint(s, 10, 64)
 	require.NoError(t, err)
 	return n
+}
+
+func getUint64(s *storage.BoltStore, key string) (uint64, error) {
+	b, err := s.Get(key)
+	if err != nil {
+		return 0, err
+	}
+	return wire.DecodeUint64(key, b)
 }

@@ -1,10 +1,13 @@
 // Package storage keeps everything an edictlog process must remember across a
-// restart: the log of edicts ([LogStore]), the small records the protocol must
-// never forget ([StableStore]: incarnation, accepted reign, per-epoch grant and
-// wedge state, epoch configurations) and FSM snapshots ([SnapshotStore]).
+// restart: the log of edicts (log.LogStore), the small records the protocol
+// must never forget (log.StableStore: incarnation, accepted reign, per-epoch
+// wedge state, epoch configurations) and FSM snapshots (log.SnapshotStore).
+// The interfaces are declared in package log, where they are consumed; the
+// values they carry (wire.Entry, wire.Batch, wire.SnapshotMeta) and the
+// stable-key schema are package wire's.
 //
 // [BoltStore] is the production store: one bbolt file holds the log and the
-// stable records, so a [Batch] (entries, a truncated suffix and stable changes
+// stable records, so a wire.Batch (entries, a truncated suffix and stable changes
 // together) is one write transaction and one durable commit. [FileSnapshotStore]
 // keeps snapshots as files. [MemStore] and [MemSnapshotStore] behave the same
 // without a disk, for tests and the simulator; the conformance suite in
@@ -20,7 +23,7 @@
 //     either all of it is visible or none of it, and once acknowledged it
 //     survives any crash of the process (and, for BoltStore, of the machine,
 //     as far as fsync is honoured by the disk).
-//   - The incarnation only grows: [StableStore.BumpIncarnation] stores the new
+//   - The incarnation only grows: BumpIncarnation stores the new
 //     value durably before returning it, and no other call may write it.
 //   - Nothing that fails a check is skipped: a damaged file, an entry whose
 //     checksum or version byte is wrong, a snapshot whose digest differs, each

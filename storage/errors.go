@@ -6,9 +6,6 @@ import (
 )
 
 var (
-	// ErrNotFound reports a stable key, snapshot or log entry that does not
-	// exist.
-	ErrNotFound = errors.New("storage: not found")
 	// ErrCompacted reports a request for log entries below FirstIndex: they
 	// were compacted into a snapshot.
 	ErrCompacted = errors.New("storage: entries compacted")

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/edictlog/edictlog/wire"
 )
 
 // FileSnapshotStore keeps snapshots in a folder, one subfolder per snapshot
@@ -28,8 +30,6 @@ type FileSnapshotStore struct {
 	retain int
 	mu     sync.Mutex // serialises commits and retention
 }
-
-var _ SnapshotStore = (*FileSnapshotStore)(nil)
 
 const (
 	snapDataFile = "data"
@@ -61,7 +61,7 @@ func NewFileSnapshotStore(dir string, retain int) (*FileSnapshotStore, error) {
 }
 
 // Create implements SnapshotStore.
-func (s *FileSnapshotStore) Create(meta SnapshotMeta) (SnapshotSink, error) {
+func (s *FileSnapshotStore) Create(meta wire.SnapshotMeta) (wire.SnapshotSink, error) {
 	if err := checkSnapshotMeta(&meta); err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func (s *FileSnapshotStore) Create(meta SnapshotMeta) (SnapshotSink, error) {
 
 type fileSink struct {
 	store *FileSnapshotStore
-	meta  SnapshotMeta
+	meta  wire.SnapshotMeta
 	tmp   string
 	f     *os.File
 	h     hash.Hash
@@ -207,7 +207,7 @@ func (s *FileSnapshotStore) reap() error {
 }
 
 // List implements SnapshotStore.
-func (s *FileSnapshotStore) List() ([]SnapshotMeta, error) {
+func (s *FileSnapshotStore) List() ([]wire.SnapshotMeta, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.list()
@@ -215,12 +215,12 @@ func (s *FileSnapshotStore) List() ([]SnapshotMeta, error) {
 
 // list reads every snapshot's metadata. Entries of the folder that are not
 // snapshots (nor unfinished ones) are not the store's and are left alone.
-func (s *FileSnapshotStore) list() ([]SnapshotMeta, error) {
+func (s *FileSnapshotStore) list() ([]wire.SnapshotMeta, error) {
 	names, err := os.ReadDir(s.dir)
 	if err != nil {
 		return nil, fmt.Errorf("storage: snapshots %s: %w", s.dir, err)
 	}
-	var ms []SnapshotMeta
+	var ms []wire.SnapshotMeta
 	for _, n := range names {
 		if !idPattern.MatchString(n.Name()) {
 			continue
@@ -235,68 +235,70 @@ func (s *FileSnapshotStore) list() ([]SnapshotMeta, error) {
 	return ms, nil
 }
 
-func (s *FileSnapshotStore) readMeta(id string) (SnapshotMeta, error) {
+func (s *FileSnapshotStore) readMeta(id string) (wire.SnapshotMeta, error) {
 	if !idPattern.MatchString(id) {
-		return SnapshotMeta{}, fmt.Errorf("storage: snapshots %s: %q is not a snapshot id: %w", s.dir, id, ErrNotFound)
+		return wire.SnapshotMeta{}, fmt.Errorf("storage: snapshots %s: %q is not a snapshot id: %w", s.dir, id, wire.ErrNotFound)
 	}
 	path := filepath.Join(s.dir, id, snapMetaFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if _, derr := os.Stat(filepath.Join(s.dir, id)); errors.Is(derr, fs.ErrNotExist) {
-			return SnapshotMeta{}, fmt.Errorf("storage: snapshots %s: snapshot %s: %w", s.dir, id, ErrNotFound)
+			return wire.SnapshotMeta{}, fmt.Errorf("storage: snapshots %s: snapshot %s: %w", s.dir, id, wire.ErrNotFound)
 		}
-		return SnapshotMeta{}, corruptf(path, "snapshot metadata is missing")
+		return wire.SnapshotMeta{}, corruptf(path, "snapshot metadata is missing")
 	}
 	if err != nil {
-		return SnapshotMeta{}, fmt.Errorf("storage: %s: %w", path, err)
+		return wire.SnapshotMeta{}, fmt.Errorf("storage: %s: %w", path, err)
 	}
-	if len(b) > maxRecordSize+4 {
-		return SnapshotMeta{}, corruptf(path, "snapshot metadata of %d bytes", len(b))
+	if len(b) > wire.MaxRecordSize+4 {
+		return wire.SnapshotMeta{}, corruptf(path, "snapshot metadata of %d bytes", len(b))
 	}
 	m, err := decodeSnapMeta(b)
 	if err != nil {
-		return SnapshotMeta{}, corruptf(path, "snapshot metadata: %v", err)
+		return wire.SnapshotMeta{}, corruptf(path, "snapshot metadata: %v", err)
 	}
 	if m.ID != id {
-		return SnapshotMeta{}, corruptf(path, "snapshot metadata names snapshot %s", m.ID)
+		return wire.SnapshotMeta{}, corruptf(path, "snapshot metadata names snapshot %s", m.ID)
 	}
 	return m, nil
 }
 
 // Open implements SnapshotStore.
-func (s *FileSnapshotStore) Open(id string) (SnapshotMeta, io.ReadCloser, error) {
+func (s *FileSnapshotStore) Open(id string) (wire.SnapshotMeta, io.ReadCloser, error) {
 	// Under mu so that retention cannot remove the snapshot between reading
 	// its metadata and opening its data; once open, the data stays readable.
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m, err := s.readMeta(id)
 	if err != nil {
-		return SnapshotMeta{}, nil, err
+		return wire.SnapshotMeta{}, nil, err
 	}
 	path := filepath.Join(s.dir, id, snapDataFile)
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return SnapshotMeta{}, nil, corruptf(path, "snapshot data is missing")
+			return wire.SnapshotMeta{}, nil, corruptf(path, "snapshot data is missing")
 		}
-		return SnapshotMeta{}, nil, fmt.Errorf("storage: %s: %w", path, err)
+		return wire.SnapshotMeta{}, nil, fmt.Errorf("storage: %s: %w", path, err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return SnapshotMeta{}, nil, fmt.Errorf("storage: %s: %w", path, err)
+		return wire.SnapshotMeta{}, nil, fmt.Errorf("storage: %s: %w", path, err)
 	}
 	if fi.Size() != m.Size {
 		f.Close()
-		return SnapshotMeta{}, nil, corruptf(path, "snapshot data is %d bytes, its metadata says %d", fi.Size(), m.Size)
+		return wire.SnapshotMeta{}, nil, corruptf(path, "snapshot data is %d bytes, its metadata says %d", fi.Size(), m.Size)
 	}
 	return m, newVerifyingReader(f, f, path, m), nil
 }
 
-// Verify implements SnapshotStore.
+// Verify reads a snapshot through and reports whether it is intact.
 func (s *FileSnapshotStore) Verify(id string) error { return verifySnapshot(s, id) }
 
-func verifySnapshot(s SnapshotStore, id string) error {
+func verifySnapshot(s interface {
+	Open(id string) (wire.SnapshotMeta, io.ReadCloser, error)
+}, id string) error {
 	_, r, err := s.Open(id)
 	if err != nil {
 		return err
@@ -309,13 +311,13 @@ func verifySnapshot(s SnapshotStore, id string) error {
 // Delete implements SnapshotStore.
 func (s *FileSnapshotStore) Delete(id string) error {
 	if !idPattern.MatchString(id) {
-		return fmt.Errorf("storage: snapshots %s: %q is not a snapshot id: %w", s.dir, id, ErrNotFound)
+		return fmt.Errorf("storage: snapshots %s: %q is not a snapshot id: %w", s.dir, id, wire.ErrNotFound)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := filepath.Join(s.dir, id)
 	if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("storage: snapshots %s: snapshot %s: %w", s.dir, id, ErrNotFound)
+		return fmt.Errorf("storage: snapshots %s: snapshot %s: %w", s.dir, id, wire.ErrNotFound)
 	}
 	if err := os.RemoveAll(p); err != nil {
 		return fmt.Errorf("storage: snapshot %s: %w", p, err)

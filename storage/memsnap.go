@@ -7,6 +7,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"github.com/edictlog/edictlog/wire"
 )
 
 // MemSnapshotStore is a SnapshotStore in memory, for tests and the
@@ -19,11 +21,9 @@ type MemSnapshotStore struct {
 }
 
 type memSnap struct {
-	meta SnapshotMeta
+	meta wire.SnapshotMeta
 	data []byte
 }
-
-var _ SnapshotStore = (*MemSnapshotStore)(nil)
 
 // NewMemSnapshotStore returns an empty store keeping the newest retain
 // snapshots.
@@ -35,7 +35,7 @@ func NewMemSnapshotStore(retain int) (*MemSnapshotStore, error) {
 }
 
 // Create implements SnapshotStore.
-func (s *MemSnapshotStore) Create(meta SnapshotMeta) (SnapshotSink, error) {
+func (s *MemSnapshotStore) Create(meta wire.SnapshotMeta) (wire.SnapshotSink, error) {
 	if err := checkSnapshotMeta(&meta); err != nil {
 		return nil, err
 	}
@@ -48,7 +48,7 @@ func (s *MemSnapshotStore) Create(meta SnapshotMeta) (SnapshotSink, error) {
 
 type memSink struct {
 	store *MemSnapshotStore
-	meta  SnapshotMeta
+	meta  wire.SnapshotMeta
 	buf   bytes.Buffer
 	done  bool
 }
@@ -89,8 +89,8 @@ func (k *memSink) Cancel() error {
 	return nil
 }
 
-func (s *MemSnapshotStore) list() []SnapshotMeta {
-	ms := make([]SnapshotMeta, 0, len(s.snaps))
+func (s *MemSnapshotStore) list() []wire.SnapshotMeta {
+	ms := make([]wire.SnapshotMeta, 0, len(s.snaps))
 	for _, sn := range s.snaps {
 		ms = append(ms, cloneMeta(sn.meta))
 	}
@@ -99,25 +99,25 @@ func (s *MemSnapshotStore) list() []SnapshotMeta {
 }
 
 // List implements SnapshotStore.
-func (s *MemSnapshotStore) List() ([]SnapshotMeta, error) {
+func (s *MemSnapshotStore) List() ([]wire.SnapshotMeta, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.list(), nil
 }
 
 // Open implements SnapshotStore.
-func (s *MemSnapshotStore) Open(id string) (SnapshotMeta, io.ReadCloser, error) {
+func (s *MemSnapshotStore) Open(id string) (wire.SnapshotMeta, io.ReadCloser, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sn, ok := s.snaps[id]
 	if !ok {
-		return SnapshotMeta{}, nil, fmt.Errorf("storage: memory snapshots: snapshot %s: %w", id, ErrNotFound)
+		return wire.SnapshotMeta{}, nil, fmt.Errorf("storage: memory snapshots: snapshot %s: %w", id, wire.ErrNotFound)
 	}
 	m := cloneMeta(sn.meta)
 	return m, newVerifyingReader(bytes.NewReader(sn.data), nil, "memory snapshot "+id, m), nil
 }
 
-// Verify implements SnapshotStore.
+// Verify reads a snapshot through and reports whether it is intact.
 func (s *MemSnapshotStore) Verify(id string) error { return verifySnapshot(s, id) }
 
 // Delete implements SnapshotStore.
@@ -125,7 +125,7 @@ func (s *MemSnapshotStore) Delete(id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.snaps[id]; !ok {
-		return fmt.Errorf("storage: memory snapshots: snapshot %s: %w", id, ErrNotFound)
+		return fmt.Errorf("storage: memory snapshots: snapshot %s: %w", id, wire.ErrNotFound)
 	}
 	delete(s.snaps, id)
 	return nil

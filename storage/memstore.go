@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/edictlog/edictlog/wire"
 )
 
 // MemStore is a Store in memory, for tests and the simulator. It accepts and
@@ -25,11 +27,9 @@ func NewMemStore() *MemStore {
 	return &MemStore{b: newBounds(), stable: map[string][]byte{}}
 }
 
-var _ Store = (*MemStore)(nil)
-
 // StoreBatch implements LogStore.
-func (m *MemStore) StoreBatch(b Batch) error {
-	if b.empty() {
+func (m *MemStore) StoreBatch(b wire.Batch) error {
+	if b.Empty() {
 		return m.check()
 	}
 	// Encode before taking the lock, as BoltStore does before its
@@ -37,8 +37,8 @@ func (m *MemStore) StoreBatch(b Batch) error {
 	enc := make([][]byte, len(b.Entries))
 	for i := range b.Entries {
 		var err error
-		if enc[i], err = AppendEntry(nil, &b.Entries[i]); err != nil {
-			return err
+		if enc[i], err = wire.AppendEntry(nil, &b.Entries[i]); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 	}
 	m.mu.Lock()
@@ -57,7 +57,7 @@ func (m *MemStore) StoreBatch(b Batch) error {
 		// plan refuses Reset with TruncateFrom, so m.b.first still applies.
 		m.entries = m.entries[:b.TruncateFrom-m.b.first]
 		if len(b.Entries) == 0 && next.last >= next.first {
-			e, err := DecodeEntry(m.entries[len(m.entries)-1])
+			e, err := wire.DecodeEntry(m.entries[len(m.entries)-1])
 			if err != nil {
 				return fmt.Errorf("storage: memory: entry %d: %w", next.last, err)
 			}
@@ -85,7 +85,7 @@ func (m *MemStore) check() error {
 }
 
 // Entries implements LogStore.
-func (m *MemStore) Entries(lo, hi uint64, maxBytes int) ([]Entry, error) {
+func (m *MemStore) Entries(lo, hi uint64, maxBytes int) ([]wire.Entry, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.closed {
@@ -94,7 +94,7 @@ func (m *MemStore) Entries(lo, hi uint64, maxBytes int) ([]Entry, error) {
 	if err := checkRange(m.b, lo, hi); err != nil {
 		return nil, err
 	}
-	var out []Entry
+	var out []wire.Entry
 	size := 0
 	for i := lo; i < hi; i++ {
 		raw := m.entries[i-m.b.first]
@@ -102,7 +102,7 @@ func (m *MemStore) Entries(lo, hi uint64, maxBytes int) ([]Entry, error) {
 		if maxBytes > 0 && size > maxBytes && len(out) > 0 {
 			break
 		}
-		e, err := DecodeEntry(raw)
+		e, err := wire.DecodeEntry(raw)
 		if err != nil {
 			return nil, fmt.Errorf("storage: memory: entry %d: %w", i, err)
 		}
@@ -124,7 +124,7 @@ func (m *MemStore) LastIndex() (uint64, error) {
 }
 
 // Last implements LogStore.
-func (m *MemStore) Last() (Position, error) {
+func (m *MemStore) Last() (wire.Position, error) {
 	p, err := m.bounds()
 	return p.position(), err
 }
@@ -152,7 +152,7 @@ func (m *MemStore) CompactPrefix(upTo uint64) error {
 		return nil
 	}
 	n := upTo + 1 - m.b.first
-	e, err := DecodeEntry(m.entries[n-1])
+	e, err := wire.DecodeEntry(m.entries[n-1])
 	if err != nil {
 		return fmt.Errorf("storage: memory: entry %d: %w", upTo, err)
 	}
@@ -195,19 +195,19 @@ func (m *MemStore) Get(key string) ([]byte, error) {
 	}
 	v, ok := m.stable[key]
 	if !ok {
-		return nil, fmt.Errorf("storage: memory: stable key %q: %w", key, ErrNotFound)
+		return nil, fmt.Errorf("storage: memory: stable key %q: %w", key, wire.ErrNotFound)
 	}
 	return append([]byte{}, v...), nil
 }
 
 // Set implements StableStore.
 func (m *MemStore) Set(key string, value []byte) error {
-	return m.StoreBatch(Batch{Stable: map[string][]byte{key: value}})
+	return m.StoreBatch(wire.Batch{Stable: map[string][]byte{key: value}})
 }
 
 // Delete implements StableStore.
 func (m *MemStore) Delete(key string) error {
-	return m.StoreBatch(Batch{Delete: []string{key}})
+	return m.StoreBatch(wire.Batch{Delete: []string{key}})
 }
 
 // Keys implements StableStore.
@@ -235,15 +235,15 @@ func (m *MemStore) BumpIncarnation() (uint64, error) {
 		return 0, ErrClosed
 	}
 	var cur uint64
-	if v, ok := m.stable[KeyIncarnation]; ok {
+	if v, ok := m.stable[wire.KeyIncarnation]; ok {
 		var err error
-		if cur, err = DecodeUint64(KeyIncarnation, v); err != nil {
+		if cur, err = wire.DecodeUint64(wire.KeyIncarnation, v); err != nil {
 			return 0, err
 		}
 	}
 	if cur+1 == 0 {
 		return 0, fmt.Errorf("storage: memory: incarnation overflow")
 	}
-	m.stable[KeyIncarnation] = EncodeUint64(cur + 1)
+	m.stable[wire.KeyIncarnation] = wire.EncodeUint64(cur + 1)
 	return cur + 1, nil
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/edictlog/edictlog/wire"
 	"github.com/stretchr/testify/require"
 )
 
@@ -152,7 +153,7 @@ func randomCommit(t *testing.T, rng *rand.Rand, s *BoltStore, next *uint64) stri
 		require.NoError(t, err)
 		return "incarnation"
 	default:
-		var b Batch
+		var b wire.Batch
 		if k == 2 && *next-first > 3 {
 			b.TruncateFrom = *next - uint64(1+rng.IntN(3))
 			*next = b.TruncateFrom
@@ -262,7 +263,7 @@ func commitAndReopen(path string) error {
 	}
 	last, err := s.LastIndex()
 	if err == nil {
-		err = s.StoreBatch(Batch{Entries: testEntries(last+1, 5, 100), Stable: map[string][]byte{"after": []byte("crash")}})
+		err = s.StoreBatch(wire.Batch{Entries: testEntries(last+1, 5, 100), Stable: map[string][]byte{"after": []byte("crash")}})
 	}
 	if cerr := s.Close(); err == nil {
 		err = cerr

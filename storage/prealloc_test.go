@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/edictlog/edictlog/wire"
 	"github.com/stretchr/testify/require"
 )
 
@@ -16,7 +17,7 @@ func TestPreallocation(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "log.db")
 	s, err := OpenBolt(path, &BoltOptions{Preallocate: 1 << 20})
 	require.NoError(t, err)
-	require.NoError(t, s.StoreBatch(Batch{Entries: testEntries(1, 100, 256)}))
+	require.NoError(t, s.StoreBatch(wire.Batch{Entries: testEntries(1, 100, 256)}))
 	_, used := usedBytes(t, path)
 	require.GreaterOrEqual(t, s.zeroedTo, used+1<<20-4096, "a megabyte ahead is zero-filled")
 	f, err := os.Open(path)
@@ -29,7 +30,7 @@ func TestPreallocation(t *testing.T) {
 	// After a restart the fill is found, not written again.
 	s, err = OpenBolt(path, &BoltOptions{Preallocate: 1 << 20})
 	require.NoError(t, err)
-	require.NoError(t, s.StoreBatch(Batch{Entries: testEntries(101, 1, 256)}))
+	require.NoError(t, s.StoreBatch(wire.Batch{Entries: testEntries(101, 1, 256)}))
 	require.Equal(t, filled, s.zeroedTo)
 	require.NoError(t, s.Close())
 
@@ -37,7 +38,7 @@ func TestPreallocation(t *testing.T) {
 	path = filepath.Join(t.TempDir(), "off.db")
 	s, err = OpenBolt(path, &BoltOptions{Preallocate: -1})
 	require.NoError(t, err)
-	require.NoError(t, s.StoreBatch(Batch{Entries: testEntries(1, 100, 256)}))
+	require.NoError(t, s.StoreBatch(wire.Batch{Entries: testEntries(1, 100, 256)}))
 	st, err := s.Stats()
 	require.NoError(t, err)
 	require.Less(t, st.FileSize, int64(1<<20))

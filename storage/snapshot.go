@@ -13,56 +13,8 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
 )
-
-// SnapshotMeta describes a snapshot of the FSM taken after applying the log
-// up to Index.
-type SnapshotMeta struct {
-	// ID names the snapshot in its store; Create assigns it.
-	ID string
-	// Index is the last log index the snapshot includes; Reign and Stamp
-	// are that entry's, so the log can be matched against the snapshot
-	// after the entries are compacted.
-	Index uint64
-	Reign edict.Stamp
-	Stamp edict.Stamp
-	// Config is the epoch configuration in force at Index.
-	Config EpochConfig
-	// Size and SHA256 describe the data; Close fills them.
-	Size   int64
-	SHA256 []byte
-	// Created is when Create was called.
-	Created time.Time
-}
-
-// SnapshotSink receives the data of a snapshot being created. Close makes
-// the snapshot durable and visible, Cancel discards it; either may be called
-// once, and nothing is visible in List before Close returns nil.
-type SnapshotSink interface {
-	io.Writer
-	ID() string
-	Close() error
-	Cancel() error
-}
-
-// SnapshotStore keeps the newest snapshots, up to its retention count.
-type SnapshotStore interface {
-	// Create starts a snapshot; meta's Index, Reign, Stamp and Config are
-	// used, the other fields are filled in by the store.
-	Create(meta SnapshotMeta) (SnapshotSink, error)
-	// List returns the complete snapshots, newest (highest Index) first.
-	// A snapshot whose metadata is damaged is an error, not left out.
-	List() ([]SnapshotMeta, error)
-	// Open returns a snapshot's metadata and a reader of its data. The
-	// reader checks the size and SHA-256 when it reaches the end and
-	// returns an error naming the file instead of io.EOF if they are wrong:
-	// a consumer must not act on the data before it has read io.EOF.
-	Open(id string) (SnapshotMeta, io.ReadCloser, error)
-	// Verify reads a snapshot through and reports whether it is intact.
-	Verify(id string) error
-	// Delete removes a snapshot.
-	Delete(id string) error
-}
 
 // idPattern is the form of snapshot IDs: index, creation time and a random
 // tag in hex, so that byte order is (index, time) order and IDs cannot name
@@ -73,11 +25,11 @@ func newSnapshotID(index uint64, created time.Time) string {
 	return fmt.Sprintf("%016x-%016x-%08x", index, uint64(created.UnixNano()), rand.Uint32())
 }
 
-func checkSnapshotMeta(m *SnapshotMeta) error {
-	if err := checkStamp(m.Reign); err != nil {
+func checkSnapshotMeta(m *wire.SnapshotMeta) error {
+	if err := m.Reign.WellFormed(); err != nil {
 		return fmt.Errorf("%w: snapshot reign: %v", ErrInvalid, err)
 	}
-	if err := checkStamp(m.Stamp); err != nil {
+	if err := m.Stamp.WellFormed(); err != nil {
 		return fmt.Errorf("%w: snapshot stamp: %v", ErrInvalid, err)
 	}
 	if err := m.Config.Check(); err != nil {
@@ -87,8 +39,8 @@ func checkSnapshotMeta(m *SnapshotMeta) error {
 }
 
 // sortSnapshots orders newest first: by index, then creation, then ID.
-func sortSnapshots(ms []SnapshotMeta) {
-	slices.SortFunc(ms, func(a, b SnapshotMeta) int {
+func sortSnapshots(ms []wire.SnapshotMeta) {
+	slices.SortFunc(ms, func(a, b wire.SnapshotMeta) int {
 		switch {
 		case a.Index != b.Index:
 			if a.Index > b.Index {
@@ -104,7 +56,7 @@ func sortSnapshots(ms []SnapshotMeta) {
 
 // cloneMeta copies m's slices, so that stores neither keep nor hand out
 // memory a caller may change.
-func cloneMeta(m SnapshotMeta) SnapshotMeta {
+func cloneMeta(m wire.SnapshotMeta) wire.SnapshotMeta {
 	m.SHA256 = bytes.Clone(m.SHA256)
 	m.Config.Members = slices.Clone(m.Config.Members)
 	m.Config.Learners = slices.Clone(m.Config.Learners)
@@ -115,21 +67,21 @@ func cloneMeta(m SnapshotMeta) SnapshotMeta {
 
 // snapMetaRecord is the stored form of SnapshotMeta.
 type snapMetaRecord struct {
-	ID      string      `codec:"id"`
-	Index   uint64      `codec:"i"`
-	Reign   edict.Stamp `codec:"r"`
-	Stamp   edict.Stamp `codec:"s"`
-	Config  EpochConfig `codec:"c"`
-	Size    int64       `codec:"n"`
-	SHA256  []byte      `codec:"h"`
-	Created int64       `codec:"t"`
+	ID      string           `codec:"id"`
+	Index   uint64           `codec:"i"`
+	Reign   edict.Stamp      `codec:"r"`
+	Stamp   edict.Stamp      `codec:"s"`
+	Config  wire.EpochConfig `codec:"c"`
+	Size    int64            `codec:"n"`
+	SHA256  []byte           `codec:"h"`
+	Created int64            `codec:"t"`
 }
 
 var snapMetaKey = []byte("snapshot-meta")
 
 // encodeSnapMeta returns the record, version byte first, with a CRC-32C.
-func encodeSnapMeta(m SnapshotMeta) ([]byte, error) {
-	rec, err := encodeRecord(snapMetaRecord{
+func encodeSnapMeta(m wire.SnapshotMeta) ([]byte, error) {
+	rec, err := wire.EncodeRecord(wire.RecordVersion, snapMetaRecord{
 		ID: m.ID, Index: m.Index, Reign: m.Reign, Stamp: m.Stamp, Config: m.Config,
 		Size: m.Size, SHA256: m.SHA256, Created: m.Created.UnixNano(),
 	})
@@ -141,24 +93,24 @@ func encodeSnapMeta(m SnapshotMeta) ([]byte, error) {
 
 // decodeSnapMeta decodes and checks a metadata record; the error says what
 // is wrong, the caller adds the file.
-func decodeSnapMeta(b []byte) (SnapshotMeta, error) {
+func decodeSnapMeta(b []byte) (wire.SnapshotMeta, error) {
 	p, _, err := unframe(snapMetaKey, b)
 	if err != nil {
-		return SnapshotMeta{}, err
+		return wire.SnapshotMeta{}, err
 	}
 	var r snapMetaRecord
-	if err := decodeRecord("snapshot metadata", p, &r); err != nil {
-		return SnapshotMeta{}, err
+	if err := wire.DecodeRecord("snapshot metadata", wire.RecordVersion, wire.MaxRecordSize, p, &r); err != nil {
+		return wire.SnapshotMeta{}, err
 	}
-	m := SnapshotMeta{
+	m := wire.SnapshotMeta{
 		ID: r.ID, Index: r.Index, Reign: r.Reign, Stamp: r.Stamp, Config: r.Config,
 		Size: r.Size, SHA256: r.SHA256, Created: time.Unix(0, r.Created),
 	}
 	if err := checkSnapshotMeta(&m); err != nil {
-		return SnapshotMeta{}, err
+		return wire.SnapshotMeta{}, err
 	}
 	if !idPattern.MatchString(m.ID) || m.Size < 0 || len(m.SHA256) != sha256.Size {
-		return SnapshotMeta{}, fmt.Errorf("impossible id %q, size %d or digest length %d", m.ID, m.Size, len(m.SHA256))
+		return wire.SnapshotMeta{}, fmt.Errorf("impossible id %q, size %d or digest length %d", m.ID, m.Size, len(m.SHA256))
 	}
 	return m, nil
 }
@@ -175,7 +127,7 @@ type verifyingReader struct {
 	err    error
 }
 
-func newVerifyingReader(r io.Reader, c io.Closer, name string, m SnapshotMeta) *verifyingReader {
+func newVerifyingReader(r io.Reader, c io.Closer, name string, m wire.SnapshotMeta) *verifyingReader {
 	return &verifyingReader{r: r, closer: c, name: name, left: m.Size, h: sha256.New(), want: m.SHA256}
 }
 

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
+	"github.com/edictlog/edictlog/wire/wiretest"
 )
 
 // benchPair starts two transports on loopback; p2 drains its inbox.
@@ -42,7 +44,7 @@ func benchPair(b *testing.B, files func(id edict.ProcessID) *TLSFiles) (*TCP, <-
 	return nodes[0], got
 }
 
-func benchSend(b *testing.B, tr *TCP, got <-chan int, m Message) {
+func benchSend(b *testing.B, tr *TCP, got <-chan int, m wire.Message) {
 	ctx := context.Background()
 	b.ResetTimer()
 	start := time.Now()
@@ -64,7 +66,7 @@ func benchSend(b *testing.B, tr *TCP, got <-chan int, m Message) {
 // BenchmarkTCPLease: lease messages per second over loopback TCP.
 func BenchmarkTCPLease(b *testing.B) {
 	tr, got := benchPair(b, nil)
-	m := LeaseMessage(testLease(1, 2))
+	m := wire.LeaseMessage(wiretest.Lease(1, 2))
 	f, _ := encodeMessageFrame(m, DefaultMaxFrameSize)
 	benchSend(b, tr, got, m)
 	b.ReportMetric(float64(len(f)), "bytes/msg")
@@ -74,8 +76,8 @@ func BenchmarkTCPLease(b *testing.B) {
 // the default window of 64 appends in flight.
 func BenchmarkTCPAppend64x256(b *testing.B) {
 	tr, got := benchPair(b, nil)
-	m := Message{Append: testAppend(0, 64, 256)}
-	f, _ := encodeMessageFrame(Message{From: 1, To: 2, Append: m.Append}, DefaultMaxFrameSize)
+	m := wire.Message{Append: wiretest.Append(0, 64, 256)}
+	f, _ := encodeMessageFrame(wire.Message{From: 1, To: 2, Append: m.Append}, DefaultMaxFrameSize)
 	b.SetBytes(int64(len(f)))
 	benchSend(b, tr, got, m)
 	b.ReportMetric(float64(len(f)), "bytes/append")
@@ -85,15 +87,15 @@ func BenchmarkTCPAppend64x256(b *testing.B) {
 func BenchmarkTCPAppend64x256TLS(b *testing.B) {
 	ca := newTestCA(b, "bench")
 	tr, got := benchPair(b, func(id edict.ProcessID) *TLSFiles { return ca.issue(b, id.String()) })
-	m := Message{Append: testAppend(0, 64, 256)}
-	f, _ := encodeMessageFrame(Message{From: 1, To: 2, Append: m.Append}, DefaultMaxFrameSize)
+	m := wire.Message{Append: wiretest.Append(0, 64, 256)}
+	f, _ := encodeMessageFrame(wire.Message{From: 1, To: 2, Append: m.Append}, DefaultMaxFrameSize)
 	b.SetBytes(int64(len(f)))
 	benchSend(b, tr, got, m)
 	b.ReportMetric(float64(len(f)), "bytes/append")
 }
 
 func BenchmarkEncodeAppend64x256(b *testing.B) {
-	m := Message{From: 1, To: 2, Append: testAppend(0, 64, 256)}
+	m := wire.Message{From: 1, To: 2, Append: wiretest.Append(0, 64, 256)}
 	b.ReportAllocs()
 	for range b.N {
 		if _, err := encodeMessageFrame(m, DefaultMaxFrameSize); err != nil {
@@ -103,11 +105,11 @@ func BenchmarkEncodeAppend64x256(b *testing.B) {
 }
 
 func BenchmarkDecodeAppend64x256(b *testing.B) {
-	f, _ := encodeMessageFrame(Message{From: 1, To: 2, Append: testAppend(0, 64, 256)}, DefaultMaxFrameSize)
+	f, _ := encodeMessageFrame(wire.Message{From: 1, To: 2, Append: wiretest.Append(0, 64, 256)}, DefaultMaxFrameSize)
 	b.SetBytes(int64(len(f)))
 	b.ReportAllocs()
 	for range b.N {
-		if _, err := decodeMessage(f[frameHeaderSize:]); err != nil {
+		if _, err := wire.DecodeMessage(f[frameHeaderSize:]); err != nil {
 			b.Fatal(err)
 		}
 	}

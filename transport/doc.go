@@ -1,9 +1,10 @@
-// Package transport carries edictlog's messages between processes: the
-// wire message types (one [Message] envelope holding either a lease
-// message of package elect or a log message), the [Transport] interface the
-// log.Node runtime uses, and the production [TCP] transport. (The
-// simulator, internal/sim, has its own network; an in-memory transport
-// that only its own tests used is gone.)
+// Package transport carries edictlog's messages between processes: [TCP],
+// the production implementation of log.Transport (the interface is declared
+// where the log consumes it). The messages themselves, one wire.Message
+// envelope holding either a lease message of package elect or a log
+// message, and their encoding are package wire's; this package frames,
+// routes and delivers them. (The simulator, internal/sim, has its own
+// network.)
 //
 // # Guarantees
 //
@@ -44,6 +45,6 @@
 //   - snapshot lane: a SnapshotMeta frame, chunk frames, an empty end
 //     frame; then the receiver's result frame.
 //
-// Any change to a wire struct (wire.go) or to this layout bumps
+// Any change to a message encoding (package wire) or to this layout bumps
 // FrameVersion; peers of different versions refuse each other's frames.
 package transport

@@ -5,10 +5,9 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"reflect"
 	"testing"
 
-	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire/wiretest"
 )
 
 // The fuzz targets hold every decoder to the package's promise: any input
@@ -16,7 +15,7 @@ import (
 // re-encodes to something that decodes to the same value.
 
 func FuzzDecodeFrame(f *testing.F) {
-	for _, m := range sampleMessages() {
+	for _, m := range wiretest.Messages() {
 		b, _ := encodeMessageFrame(m, DefaultMaxFrameSize)
 		f.Add(b)
 	}
@@ -41,54 +40,6 @@ func FuzzDecodeFrame(f *testing.F) {
 		}
 		if !bytes.HasPrefix(in, out.Bytes()) {
 			t.Fatal("re-encoded frames differ from the input they came from")
-		}
-	})
-}
-
-func FuzzDecodeMessage(f *testing.F) {
-	for _, m := range sampleMessages() {
-		b, err := encodeMessageFrame(m, DefaultMaxFrameSize)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b[frameHeaderSize:])
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		m, err := decodeMessage(body)
-		if err != nil {
-			return
-		}
-		b, err := encodeMessageFrame(m, DefaultMaxFrameSize)
-		if err != nil {
-			t.Fatalf("decoded %v but cannot encode it: %v", m, err)
-		}
-		m2, err := decodeMessage(b[frameHeaderSize:])
-		if err != nil {
-			t.Fatalf("re-encoded %v does not decode: %v", m, err)
-		}
-		if !reflect.DeepEqual(m, m2) {
-			t.Fatalf("round trip changed %v to %v", m, m2)
-		}
-	})
-}
-
-func FuzzDecodeSnapshotMeta(f *testing.F) {
-	w, _ := snapshotMetaToWire(SnapshotMeta{Epoch: 2, Reign: testStamp(2, 10, 0), LastIndex: 77, LastStamp: testStamp(2, 20, 5), Members: []edict.ProcessID{1, 2, 5}, Size: 1 << 20})
-	b, _ := encodeFrame("meta", w, DefaultMaxFrameSize)
-	f.Add(b[frameHeaderSize:])
-	f.Fuzz(func(t *testing.T, body []byte) {
-		s, err := decodeSnapshotMeta(body)
-		if err != nil {
-			return
-		}
-		w, err := snapshotMetaToWire(s)
-		if err != nil {
-			t.Fatalf("decoded %+v but cannot encode it: %v", s, err)
-		}
-		b, _ := encodeFrame("meta", w, DefaultMaxFrameSize)
-		s2, err := decodeSnapshotMeta(b[frameHeaderSize:])
-		if err != nil || !reflect.DeepEqual(s, s2) {
-			t.Fatalf("round trip: %+v → %+v, %v", s, s2, err)
 		}
 	})
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
+	"github.com/edictlog/edictlog/wire/wiretest"
 )
 
 // patternReader yields n pseudo-random bytes without holding them.
@@ -45,15 +47,15 @@ func patternSum(seed byte, n int64) [32]byte {
 	return s
 }
 
-func testMeta(size int64) SnapshotMeta {
-	return SnapshotMeta{Epoch: 1, Reign: testStamp(1, 10, 0), LastIndex: 100, LastStamp: testStamp(1, 20, 100), Members: []edict.ProcessID{1, 2, 3}, Size: size}
+func testMeta(size int64) wire.SnapshotHeader {
+	return wire.SnapshotHeader{Epoch: 1, Reign: wiretest.Stamp(1, 10, 0), LastIndex: 100, LastStamp: wiretest.Stamp(1, 20, 100), Members: []edict.ProcessID{1, 2, 3}, Size: size}
 }
 
 // snapshotTransports gives the snapshot tests a pair of transports.
-func snapshotTransports(t *testing.T) map[string][2]Transport {
+func snapshotTransports(t *testing.T) map[string][2]*tcpNode {
 	t.Helper()
 	n := newTCPNodes(t, 2, func(c *TCPConfig) { c.SnapshotChunkSize = 64 << 10 })
-	return map[string][2]Transport{"tcp": {n[0], n[1]}}
+	return map[string][2]*tcpNode{"tcp": {n[0], n[1]}}
 }
 
 func TestSnapshotStream(t *testing.T) {
@@ -64,14 +66,14 @@ func TestSnapshotStream(t *testing.T) {
 			const size = 5<<20 + 12345
 			done := make(chan error, 1)
 			go func() { done <- tr[0].SendSnapshot(ctxT(t, 10*time.Second), 2, testMeta(size), newPattern(7, size)) }()
-			var s *IncomingSnapshot
+			var s *wire.IncomingSnapshot
 			select {
 			case s = <-tr[1].Snapshots():
 			case <-time.After(5 * time.Second):
 				t.Fatal("no snapshot offered")
 			}
-			if s.From != 1 || s.Meta.LastIndex != 100 || s.Meta.Size != size {
-				t.Fatalf("snapshot from %v meta %+v", s.From, s.Meta)
+			if s.From != 1 || s.Header.LastIndex != 100 || s.Header.Size != size {
+				t.Fatalf("snapshot from %v meta %+v", s.From, s.Header)
 			}
 			h := sha256.New()
 			n, err := io.Copy(h, s)

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // TCPConfig configures a TCP transport. Zero durations and sizes take the
@@ -135,7 +136,7 @@ type TCP struct {
 	ln    net.Listener
 	tls   *tlsConfigs
 	inbox *inbox
-	snaps chan *IncomingSnapshot
+	snaps chan *wire.IncomingSnapshot
 	addr  string
 
 	closing   chan struct{}
@@ -148,8 +149,6 @@ type TCP struct {
 	conns map[net.Conn]struct{} // accepted and snapshot connections, for Close
 }
 
-var _ Transport = (*TCP)(nil)
-
 // NewTCP listens on cfg.BindAddr and returns a running transport.
 func NewTCP(cfg TCPConfig) (*TCP, error) {
 	c, err := cfg.withDefaults()
@@ -160,7 +159,7 @@ func NewTCP(cfg TCPConfig) (*TCP, error) {
 		cfg:     c,
 		log:     c.Logger.With("component", "transport", "node", c.ID),
 		inbox:   newInbox(c.InboxSize, c.AppendWindow),
-		snaps:   make(chan *IncomingSnapshot),
+		snaps:   make(chan *wire.IncomingSnapshot),
 		closing: make(chan struct{}),
 		inbound: make(chan struct{}, c.MaxInboundConns),
 		peers:   map[edict.ProcessID]*peer{},
@@ -210,10 +209,10 @@ func (t *TCP) PeerAddr(id edict.ProcessID) (string, bool) {
 }
 
 // Receive implements Transport.
-func (t *TCP) Receive() <-chan Message { return t.inbox.out }
+func (t *TCP) Receive() <-chan wire.Message { return t.inbox.out }
 
 // Snapshots implements Transport.
-func (t *TCP) Snapshots() <-chan *IncomingSnapshot { return t.snaps }
+func (t *TCP) Snapshots() <-chan *wire.IncomingSnapshot { return t.snaps }
 
 // AddPeer implements Transport. Changing a peer's address closes its
 // connections; the next message dials the new address.
@@ -269,7 +268,7 @@ func (t *TCP) peer(id edict.ProcessID) *peer {
 }
 
 // addressMessage fills in and checks m's envelope for a send to to.
-func addressMessage(self, to edict.ProcessID, m *Message) error {
+func addressMessage(self, to edict.ProcessID, m *wire.Message) error {
 	if m.From == edict.None {
 		m.From = self
 	}
@@ -286,7 +285,7 @@ func addressMessage(self, to edict.ProcessID, m *Message) error {
 }
 
 // Send implements Transport.
-func (t *TCP) Send(ctx context.Context, to edict.ProcessID, m Message) error {
+func (t *TCP) Send(ctx context.Context, to edict.ProcessID, m wire.Message) error {
 	if t.isClosing() {
 		return ErrClosed
 	}
@@ -301,7 +300,7 @@ func (t *TCP) Send(ctx context.Context, to edict.ProcessID, m Message) error {
 		// Loopback still goes through the codec, so a process's messages to
 		// itself are copies and meet the same checks as any other.
 		body := f[frameHeaderSize:]
-		cp, err := decodeMessage(body)
+		cp, err := wire.DecodeMessage(body)
 		if err != nil {
 			return err
 		}
@@ -314,7 +313,7 @@ func (t *TCP) Send(ctx context.Context, to edict.ProcessID, m Message) error {
 	if p == nil {
 		return fmt.Errorf("%w %v", ErrUnknownPeer, to)
 	}
-	if m.Kind().bulk() {
+	if m.Kind().Bulk() {
 		return p.appends.enqueue(ctx, f)
 	}
 	return p.control.enqueue(ctx, f)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
+	"github.com/edictlog/edictlog/wire/wiretest"
 )
 
 // rawHandshake dials addr as process from and completes a hello for the
@@ -96,7 +98,7 @@ func TestTCPBadFramesCloseOnlyTheirConnection(t *testing.T) {
 			t.Parallel()
 			n := newTCPNodes(t, 2, func(c *TCPConfig) { c.MaxFrameSize = limit; c.FrameTimeout = 300 * time.Millisecond })
 			// A healthy connection from 1, established before the attack.
-			if err := n[0].Send(ctxT(t, time.Second), 2, LeaseMessage(testLease(1, 2))); err != nil {
+			if err := n[0].Send(ctxT(t, time.Second), 2, wire.LeaseMessage(wiretest.Lease(1, 2))); err != nil {
 				t.Fatal(err)
 			}
 			recv(t, n[1], 2*time.Second)
@@ -105,7 +107,7 @@ func TestTCPBadFramesCloseOnlyTheirConnection(t *testing.T) {
 			expectClosed(t, c)
 			t.Log(n[1].log.waitLog(t, tc.log...))
 			for i := range 3 {
-				m := LeaseMessage(testLease(1, 2))
+				m := wire.LeaseMessage(wiretest.Lease(1, 2))
 				m.Lease.Start.Nanos += int64(i)
 				if err := n[0].Send(ctxT(t, time.Second), 2, m); err != nil {
 					t.Fatal(err)
@@ -147,7 +149,7 @@ func TestTCPSpoofedSender(t *testing.T) {
 	t.Parallel()
 	n := newTCPNodes(t, 2, nil)
 	c, _ := rawHandshake(t, n[1].LocalAddr(), "test", 3, 2, laneControl)
-	f, err := encodeMessageFrame(LeaseMessage(testLease(1, 2)), DefaultMaxFrameSize)
+	f, err := encodeMessageFrame(wire.LeaseMessage(wiretest.Lease(1, 2)), DefaultMaxFrameSize)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +158,7 @@ func TestTCPSpoofedSender(t *testing.T) {
 	n[1].log.waitLog(t, "closing connection", "message from p1 on a connection from p3")
 
 	c2, _ := rawHandshake(t, n[1].LocalAddr(), "test", 3, 2, laneControl)
-	f, err = encodeMessageFrame(Message{From: 3, To: 2, Append: testAppend(0, 1, 1)}, DefaultMaxFrameSize)
+	f, err = encodeMessageFrame(wire.Message{From: 3, To: 2, Append: wiretest.Append(0, 1, 1)}, DefaultMaxFrameSize)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +180,7 @@ func TestTCPWrongClusterRawPipelined(t *testing.T) {
 	}
 	defer c.Close()
 	h, _ := encodeFrame("hello", &hello{Cluster: "evil", From: 1, To: 2, Lane: uint8(laneControl)}, maxHandshakeFrame)
-	m, _ := encodeMessageFrame(LeaseMessage(testLease(1, 2)), DefaultMaxFrameSize)
+	m, _ := encodeMessageFrame(wire.LeaseMessage(wiretest.Lease(1, 2)), DefaultMaxFrameSize)
 	c.Write(append(h, m...))
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	body, err := newFrameReader(bufio.NewReader(c), maxHandshakeFrame).next()
@@ -202,7 +204,7 @@ func TestTCPWrongNodeRefused(t *testing.T) {
 	n := newTCPNodes(t, 2, nil)
 	// 1 believes 3 lives at 2's address.
 	n[0].AddPeer(3, n[1].LocalAddr())
-	if err := n[0].Send(ctxT(t, time.Second), 3, LeaseMessage(testLease(1, 3))); err != nil {
+	if err := n[0].Send(ctxT(t, time.Second), 3, wire.LeaseMessage(wiretest.Lease(1, 3))); err != nil {
 		t.Fatal(err)
 	}
 	n[1].log.waitLog(t, "refusing connection", "wrong node: this is p2, not p3")
@@ -235,7 +237,7 @@ func TestTCPPeerThatStopsReading(t *testing.T) {
 	}()
 	n := newTCPNodes(t, 1, func(c *TCPConfig) { c.WriteTimeout = 300 * time.Millisecond; c.AppendWindow = 16 })
 	n[0].AddPeer(2, ln.Addr().String())
-	big := Message{Append: testAppend(0, 64, 16<<10)} // 1 MiB per append
+	big := wire.Message{Append: wiretest.Append(0, 64, 16<<10)} // 1 MiB per append
 	start := time.Now()
 	for time.Since(start) < 3*time.Second {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
@@ -249,7 +251,7 @@ func TestTCPPeerThatStopsReading(t *testing.T) {
 	// The window was given back: a send gets a slot again at once.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := n[0].Send(ctx, 2, Message{Append: testAppend(0, 1, 1)}); err != nil {
+	if err := n[0].Send(ctx, 2, wire.Message{Append: wiretest.Append(0, 1, 1)}); err != nil {
 		t.Fatalf("send after the stuck connection was dropped: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
 )
 
 func (t *TCP) acceptLoop() {
@@ -198,7 +199,7 @@ func (t *TCP) readMessages(ic *inConn) error {
 		if len(body) == 0 {
 			continue // keepalive
 		}
-		m, err := decodeMessage(body)
+		m, err := wire.DecodeMessage(body)
 		if err != nil {
 			return err
 		}
@@ -207,7 +208,7 @@ func (t *TCP) readMessages(ic *inConn) error {
 			return fmt.Errorf("message from %v on a connection from %v", m.From, ic.from)
 		case m.To != t.cfg.ID:
 			return fmt.Errorf("message for %v delivered to %v", m.To, t.cfg.ID)
-		case m.Kind().bulk() != (ic.lane == laneBulk):
+		case m.Kind().Bulk() != (ic.lane == laneBulk):
 			return fmt.Errorf("%v message on the %s lane", m.Kind(), ic.lane)
 		}
 		if !t.inbox.deliver(m, t.closing) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // A snapshot stream, after the handshake on a connection of its own:
@@ -24,15 +25,11 @@ import (
 // sender considers wrong.
 
 // SendSnapshot implements Transport.
-func (t *TCP) SendSnapshot(ctx context.Context, to edict.ProcessID, meta SnapshotMeta, r io.Reader) error {
+func (t *TCP) SendSnapshot(ctx context.Context, to edict.ProcessID, meta wire.SnapshotHeader, r io.Reader) error {
 	if t.isClosing() {
 		return ErrClosed
 	}
-	w, err := snapshotMetaToWire(meta)
-	if err != nil {
-		return err
-	}
-	mf, err := encodeFrame("snapshot meta", w, t.cfg.MaxFrameSize)
+	mf, err := encodeSnapshotHeaderFrame(meta, t.cfg.MaxFrameSize)
 	if err != nil {
 		return err
 	}
@@ -155,9 +152,9 @@ func (t *TCP) receiveSnapshot(ic *inConn) error {
 	if err != nil {
 		return fmt.Errorf("reading snapshot meta: %w", err)
 	}
-	meta, err := decodeSnapshotMeta(body)
+	meta, err := wire.DecodeSnapshotHeader(body)
 	if err != nil {
-		return err
+		return fmt.Errorf("transport: %w", err)
 	}
 	sr := &snapshotReader{fr: ic.fr, from: ic.from, size: meta.Size, left: meta.Size}
 	finished := make(chan error, 1)
@@ -181,7 +178,7 @@ func (t *TCP) receiveSnapshot(ic *inConn) error {
 		finished <- installErr
 		return err
 	}
-	s := newIncomingSnapshot(ic.from, meta, sr, finish)
+	s := wire.NewIncomingSnapshot(ic.from, meta, sr, finish)
 	busy := time.NewTimer(t.cfg.HandshakeTimeout)
 	defer busy.Stop()
 	select {

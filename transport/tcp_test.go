@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
+	"github.com/edictlog/edictlog/wire/wiretest"
 )
 
 type tcpNode struct {
@@ -44,7 +46,13 @@ func newTCPNodes(t *testing.T, n int, tweak func(*TCPConfig)) []*tcpNode {
 	return nodes
 }
 
-func recv(t *testing.T, tr Transport, within time.Duration) Message {
+// receiver is the side of a transport the tests read from.
+type receiver interface {
+	ID() edict.ProcessID
+	Receive() <-chan wire.Message
+}
+
+func recv(t *testing.T, tr receiver, within time.Duration) wire.Message {
 	t.Helper()
 	select {
 	case m, ok := <-tr.Receive():
@@ -55,10 +63,10 @@ func recv(t *testing.T, tr Transport, within time.Duration) Message {
 	case <-time.After(within):
 		t.Fatalf("%v received nothing within %v", tr.ID(), within)
 	}
-	return Message{}
+	return wire.Message{}
 }
 
-func expectNothing(t *testing.T, tr Transport, within time.Duration) {
+func expectNothing(t *testing.T, tr receiver, within time.Duration) {
 	t.Helper()
 	select {
 	case m := <-tr.Receive():
@@ -70,21 +78,21 @@ func expectNothing(t *testing.T, tr Transport, within time.Duration) {
 func TestTCPDeliversEveryKind(t *testing.T) {
 	t.Parallel()
 	n := newTCPNodes(t, 2, nil)
-	want := sampleMessages()
+	want := wiretest.Messages()
 	for _, m := range want {
 		if err := n[0].Send(ctxT(t, time.Second), 2, m); err != nil {
 			t.Fatalf("send %v: %v", m, err)
 		}
 	}
-	var got []Message
+	var got []wire.Message
 	for range want {
 		got = append(got, recv(t, n[1], 5*time.Second))
 	}
 	// Appends and control messages travel on different connections, so
 	// only the order within each lane is kept.
-	key := func(m Message) string { return fmt.Sprintf("%#v", m) }
+	key := func(m wire.Message) string { return fmt.Sprintf("%#v", m) }
 	for _, m := range want {
-		i := slices.IndexFunc(got, func(g Message) bool { return reflect.DeepEqual(g, m) })
+		i := slices.IndexFunc(got, func(g wire.Message) bool { return reflect.DeepEqual(g, m) })
 		if i < 0 {
 			t.Fatalf("message %s never arrived", key(m))
 		}
@@ -96,17 +104,17 @@ func TestTCPDeliversEveryKind(t *testing.T) {
 func TestTCPSendToSelfAndUnknown(t *testing.T) {
 	t.Parallel()
 	n := newTCPNodes(t, 1, nil)
-	if err := n[0].Send(ctxT(t, time.Second), 1, LeaseMessage(testLease(1, 1))); err != nil {
+	if err := n[0].Send(ctxT(t, time.Second), 1, wire.LeaseMessage(wiretest.Lease(1, 1))); err != nil {
 		t.Fatal(err)
 	}
 	if m := recv(t, n[0], time.Second); m.Lease == nil || m.From != 1 {
 		t.Fatalf("loopback delivered %v", m)
 	}
-	err := n[0].Send(ctxT(t, time.Second), 9, LeaseMessage(testLease(1, 9)))
+	err := n[0].Send(ctxT(t, time.Second), 9, wire.LeaseMessage(wiretest.Lease(1, 9)))
 	if !errors.Is(err, ErrUnknownPeer) {
 		t.Fatalf("send to unknown peer: %v, want ErrUnknownPeer", err)
 	}
-	err = n[0].Send(ctxT(t, time.Second), 9, LeaseMessage(testLease(3, 9)))
+	err = n[0].Send(ctxT(t, time.Second), 9, wire.LeaseMessage(wiretest.Lease(3, 9)))
 	if err == nil || !strings.Contains(err.Error(), "message from p3") {
 		t.Fatalf("send of a message from another process: %v", err)
 	}
@@ -119,12 +127,12 @@ func TestTCPLeaseNotBehindAppends(t *testing.T) {
 	t.Parallel()
 	n := newTCPNodes(t, 2, func(c *TCPConfig) { c.AppendWindow = 8 })
 	for i := range 8 {
-		if err := n[0].Send(ctxT(t, time.Second), 2, Message{Append: testAppend(uint64(i*4), 4, 1024)}); err != nil {
+		if err := n[0].Send(ctxT(t, time.Second), 2, wire.Message{Append: wiretest.Append(uint64(i*4), 4, 1024)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	waitFor(t, "appends queued at the receiver", func() bool { return len(n[1].inbox.appends) >= 7 })
-	if err := n[0].Send(ctxT(t, time.Second), 2, LeaseMessage(testLease(1, 2))); err != nil {
+	if err := n[0].Send(ctxT(t, time.Second), 2, wire.LeaseMessage(wiretest.Lease(1, 2))); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "lease message queued at the receiver", func() bool { return len(n[1].inbox.control) == 1 })
@@ -160,7 +168,7 @@ func TestTCPAppendWindow(t *testing.T) {
 	var err error
 	for sent < 100 {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		err = n[0].Send(ctx, 2, Message{Append: testAppend(uint64(sent), 1, 64)})
+		err = n[0].Send(ctx, 2, wire.Message{Append: wiretest.Append(uint64(sent), 1, 64)})
 		cancel()
 		if err != nil {
 			break
@@ -181,7 +189,7 @@ func TestTCPAppendWindow(t *testing.T) {
 			t.Fatalf("append %d: got %v", i, m)
 		}
 	}
-	if err := n[0].Send(ctxT(t, time.Second), 2, Message{Append: testAppend(999, 1, 64)}); err != nil {
+	if err := n[0].Send(ctxT(t, time.Second), 2, wire.Message{Append: wiretest.Append(999, 1, 64)}); err != nil {
 		t.Fatalf("send after the receiver caught up: %v", err)
 	}
 	if m := recv(t, n[1], 2*time.Second); m.Append == nil || m.Append.PrevIndex != 999 {
@@ -192,7 +200,7 @@ func TestTCPAppendWindow(t *testing.T) {
 func TestTCPRefusesOversizedAppendAtSender(t *testing.T) {
 	t.Parallel()
 	n := newTCPNodes(t, 2, func(c *TCPConfig) { c.MaxFrameSize = 64 << 10 })
-	err := n[0].Send(ctxT(t, time.Second), 2, Message{Append: testAppend(0, 2, 40<<10)})
+	err := n[0].Send(ctxT(t, time.Second), 2, wire.Message{Append: wiretest.Append(0, 2, 40<<10)})
 	if !errors.Is(err, ErrFrameTooLarge) {
 		t.Fatalf("oversized append: %v, want ErrFrameTooLarge", err)
 	}
@@ -211,7 +219,7 @@ func TestTCPWrongClusterRefused(t *testing.T) {
 	t.Cleanup(func() { intruder.Close() })
 	intruder.AddPeer(2, good[1].LocalAddr())
 	for range 5 {
-		if err := intruder.Send(ctxT(t, time.Second), 2, LeaseMessage(testLease(3, 2))); err != nil {
+		if err := intruder.Send(ctxT(t, time.Second), 2, wire.LeaseMessage(wiretest.Lease(3, 2))); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(60 * time.Millisecond) // let the lane retry after its backoff
@@ -220,7 +228,7 @@ func TestTCPWrongClusterRefused(t *testing.T) {
 	lb.waitLog(t, "cannot connect to peer", "refused the connection", "cluster id mismatch")
 	expectNothing(t, good[1], 300*time.Millisecond)
 	// A member of the cluster still gets through.
-	if err := good[0].Send(ctxT(t, time.Second), 2, LeaseMessage(testLease(1, 2))); err != nil {
+	if err := good[0].Send(ctxT(t, time.Second), 2, wire.LeaseMessage(wiretest.Lease(1, 2))); err != nil {
 		t.Fatal(err)
 	}
 	if m := recv(t, good[1], 2*time.Second); m.From != 1 {
@@ -233,7 +241,7 @@ func TestTCPWrongClusterRefused(t *testing.T) {
 func TestTCPReconnects(t *testing.T) {
 	t.Parallel()
 	n := newTCPNodes(t, 2, nil)
-	if err := n[0].Send(ctxT(t, time.Second), 2, LeaseMessage(testLease(1, 2))); err != nil {
+	if err := n[0].Send(ctxT(t, time.Second), 2, wire.LeaseMessage(wiretest.Lease(1, 2))); err != nil {
 		t.Fatal(err)
 	}
 	recv(t, n[1], 2*time.Second)
@@ -241,14 +249,14 @@ func TestTCPReconnects(t *testing.T) {
 	if _, ok := <-n[1].Receive(); ok {
 		t.Fatal("Receive not closed by Close")
 	}
-	if err := n[1].Send(ctxT(t, time.Second), 1, LeaseMessage(testLease(2, 1))); !errors.Is(err, ErrClosed) {
+	if err := n[1].Send(ctxT(t, time.Second), 1, wire.LeaseMessage(wiretest.Lease(2, 1))); !errors.Is(err, ErrClosed) {
 		t.Fatalf("send after Close: %v", err)
 	}
 	b := newTCPNodes(t, 2, nil)[1] // a fresh p2
 	n[0].AddPeer(2, b.LocalAddr())
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if err := n[0].Send(ctxT(t, time.Second), 2, Message{Append: testAppend(1, 1, 8)}); err != nil {
+		if err := n[0].Send(ctxT(t, time.Second), 2, wire.Message{Append: wiretest.Append(1, 1, 8)}); err != nil {
 			t.Fatal(err)
 		}
 		select {

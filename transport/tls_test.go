@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
+	"github.com/edictlog/edictlog/wire/wiretest"
 )
 
 // testCA is a certificate authority made for one test; nothing is checked
@@ -108,13 +110,13 @@ func TestTCPMutualTLS(t *testing.T) {
 	b := newTLSNode(t, 2, ca.issue(t, "b"))
 	a.AddPeer(2, b.LocalAddr())
 	b.AddPeer(1, a.LocalAddr())
-	if err := a.Send(ctxT(t, time.Second), 2, LeaseMessage(testLease(1, 2))); err != nil {
+	if err := a.Send(ctxT(t, time.Second), 2, wire.LeaseMessage(wiretest.Lease(1, 2))); err != nil {
 		t.Fatal(err)
 	}
 	if m := recv(t, b, 5*time.Second); m.From != 1 {
 		t.Fatalf("got %v", m)
 	}
-	if err := b.Send(ctxT(t, time.Second), 1, Message{Append: testAppend(0, 4, 100)}); err != nil {
+	if err := b.Send(ctxT(t, time.Second), 1, wire.Message{Append: wiretest.Append(0, 4, 100)}); err != nil {
 		t.Fatal(err)
 	}
 	if m := recv(t, a, 5*time.Second); m.Append == nil {
@@ -129,7 +131,7 @@ func TestTCPMutualTLS(t *testing.T) {
 		intruder := newTLSNode(t, 3, files)
 		intruder.AddPeer(2, b.LocalAddr())
 		for range 3 {
-			intruder.Send(ctxT(t, time.Second), 2, LeaseMessage(testLease(3, 2)))
+			intruder.Send(ctxT(t, time.Second), 2, wire.LeaseMessage(wiretest.Lease(3, 2)))
 			time.Sleep(60 * time.Millisecond)
 		}
 		// Go's client sends no certificate the server's CA list does not
@@ -153,7 +155,7 @@ func TestTCPMutualTLS(t *testing.T) {
 		}
 		defer c.Close()
 		h, _ := encodeFrame("hello", &hello{Cluster: "test", From: 6, To: 2, Lane: uint8(laneControl)}, maxHandshakeFrame)
-		m, _ := encodeMessageFrame(LeaseMessage(testLease(6, 2)), DefaultMaxFrameSize)
+		m, _ := encodeMessageFrame(wire.LeaseMessage(wiretest.Lease(6, 2)), DefaultMaxFrameSize)
 		c.Write(append(h, m...))
 		expectClosed(t, c)
 		t.Log(b.log.waitLog(t, "refusing connection", "TLS handshake failed", "certificate signed by unknown authority"))
@@ -172,7 +174,7 @@ func TestTCPMutualTLS(t *testing.T) {
 		}
 		defer c.Close()
 		h, _ := encodeFrame("hello", &hello{Cluster: "test", From: 4, To: 2, Lane: uint8(laneControl)}, maxHandshakeFrame)
-		m, _ := encodeMessageFrame(LeaseMessage(testLease(4, 2)), DefaultMaxFrameSize)
+		m, _ := encodeMessageFrame(wire.LeaseMessage(wiretest.Lease(4, 2)), DefaultMaxFrameSize)
 		c.Write(append(h, m...))
 		expectClosed(t, c)
 		t.Log(b.log.waitLog(t, "refusing connection", "TLS handshake failed", "client didn't provide a certificate"))
@@ -182,7 +184,7 @@ func TestTCPMutualTLS(t *testing.T) {
 		t.Parallel()
 		plain := newTCPNodes(t, 1, func(c *TCPConfig) { c.ID = 5 })[0]
 		plain.AddPeer(2, b.LocalAddr())
-		plain.Send(ctxT(t, time.Second), 2, LeaseMessage(testLease(5, 2)))
+		plain.Send(ctxT(t, time.Second), 2, wire.LeaseMessage(wiretest.Lease(5, 2)))
 		b.log.waitLog(t, "refusing connection", "TLS handshake failed")
 		plain.log.waitLog(t, "cannot connect to peer", "peer=p2")
 		expectNothingFrom(t, b, 5, 300*time.Millisecond)
@@ -191,7 +193,7 @@ func TestTCPMutualTLS(t *testing.T) {
 
 // expectNothingFrom fails if tr receives a message from the given sender
 // (other subtests share tr, so messages from others are let through).
-func expectNothingFrom(t *testing.T, tr Transport, from edict.ProcessID, within time.Duration) {
+func expectNothingFrom(t *testing.T, tr receiver, from edict.ProcessID, within time.Duration) {
 	t.Helper()
 	deadline := time.After(within)
 	for {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/storage/storagetest"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // Appender is one store under test, appending batches of batch entries.
@@ -59,7 +60,7 @@ var RaftBoltDBNoFreelistSync = Contender{Name: "raft-boltdb+nofreelistsync", Ope
 
 type edictlogAppender struct {
 	s  *storage.BoltStore
-	es []storage.Entry
+	es []wire.Entry
 }
 
 func openEdictlog(path string, batch, size int) (Appender, error) {
@@ -74,7 +75,7 @@ func (a *edictlogAppender) Append(next uint64) error {
 	for i := range a.es {
 		a.es[i].Index = next + uint64(i)
 	}
-	return a.s.StoreBatch(storage.Batch{Entries: a.es})
+	return a.s.StoreBatch(wire.Batch{Entries: a.es})
 }
 
 func (a *edictlogAppender) PageWrites() int64 {

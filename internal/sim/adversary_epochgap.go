@@ -8,8 +8,7 @@ import (
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/log"
-	"github.com/edictlog/edictlog/storage"
-	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // The epoch-gap adversary (LogScenario.EpochGap): a member X of three
@@ -96,7 +95,7 @@ type epochGap struct {
 	members []edict.ProcessID // G's members
 	next    []edict.ProcessID // N's members
 	holders []edict.ProcessID // followers of G that get N's stop edict from L
-	held    []transport.Message
+	held    []wire.Message
 	expiry  edict.Time // L's lease expiry when N's stop edict was first sent
 	tickAt  int64      // X's core's next tick from the adversary (learn)
 
@@ -134,7 +133,7 @@ func (r *lrun) scheduleEpochGap() {
 
 // intercept carries out the plan on m as it is sent; it reports whether
 // it dropped or held m.
-func (a *epochGap) intercept(m transport.Message) bool {
+func (a *epochGap) intercept(m wire.Message) bool {
 	if a == nil {
 		return false
 	}
@@ -181,14 +180,14 @@ func (a *epochGap) intercept(m transport.Message) bool {
 
 // watch looks for the stop edicts that begin G and N in a leader's
 // append.
-func (a *epochGap) watch(m transport.Message) {
+func (a *epochGap) watch(m wire.Message) {
 	r := a.r
 	p := r.procs[m.From]
 	for _, e := range m.Append.Entries {
-		if storage.EntryKind(e.Kind) != storage.EntryStop {
+		if wire.EntryKind(e.Kind) != wire.EntryStop {
 			continue
 		}
-		mem, err := log.DecodeMembership(e.Data)
+		mem, err := wire.DecodeMembership(e.Data)
 		if err != nil {
 			a.giveUp(fmt.Sprintf("stop edict %d does not decode: %v", e.Index, err))
 			return

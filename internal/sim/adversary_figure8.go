@@ -6,8 +6,7 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
-	"github.com/edictlog/edictlog/storage"
-	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // The Figure 8 adversary (LogScenario.Figure8) plays, before GST, the
@@ -172,7 +171,7 @@ func (a *figure8) arm() {
 // lose is the adversary's view of every message sent: it reports whether
 // the message is lost, and moves the round on when a message shows that
 // its step is done.
-func (a *figure8) lose(m transport.Message) bool {
+func (a *figure8) lose(m wire.Message) bool {
 	if a == nil || a.stage == figure8Idle || a.r.w.now >= a.r.gst {
 		return false
 	}
@@ -225,7 +224,7 @@ func (a *figure8) lose(m transport.Message) bool {
 // delivered sees every message handed to a live process, after it took
 // it. In step 3 it counts the acknowledgements the returning leader
 // received: one that was sent may still be lost on the way.
-func (a *figure8) delivered(m transport.Message) {
+func (a *figure8) delivered(m wire.Message) {
 	if a == nil || a.stage != figure8Return || a.moving || a.returning == nil || a.r.w.now >= a.r.gst {
 		return
 	}
@@ -254,13 +253,13 @@ func (a *figure8) delivered(m transport.Message) {
 
 // carriesReignStart reports whether ap carries its own reign's
 // reign-start edict.
-func (a *figure8) carriesReignStart(ap *transport.Append) bool { return a.reignStartIndex(ap) != 0 }
+func (a *figure8) carriesReignStart(ap *wire.Append) bool { return a.reignStartIndex(ap) != 0 }
 
 // reignStartIndex is the index of ap's own reign's reign-start edict, if
 // ap carries it, or 0.
-func (*figure8) reignStartIndex(ap *transport.Append) uint64 {
+func (*figure8) reignStartIndex(ap *wire.Append) uint64 {
 	for _, e := range ap.Entries {
-		if e.Kind == transport.EntryKind(storage.EntryReignStart) && e.Stamp.Equal(ap.Reign) {
+		if e.Kind == wire.EntryKind(wire.EntryReignStart) && e.Stamp.Equal(ap.Reign) {
 			return e.Index
 		}
 	}

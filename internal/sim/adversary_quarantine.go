@@ -7,7 +7,7 @@ import (
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/log"
-	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // The forgotten-grant adversary: a granter that restarts within its grant
@@ -88,7 +88,7 @@ type forgottenGrant struct {
 	// delayed: A's appends to q, from shortly before B's campaign until
 	// q's restart, wait in the network and arrive after it.
 	delaying bool
-	delayed  []transport.Message
+	delayed  []wire.Message
 	until    int64
 
 	// The grants to A, as the messages tell them: A's requests carry δ,
@@ -230,7 +230,7 @@ func (r *lrun) grantEnd(pl *forgottenGrant, id edict.ProcessID) int64 {
 
 // deliverAfterGrant delivers B's request m to s once s's grant to A has
 // ended: at the moment it does (a clock rate change may move it).
-func (r *lrun) deliverAfterGrant(pl *forgottenGrant, m transport.Message) {
+func (r *lrun) deliverAfterGrant(pl *forgottenGrant, m wire.Message) {
 	s := r.procs[m.To]
 	if f, ok := pl.finish[s.id]; ok && f.Incarnation == s.inc && s.now(r.w.now).Before(f) {
 		r.w.at(max(s.clock.realAt(f.Nanos), r.w.now+1), func() { r.deliverAfterGrant(pl, m) })
@@ -288,7 +288,7 @@ func (r *lrun) endForgottenGrant(pl *forgottenGrant) {
 
 // quarantineIntercept carries out the plan on a message as it is sent;
 // it reports whether it dropped or held m.
-func (r *lrun) quarantineIntercept(m transport.Message) bool {
+func (r *lrun) quarantineIntercept(m wire.Message) bool {
 	a := r.quarantine
 	if a == nil || a.plan == nil || r.w.now >= r.gst {
 		return false

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // The replay adversary: acknowledgements that arrive again, late, in a
@@ -53,7 +53,7 @@ import (
 type replayAdversary struct {
 	// kept[to][from] are copies of the successful AppendReplies from sent
 	// to to, one per reign (the furthest-reaching), oldest first.
-	kept map[edict.ProcessID]map[edict.ProcessID][]transport.Message
+	kept map[edict.ProcessID]map[edict.ProcessID][]wire.Message
 	// reigns is the reign each process last sent appends in: an append of
 	// another reign is the first of a new one.
 	reigns map[edict.ProcessID]edict.Stamp
@@ -81,7 +81,7 @@ func (r *lrun) scheduleReplay() {
 	if r.sc.LostTailEvery == 0 && r.sc.StaleReplies == 0 {
 		return
 	}
-	r.replay = &replayAdversary{kept: map[edict.ProcessID]map[edict.ProcessID][]transport.Message{},
+	r.replay = &replayAdversary{kept: map[edict.ProcessID]map[edict.ProcessID][]wire.Message{},
 		reigns: map[edict.ProcessID]edict.Stamp{}}
 	if r.sc.LostTailEvery > 0 {
 		// A plan lasts up to lostTailSpan; none starts so late that it
@@ -101,7 +101,7 @@ const lostTailSpan = 2 * time.Second
 // replayIntercept sees every message a process sends, before the network
 // does. It keeps copies of acknowledgements, replays them into new reigns,
 // and carries out the lost-tail plan; it reports whether it dropped m.
-func (r *lrun) replayIntercept(m transport.Message) bool {
+func (r *lrun) replayIntercept(m wire.Message) bool {
 	a := r.replay
 	if a == nil || r.w.now >= r.gst {
 		return false
@@ -129,10 +129,10 @@ func (r *lrun) replayIntercept(m transport.Message) bool {
 
 // keep stores a copy of a successful AppendReply: the one reaching
 // furthest of its reign, for each (leader, follower).
-func (a *replayAdversary) keep(m transport.Message) {
+func (a *replayAdversary) keep(m wire.Message) {
 	byFrom := a.kept[m.To]
 	if byFrom == nil {
-		byFrom = map[edict.ProcessID][]transport.Message{}
+		byFrom = map[edict.ProcessID][]wire.Message{}
 		a.kept[m.To] = byFrom
 	}
 	list := byFrom[m.From]
@@ -151,7 +151,7 @@ func (a *replayAdversary) keep(m transport.Message) {
 	byFrom[m.From] = list
 }
 
-func copyReply(m transport.Message) transport.Message {
+func copyReply(m wire.Message) wire.Message {
 	rep := *m.AppendReply
 	m.AppendReply = &rep
 	return m
@@ -163,7 +163,7 @@ func copyReply(m transport.Message) transport.Message {
 // and the follower does not hold that edict, arrives right after the
 // leader has stored the edict (the next event: the Ready cycle under way
 // stores it).
-func (r *lrun) replayIntoReign(m transport.Message) {
+func (r *lrun) replayIntoReign(m wire.Message) {
 	a := r.replay
 	p := r.procs[m.From]
 	inPlan := a.plan != nil && a.plan.leader == p && p.inc > a.plan.inc
@@ -177,9 +177,9 @@ func (r *lrun) replayIntoReign(m transport.Message) {
 			start = e.Index
 		}
 	}
-	var replays []transport.Message
+	var replays []wire.Message
 	for _, from := range r.ids {
-		var best *transport.Message
+		var best *wire.Message
 		for _, k := range a.kept[p.id][from] {
 			if k.AppendReply.Reign.Equal(reign) || k.AppendReply.LastIndex < start {
 				continue
@@ -207,7 +207,7 @@ func (r *lrun) replayIntoReign(m transport.Message) {
 // after this append left. The leader must be the lowest id of its epoch's
 // members, so that once back it is every remaining process's weak leader
 // (LowestLive) and leads the next reign.
-func (r *lrun) maybeLoseTail(m transport.Message) {
+func (r *lrun) maybeLoseTail(m wire.Message) {
 	a := r.replay
 	p := r.procs[m.From]
 	if len(m.Append.Entries) == 0 || !p.up || p.frozenUntil > r.w.now || !p.core.CanServeLease(p.now(r.w.now)) {
@@ -237,7 +237,7 @@ func (r *lrun) maybeLoseTail(m transport.Message) {
 // lostTailFilter carries out the plan on m: the tail reaches the holders
 // only, and the holders are cut off from everyone afterwards. It reports
 // whether m is dropped.
-func (r *lrun) lostTailFilter(m transport.Message) bool {
+func (r *lrun) lostTailFilter(m wire.Message) bool {
 	pl := r.replay.plan
 	if r.w.now >= pl.until {
 		r.replay.plan = nil

@@ -6,9 +6,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
-	"github.com/edictlog/edictlog/storage"
-	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // The stop-isolation adversary (LogScenario.StopIsolation): the old
@@ -141,7 +139,7 @@ func (a *stopIsolation) keepsDown(p *lproc) bool {
 
 // intercept carries out the plan on m as it is sent; it reports whether
 // it dropped m.
-func (a *stopIsolation) intercept(m transport.Message) bool {
+func (a *stopIsolation) intercept(m wire.Message) bool {
 	if a == nil {
 		return false
 	}
@@ -174,14 +172,14 @@ func (a *stopIsolation) intercept(m transport.Message) bool {
 }
 
 // watch looks for the aimed-at stop edict in a leader's append.
-func (a *stopIsolation) watch(m transport.Message) {
+func (a *stopIsolation) watch(m wire.Message) {
 	r := a.r
 	if m.Append == nil {
 		return
 	}
 	p := r.procs[m.From]
 	for _, e := range m.Append.Entries {
-		if storage.EntryKind(e.Kind) != storage.EntryStop || e.Index <= a.stop {
+		if wire.EntryKind(e.Kind) != wire.EntryStop || e.Index <= a.stop {
 			continue
 		}
 		a.stop = e.Index // a stop edict seen: the next one has a higher index
@@ -193,7 +191,7 @@ func (a *stopIsolation) watch(m transport.Message) {
 			a.giveUp("the stop edict came too close to GST")
 			return
 		}
-		mem, err := log.DecodeMembership(e.Data)
+		mem, err := wire.DecodeMembership(e.Data)
 		if err != nil {
 			a.giveUp(fmt.Sprintf("stop edict %d does not decode: %v", e.Index, err))
 			return

@@ -2,7 +2,7 @@ package sim
 
 import (
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/storage"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // The log's safety checks against ground truth, run after every call into
@@ -118,12 +118,12 @@ func (r *lrun) checkOneLeader(p *lproc) {
 
 // checkStored runs when p's store takes a batch: the acceptedReign it
 // stores never goes back (across restarts too: the maximum lives in lrun).
-func (r *lrun) checkStored(p *lproc, b storage.Batch) {
-	v, ok := b.Stable[storage.KeyAcceptedReign]
+func (r *lrun) checkStored(p *lproc, b wire.Batch) {
+	v, ok := b.Stable[wire.KeyAcceptedReign]
 	if !ok {
 		return
 	}
-	reign, err := storage.DecodeStamp(storage.KeyAcceptedReign, v)
+	reign, err := wire.DecodeStamp(wire.KeyAcceptedReign, v)
 	if err != nil {
 		r.fail("%v stored an undecodable acceptedReign: %v", p.id, err)
 		return

@@ -7,7 +7,7 @@ import (
 
 	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
-	"github.com/edictlog/edictlog/storage"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // runClient issues one operation at a time until the end of the run.
@@ -98,7 +98,7 @@ func (r *lrun) submit(p *lproc, op *clientOp) {
 			return
 		}
 		appended := false
-		d.Propose(storage.EntryCommand, data, func(res log.ApplyResult, err error) {
+		d.Propose(wire.EntryCommand, data, func(res log.ApplyResult, err error) {
 			switch {
 			case err == nil:
 				r.completeWrite(op, res.Response)

@@ -8,7 +8,7 @@ import (
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/log"
-	"github.com/edictlog/edictlog/storage"
+	"github.com/edictlog/edictlog/wire"
 )
 
 func (r *lrun) schedule() {
@@ -253,19 +253,19 @@ func (r *lrun) membershipPlan() {
 			if !p.started {
 				r.start(p)
 			}
-			if r.proposeAdmin(l, func(now edict.Time) (storage.Entry, error) { return l.core.AddLearner(now, newID, "sim") }) {
+			if r.proposeAdmin(l, func(now edict.Time) (wire.Entry, error) { return l.core.AddLearner(now, newID, "sim") }) {
 				step++
 			}
 		case 1:
 			if st.Match[newID] >= st.Commit && st.Commit > 0 {
-				if r.proposeAdmin(l, func(now edict.Time) (storage.Entry, error) { return l.core.Promote(now, newID) }) {
+				if r.proposeAdmin(l, func(now edict.Time) (wire.Entry, error) { return l.core.Promote(now, newID) }) {
 					step++
 				}
 			}
 		case 2:
 			if slices.Contains(st.Members, newID) && len(st.Members) == r.sc.N+1 {
 				victim := st.Members[0]
-				if r.proposeAdmin(l, func(now edict.Time) (storage.Entry, error) { return l.core.Remove(now, victim) }) {
+				if r.proposeAdmin(l, func(now edict.Time) (wire.Entry, error) { return l.core.Remove(now, victim) }) {
 					round, step = round+1, 0
 				}
 			}
@@ -276,7 +276,7 @@ func (r *lrun) membershipPlan() {
 // proposeAdmin appends a membership edict through l's Driver, as
 // log.Node's AddLearner, Promote and Remove do, and reports whether it was
 // appended (its outcome comes later, like any write's).
-func (r *lrun) proposeAdmin(l *lproc, f func(now edict.Time) (storage.Entry, error)) bool {
+func (r *lrun) proposeAdmin(l *lproc, f func(now edict.Time) (wire.Entry, error)) bool {
 	appended := false
 	r.call(l, func(d *log.Driver) {
 		refused := false

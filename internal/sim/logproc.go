@@ -13,7 +13,7 @@ import (
 	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
-	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // lproc is one simulated process of the replicated log. It runs what
@@ -38,11 +38,11 @@ type lproc struct {
 	detector elect.Detector
 	rng      *rand.Rand
 
-	applied     uint64        // what the state machine holds
-	lastApplied storage.Entry // the last entry applied, for snapshot metadata
+	applied     uint64     // what the state machine holds
+	lastApplied wire.Entry // the last entry applied, for snapshot metadata
 	// snapPos is the newest snapshot in snaps: what the stores cover
 	// without the log.
-	snapPos storage.Position
+	snapPos wire.Position
 	tick    tickTimer
 	started bool
 
@@ -96,13 +96,13 @@ type simEnv struct {
 	p *lproc
 }
 
-func (e simEnv) Send(m transport.Message) {
+func (e simEnv) Send(m wire.Message) {
 	if e.p.up {
 		e.r.send(m)
 	}
 }
 
-func (e simEnv) StoreBatch(b storage.Batch) error {
+func (e simEnv) StoreBatch(b wire.Batch) error {
 	r, p := e.r, e.p
 	if !p.up {
 		return errCrashed
@@ -125,7 +125,7 @@ func (e simEnv) StoreBatch(b storage.Batch) error {
 	return nil
 }
 
-func (e simEnv) Apply(es []storage.Entry) {
+func (e simEnv) Apply(es []wire.Entry) {
 	r, p := e.r, e.p
 	if p.up && p.crashAt == crashBeforeApply {
 		r.crashNow(p)
@@ -193,25 +193,25 @@ func (p *lproc) now(t int64) edict.Time { return p.clock.read(t, p.inc) }
 
 // newestSnapshot returns the newest snapshot p's store holds, with its
 // bytes.
-func (p *lproc) newestSnapshot() (storage.SnapshotMeta, []byte, bool) {
+func (p *lproc) newestSnapshot() (wire.SnapshotMeta, []byte, bool) {
 	metas, err := p.snaps.List()
 	if err != nil || len(metas) == 0 {
-		return storage.SnapshotMeta{}, nil, false
+		return wire.SnapshotMeta{}, nil, false
 	}
 	_, rc, err := p.snaps.Open(metas[0].ID)
 	if err != nil {
-		return storage.SnapshotMeta{}, nil, false
+		return wire.SnapshotMeta{}, nil, false
 	}
 	defer rc.Close()
 	data, err := io.ReadAll(rc)
 	if err != nil {
-		return storage.SnapshotMeta{}, nil, false
+		return wire.SnapshotMeta{}, nil, false
 	}
 	return metas[0], data, true
 }
 
 // saveSnapshot stores data as a snapshot with meta in p's snapshot store.
-func (p *lproc) saveSnapshot(meta storage.SnapshotMeta, data []byte) error {
+func (p *lproc) saveSnapshot(meta wire.SnapshotMeta, data []byte) error {
 	sink, err := p.snaps.Create(meta)
 	if err != nil {
 		return err
@@ -223,7 +223,7 @@ func (p *lproc) saveSnapshot(meta storage.SnapshotMeta, data []byte) error {
 	if err := sink.Close(); err != nil {
 		return err
 	}
-	p.snapPos = storage.Position{Index: meta.Index, Stamp: meta.Stamp}
+	p.snapPos = wire.Position{Index: meta.Index, Stamp: meta.Stamp}
 	return nil
 }
 

@@ -13,7 +13,7 @@ import (
 	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
-	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // LogResult is what one run of the replicated log found.
@@ -49,7 +49,7 @@ type lrun struct {
 	gst   int64
 	end   int64
 
-	epoch0    storage.EpochConfig
+	epoch0    wire.EpochConfig
 	committed map[uint64]edict.Stamp // ground truth: index → the one stamp committed there
 	violation string
 
@@ -107,7 +107,7 @@ func RunLog(sc LogScenario, seed uint64) (res LogResult) {
 	for i := range sc.N {
 		r.ids = append(r.ids, edict.ProcessID(i+1))
 	}
-	r.epoch0 = storage.EpochConfig{Epoch: 0, Members: slices.Clone(r.ids)}
+	r.epoch0 = wire.EpochConfig{Epoch: 0, Members: slices.Clone(r.ids)}
 	r.epochMembers[0] = r.epoch0.Members
 	for k := range sc.Replacements {
 		r.ids = append(r.ids, edict.ProcessID(sc.N+1+k))
@@ -163,7 +163,7 @@ func (r *lrun) start(p *lproc) {
 		r.fail("%v cannot restart: %v", p.id, err)
 		return
 	}
-	p.inc, p.kv, p.applied, p.snapPos, p.lastApplied = rec.Incarnation, kv, rec.Applied, rec.State.Snapshot, storage.Entry{}
+	p.inc, p.kv, p.applied, p.snapPos, p.lastApplied = rec.Incarnation, kv, rec.Applied, rec.State.Snapshot, wire.Entry{}
 	members := rec.State.Epochs[len(rec.State.Epochs)-1].Members
 	p.detector = r.sc.newDetector(p.id, members, p.inc)
 	core, err := log.NewCore(log.CoreConfig{ID: p.id, MaxAppendEntries: r.sc.MaxAppendEntries, Elect: elect.Config{
@@ -244,7 +244,7 @@ func (r *lrun) crashNow(p *lproc) {
 	r.crash(p, down)
 }
 
-func (r *lrun) send(m transport.Message) {
+func (r *lrun) send(m wire.Message) {
 	if err := m.Validate(); err != nil {
 		r.fail("%v sent an invalid message %v: %v", m.From, m, err)
 		return
@@ -270,7 +270,7 @@ func (r *lrun) send(m transport.Message) {
 }
 
 // deliver hands m to its recipient's Driver, if the recipient is up.
-func (r *lrun) deliver(m transport.Message) {
+func (r *lrun) deliver(m wire.Message) {
 	q := r.procs[m.To]
 	if q == nil || !q.up {
 		return
@@ -285,7 +285,7 @@ func (r *lrun) deliver(m transport.Message) {
 
 // applyEntry applies e to p's state machine and checks that no other
 // entry was ever committed at its index and that applies are gapless.
-func (r *lrun) applyEntry(p *lproc, e storage.Entry) (log.ApplyResult, bool) {
+func (r *lrun) applyEntry(p *lproc, e wire.Entry) (log.ApplyResult, bool) {
 	if st, ok := r.committed[e.Index]; ok && !st.Equal(e.Stamp) {
 		r.fail("log safety: index %d committed as %v at one process and applied as %v at %v", e.Index, st, e.Stamp, p.id)
 		return log.ApplyResult{}, false
@@ -296,7 +296,7 @@ func (r *lrun) applyEntry(p *lproc, e storage.Entry) (log.ApplyResult, bool) {
 		return log.ApplyResult{}, false
 	}
 	fe := fsm.Entry{Index: e.Index, Stamp: e.Stamp}
-	if e.Kind == storage.EntryCommand {
+	if e.Kind == wire.EntryCommand {
 		fe.Data = e.Data
 	}
 	res := p.kv.Apply(fe)
@@ -325,8 +325,8 @@ func (r *lrun) takeSnapshot(p *lproc) {
 	}
 	st := p.core.Status(p.d.Now())
 	e := p.lastApplied
-	meta := storage.SnapshotMeta{Index: e.Index, Reign: e.Reign, Stamp: e.Stamp,
-		Config: storage.EpochConfig{Epoch: st.Epoch, Members: st.Members, Learners: st.Learners}}
+	meta := wire.SnapshotMeta{Index: e.Index, Reign: e.Reign, Stamp: e.Stamp,
+		Config: wire.EpochConfig{Epoch: st.Epoch, Members: st.Members, Learners: st.Learners}}
 	if err := p.saveSnapshot(meta, buf.Bytes()); err != nil {
 		r.fail("%v save snapshot: %v", p.id, err)
 		return
@@ -351,8 +351,8 @@ func (r *lrun) takeSnapshot(p *lproc) {
 // of a newer reign among them, and leaders change.
 func (r *lrun) streamSnapshot(p *lproc, peer edict.ProcessID) {
 	sm, data, ok := p.newestSnapshot()
-	pos := storage.Position{Index: sm.Index, Stamp: sm.Stamp}
-	var meta transport.SnapshotMeta
+	pos := wire.Position{Index: sm.Index, Stamp: sm.Stamp}
+	var meta wire.SnapshotHeader
 	if ok {
 		meta, ok = p.core.SnapshotMeta(pos, int64(len(data)))
 	}
@@ -396,15 +396,15 @@ func (r *lrun) streamSnapshot(p *lproc, peer edict.ProcessID) {
 			}
 			r.call(q, func(d *log.Driver) {
 				err := d.InstallSnapshot(from, meta, func() error {
-					return q.saveSnapshot(storage.SnapshotMeta{Index: meta.LastIndex, Reign: meta.Reign, Stamp: meta.LastStamp,
-						Config: storage.EpochConfig{Epoch: meta.Epoch, Members: meta.Members, Learners: meta.Learners}}, data)
+					return q.saveSnapshot(wire.SnapshotMeta{Index: meta.LastIndex, Reign: meta.Reign, Stamp: meta.LastStamp,
+						Config: wire.EpochConfig{Epoch: meta.Epoch, Members: meta.Members, Learners: meta.Learners}}, data)
 				})
 				if err == nil {
 					if rerr := q.restoreKV(data); rerr != nil {
 						r.fail("%v: restore snapshot: %v", q.id, rerr)
 						return
 					}
-					q.applied, q.lastApplied = meta.LastIndex, storage.Entry{}
+					q.applied, q.lastApplied = meta.LastIndex, wire.Entry{}
 					r.snapshots++
 					d.Applied(meta.LastIndex, nil)
 				}

@@ -2,13 +2,14 @@ package sim
 
 import (
 	"fmt"
-	"github.com/edictlog/edictlog/elect"
 	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/edictlog/edictlog/elect"
 )
 
 // seeds returns how many seeds to run: EDICT_SIM_SEEDS, or def.

@@ -10,7 +10,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/storage"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // Stamp returns a well-formed stamp of epoch over processes 1..3 whose
@@ -27,11 +27,11 @@ func Stamp(epoch, seq uint64) edict.Stamp {
 
 // Entries returns n command entries from index from, of reign, each with
 // size bytes of data derived from its index (so a test can recompute them).
-func Entries(from uint64, n int, reign edict.Stamp, size int) []storage.Entry {
-	es := make([]storage.Entry, n)
+func Entries(from uint64, n int, reign edict.Stamp, size int) []wire.Entry {
+	es := make([]wire.Entry, n)
 	for i := range es {
 		idx := from + uint64(i)
-		es[i] = storage.Entry{Index: idx, Reign: reign, Stamp: Stamp(reign.Epoch, idx), Kind: storage.EntryCommand, Data: Data(idx, size)}
+		es[i] = wire.Entry{Index: idx, Reign: reign, Stamp: Stamp(reign.Epoch, idx), Kind: wire.EntryCommand, Data: Data(idx, size)}
 	}
 	return es
 }

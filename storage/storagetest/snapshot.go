@@ -11,13 +11,14 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/storage"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // SnapshotHarness tells RunSnapshotStore how to get snapshot stores.
 type SnapshotHarness struct {
 	// Open returns the store kept in dir that retains retain snapshots.
 	// Each subtest gets its own empty dir and may reopen it.
-	Open func(t testing.TB, dir string, retain int) storage.SnapshotStore
+	Open func(t testing.TB, dir string, retain int) SnapshotStore
 	// Durable says a store reopened on the same dir lists the same
 	// snapshots.
 	Durable bool
@@ -44,17 +45,17 @@ func RunSnapshotStore(t *testing.T, h SnapshotHarness) {
 }
 
 // SnapMeta returns snapshot metadata for index over processes 1..3.
-func SnapMeta(index uint64) storage.SnapshotMeta {
-	return storage.SnapshotMeta{
+func SnapMeta(index uint64) wire.SnapshotMeta {
+	return wire.SnapshotMeta{
 		Index:  index,
 		Reign:  Stamp(1, 1),
 		Stamp:  Stamp(1, index),
-		Config: storage.EpochConfig{Epoch: 1, Members: []edict.ProcessID{1, 2, 3}},
+		Config: wire.EpochConfig{Epoch: 1, Members: []edict.ProcessID{1, 2, 3}},
 	}
 }
 
 // writeSnap creates and commits a snapshot of data, returning its ID.
-func writeSnap(t *testing.T, s storage.SnapshotStore, index uint64, data []byte) string {
+func writeSnap(t *testing.T, s SnapshotStore, index uint64, data []byte) string {
 	t.Helper()
 	sink, err := s.Create(SnapMeta(index))
 	require.NoError(t, err)
@@ -64,7 +65,7 @@ func writeSnap(t *testing.T, s storage.SnapshotStore, index uint64, data []byte)
 	return sink.ID()
 }
 
-func readSnap(t *testing.T, s storage.SnapshotStore, id string) (storage.SnapshotMeta, []byte) {
+func readSnap(t *testing.T, s SnapshotStore, id string) (wire.SnapshotMeta, []byte) {
 	t.Helper()
 	m, r, err := s.Open(id)
 	require.NoError(t, err)
@@ -133,7 +134,7 @@ func testSnapCancel(t *testing.T, h SnapshotHarness) {
 	require.NoError(t, err)
 	require.Empty(t, ms)
 	_, _, err = s.Open(sink.ID())
-	require.ErrorIs(t, err, storage.ErrNotFound)
+	require.ErrorIs(t, err, wire.ErrNotFound)
 }
 
 func testSnapOrder(t *testing.T, h SnapshotHarness) {
@@ -164,7 +165,7 @@ func testSnapRetain(t *testing.T, h SnapshotHarness) {
 	require.Equal(t, ids[3], ms[0].ID)
 	require.Equal(t, ids[2], ms[1].ID)
 	_, _, err = s.Open(ids[0])
-	require.ErrorIs(t, err, storage.ErrNotFound)
+	require.ErrorIs(t, err, wire.ErrNotFound)
 	// A snapshot open for reading survives being retired.
 	m, r, err := s.Open(ids[2])
 	require.NoError(t, err)
@@ -180,14 +181,14 @@ func testSnapNotFound(t *testing.T, h SnapshotHarness) {
 	s := h.Open(t, t.TempDir(), 2)
 	for _, id := range []string{"", "nope", "../../etc/passwd", "0000000000000001-0000000000000001-00000001"} {
 		_, _, err := s.Open(id)
-		require.ErrorIs(t, err, storage.ErrNotFound, "%q", id)
-		require.ErrorIs(t, s.Delete(id), storage.ErrNotFound, "%q", id)
-		require.ErrorIs(t, s.Verify(id), storage.ErrNotFound, "%q", id)
+		require.ErrorIs(t, err, wire.ErrNotFound, "%q", id)
+		require.ErrorIs(t, s.Delete(id), wire.ErrNotFound, "%q", id)
+		require.ErrorIs(t, s.Verify(id), wire.ErrNotFound, "%q", id)
 	}
 	id := writeSnap(t, s, 1, []byte("x"))
 	require.NoError(t, s.Delete(id))
 	_, _, err := s.Open(id)
-	require.ErrorIs(t, err, storage.ErrNotFound)
+	require.ErrorIs(t, err, wire.ErrNotFound)
 	ms, err := s.List()
 	require.NoError(t, err)
 	require.Empty(t, ms)

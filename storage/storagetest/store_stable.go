@@ -13,13 +13,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
+	"github.com/edictlog/edictlog/wire"
 )
 
 func testStable(t *testing.T, h StoreHarness) {
 	s, _ := open(t, h)
 	_, err := s.Get("missing")
-	require.ErrorIs(t, err, storage.ErrNotFound)
+	require.ErrorIs(t, err, wire.ErrNotFound)
 	require.ErrorContains(t, err, "missing")
 	require.NoError(t, s.Set("a/1", []byte("one")))
 	require.NoError(t, s.Set("a/2", []byte("two")))
@@ -43,13 +45,13 @@ func testStable(t *testing.T, h StoreHarness) {
 	require.NoError(t, s.Delete("a/1"))
 	require.NoError(t, s.Delete("a/1"), "deleting a missing key is fine")
 	_, err = s.Get("a/1")
-	require.ErrorIs(t, err, storage.ErrNotFound)
+	require.ErrorIs(t, err, wire.ErrNotFound)
 
 	require.ErrorIs(t, s.Set("", []byte("x")), storage.ErrInvalid)
 	require.ErrorIs(t, s.Set(string(make([]byte, storage.MaxKeySize+1)), nil), storage.ErrInvalid)
 	require.ErrorIs(t, s.Set("big", make([]byte, storage.MaxValueSize+1)), storage.ErrInvalid)
-	require.ErrorIs(t, s.Set(storage.KeyIncarnation, storage.EncodeUint64(7)), storage.ErrReservedKey)
-	require.ErrorIs(t, s.Delete(storage.KeyIncarnation), storage.ErrReservedKey)
+	require.ErrorIs(t, s.Set(wire.KeyIncarnation, wire.EncodeUint64(7)), storage.ErrReservedKey)
+	require.ErrorIs(t, s.Delete(wire.KeyIncarnation), storage.ErrReservedKey)
 	_, err = s.Get("")
 	require.ErrorIs(t, err, storage.ErrInvalid)
 	require.NoError(t, s.Set("max", make([]byte, storage.MaxValueSize)))
@@ -58,83 +60,83 @@ func testStable(t *testing.T, h StoreHarness) {
 func testBatchAtomic(t *testing.T, h StoreHarness) {
 	s, _ := open(t, h)
 	require.NoError(t, s.Set("old", []byte("x")))
-	require.NoError(t, s.StoreBatch(storage.Batch{
+	require.NoError(t, s.StoreBatch(wire.Batch{
 		Entries: Entries(1, 3, reign1, 8),
-		Stable:  map[string][]byte{storage.KeyAcceptedReign: []byte("r1"), "n": []byte("3")},
+		Stable:  map[string][]byte{wire.KeyAcceptedReign: []byte("r1"), "n": []byte("3")},
 		Delete:  []string{"old"},
 	}))
 	requireLog(t, s, 1, 3, 8)
-	v, err := s.Get(storage.KeyAcceptedReign)
+	v, err := s.Get(wire.KeyAcceptedReign)
 	require.NoError(t, err)
 	require.Equal(t, "r1", string(v))
 	_, err = s.Get("old")
-	require.ErrorIs(t, err, storage.ErrNotFound)
-	err = s.StoreBatch(storage.Batch{Stable: map[string][]byte{"x": nil}, Delete: []string{"x"}})
+	require.ErrorIs(t, err, wire.ErrNotFound)
+	err = s.StoreBatch(wire.Batch{Stable: map[string][]byte{"x": nil}, Delete: []string{"x"}})
 	require.ErrorIs(t, err, storage.ErrInvalid)
 	// A batch refused for its stable part stores none of its entries.
-	err = s.StoreBatch(storage.Batch{Entries: Entries(4, 1, reign1, 8), Stable: map[string][]byte{"": nil}})
+	err = s.StoreBatch(wire.Batch{Entries: Entries(4, 1, reign1, 8), Stable: map[string][]byte{"": nil}})
 	require.ErrorIs(t, err, storage.ErrInvalid)
 	requireLog(t, s, 1, 3, 8)
 }
 
 func testIncarnation(t *testing.T, h StoreHarness) {
 	s, _ := open(t, h)
-	_, err := s.Get(storage.KeyIncarnation)
-	require.ErrorIs(t, err, storage.ErrNotFound)
+	_, err := s.Get(wire.KeyIncarnation)
+	require.ErrorIs(t, err, wire.ErrNotFound)
 	for want := uint64(1); want <= 3; want++ {
 		got, err := s.BumpIncarnation()
 		require.NoError(t, err)
 		require.Equal(t, want, got)
 	}
-	n, err := storage.GetUint64(s, storage.KeyIncarnation)
+	n, err := getRecord(wire.DecodeUint64, s, wire.KeyIncarnation)
 	require.NoError(t, err)
 	require.Equal(t, uint64(3), n)
 }
 
 func testRecords(t *testing.T, h StoreHarness) {
 	s, _ := open(t, h)
-	require.NoError(t, storage.SetUint64(s, storage.KeyCurrentEpoch, 1<<40))
-	n, err := storage.GetUint64(s, storage.KeyCurrentEpoch)
+	require.NoError(t, s.Set(wire.KeyCurrentEpoch, wire.EncodeUint64(1<<40)))
+	n, err := getRecord(wire.DecodeUint64, s, wire.KeyCurrentEpoch)
 	require.NoError(t, err)
 	require.Equal(t, uint64(1<<40), n)
 
 	st := Stamp(3, 77)
-	require.NoError(t, storage.SetStamp(s, storage.KeyAcceptedReign, st))
-	got, err := storage.GetStamp(s, storage.KeyAcceptedReign)
+	require.NoError(t, setRecord(s, wire.KeyAcceptedReign, st, wire.EncodeStamp))
+	got, err := getRecord(wire.DecodeStamp, s, wire.KeyAcceptedReign)
 	require.NoError(t, err)
 	require.True(t, st.Equal(got))
 
-	cfg := storage.EpochConfig{Epoch: 4, Members: []edict.ProcessID{1, 2, 3}, Learners: []edict.ProcessID{9}}
-	require.NoError(t, storage.SetEpochConfig(s, cfg))
-	c, err := storage.GetEpochConfig(s, 4)
+	cfg := wire.EpochConfig{Epoch: 4, Members: []edict.ProcessID{1, 2, 3}, Learners: []edict.ProcessID{9}}
+	require.NoError(t, setRecord(s, wire.EpochConfigKey(cfg.Epoch), cfg, wire.EncodeEpochConfig))
+	c, err := getRecord(wire.DecodeEpochConfig, s, wire.EpochConfigKey(4))
 	require.NoError(t, err)
 	require.Equal(t, cfg, c)
-	require.NoError(t, storage.SetEpochConfig(s, storage.EpochConfig{Epoch: 5, Members: []edict.ProcessID{2}}))
-	keys, err := s.Keys(storage.EpochKeyPrefix)
+	require.NoError(t, setRecord(s, wire.EpochConfigKey(5), wire.EpochConfig{Epoch: 5, Members: []edict.ProcessID{2}}, wire.EncodeEpochConfig))
+	keys, err := s.Keys(wire.EpochKeyPrefix)
 	require.NoError(t, err)
-	require.Equal(t, []string{storage.EpochConfigKey(4), storage.EpochConfigKey(5)}, keys)
-	_, err = storage.GetEpochConfig(s, 6)
-	require.ErrorIs(t, err, storage.ErrNotFound)
-	require.Error(t, storage.SetEpochConfig(s, storage.EpochConfig{Epoch: 6, Members: []edict.ProcessID{2, 1}}))
+	require.Equal(t, []string{wire.EpochConfigKey(4), wire.EpochConfigKey(5)}, keys)
+	_, err = getRecord(wire.DecodeEpochConfig, s, wire.EpochConfigKey(6))
+	require.ErrorIs(t, err, wire.ErrNotFound)
+	require.Error(t, setRecord(s, wire.EpochConfigKey(6), wire.EpochConfig{Epoch: 6, Members: []edict.ProcessID{2, 1}}, wire.EncodeEpochConfig))
 
 	// A record of the wrong type is corrupt, not misread.
 	require.NoError(t, s.Set("junk", []byte("junk")))
-	_, err = storage.GetUint64(s, "junk")
-	require.ErrorIs(t, err, storage.ErrCorrupt)
-	_, err = storage.GetStamp(s, "junk")
-	require.ErrorIs(t, err, storage.ErrCorrupt)
-	require.NoError(t, s.Set(storage.EpochConfigKey(7), storage.EncodeUint64(7)))
-	_, err = storage.GetEpochConfig(s, 7)
-	require.ErrorIs(t, err, storage.ErrCorrupt)
+	_, err = getRecord(wire.DecodeUint64, s, "junk")
+	require.ErrorIs(t, err, wire.ErrCorrupt)
+	_, err = getRecord(wire.DecodeStamp, s, "junk")
+	require.ErrorIs(t, err, wire.ErrCorrupt)
+	require.NoError(t, s.Set(wire.EpochConfigKey(7), wire.EncodeUint64(7)))
+	_, err = getRecord(wire.DecodeEpochConfig, s, wire.EpochConfigKey(7))
+	require.ErrorIs(t, err, wire.ErrCorrupt)
 }
 
 func testClosed(t *testing.T, h StoreHarness) {
 	s := h.Open(t, t.TempDir())
-	require.NoError(t, s.StoreBatch(storage.Batch{Entries: Entries(1, 1, reign1, 8)}))
+	require.NoError(t, s.StoreBatch(wire.Batch{Entries: Entries(1, 1, reign1, 8)}))
 	require.NoError(t, s.Close())
 	require.ErrorIs(t, s.Close(), storage.ErrClosed)
-	require.ErrorIs(t, s.StoreBatch(storage.Batch{Entries: Entries(2, 1, reign1, 8)}), storage.ErrClosed)
-	require.ErrorIs(t, s.StoreBatch(storage.Batch{}), storage.ErrClosed)
+	require.ErrorIs(t, s.StoreBatch(wire.Batch{Entries: Entries(2, 1, reign1, 8)}), storage.ErrClosed)
+	require.ErrorIs(t, s.StoreBatch(wire.Batch{}), storage.ErrClosed)
 	_, err := s.Entries(1, 2, 0)
 	require.ErrorIs(t, err, storage.ErrClosed)
 	_, err = s.FirstIndex()
@@ -159,7 +161,7 @@ func testClosed(t *testing.T, h StoreHarness) {
 // compacts; every read must see a contiguous, intact range.
 func testConcurrent(t *testing.T, h StoreHarness) {
 	s, _ := open(t, h)
-	require.NoError(t, s.StoreBatch(storage.Batch{Entries: Entries(1, 10, reign1, 16)}))
+	require.NoError(t, s.StoreBatch(wire.Batch{Entries: Entries(1, 10, reign1, 16)}))
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	errs := make(chan error, 4)
@@ -195,11 +197,11 @@ func testConcurrent(t *testing.T, h StoreHarness) {
 	}
 	first, next := uint64(1), uint64(11)
 	for i := 0; i < 60; i++ {
-		err := s.StoreBatch(storage.Batch{Entries: Entries(next, 5, reign1, 16)})
+		err := s.StoreBatch(wire.Batch{Entries: Entries(next, 5, reign1, 16)})
 		require.NoError(t, err)
 		next += 5
 		if i%7 == 6 {
-			require.NoError(t, s.StoreBatch(storage.Batch{TruncateFrom: next - 2}))
+			require.NoError(t, s.StoreBatch(wire.Batch{TruncateFrom: next - 2}))
 			next -= 2
 		}
 		if i%10 == 9 {
@@ -230,13 +232,13 @@ func testReopen(t *testing.T, h StoreHarness) {
 	s := h.Open(t, dir)
 	inc, err := s.BumpIncarnation()
 	require.NoError(t, err)
-	require.NoError(t, s.StoreBatch(storage.Batch{Entries: Entries(1, 50, reign1, 32), Stable: map[string][]byte{"a": []byte("1")}}))
-	require.NoError(t, s.StoreBatch(storage.Batch{TruncateFrom: 41, Entries: Entries(41, 5, reign1, 32)}))
+	require.NoError(t, s.StoreBatch(wire.Batch{Entries: Entries(1, 50, reign1, 32), Stable: map[string][]byte{"a": []byte("1")}}))
+	require.NoError(t, s.StoreBatch(wire.Batch{TruncateFrom: 41, Entries: Entries(41, 5, reign1, 32)}))
 	require.NoError(t, s.CompactPrefix(10))
 	st, err := s.Stats()
 	require.NoError(t, err)
 	before := st.Fsyncs
-	require.NoError(t, s.StoreBatch(storage.Batch{}))
+	require.NoError(t, s.StoreBatch(wire.Batch{}))
 	require.NoError(t, s.Set("b", []byte("2")))
 	require.NoError(t, s.Delete("a"))
 	st, err = s.Stats()
@@ -253,7 +255,7 @@ func testReopen(t *testing.T, h StoreHarness) {
 	require.NoError(t, err)
 	require.Equal(t, "2", string(v))
 	_, err = s.Get("a")
-	require.ErrorIs(t, err, storage.ErrNotFound)
+	require.ErrorIs(t, err, wire.ErrNotFound)
 	next, err := s.BumpIncarnation()
 	require.NoError(t, err)
 	require.Equal(t, inc+1, next)
@@ -264,4 +266,23 @@ func testReopen(t *testing.T, h StoreHarness) {
 	defer s.Close()
 	requireLog(t, s, 46, 45, 32)
 	requireLastStamp(t, s, 45, Stamp(1, 45))
+}
+
+// getRecord reads a typed record through the store: what the log does with
+// the well-known keys of package wire.
+func getRecord[T any](decode func(key string, b []byte) (T, error), s log.StableStore, key string) (T, error) {
+	b, err := s.Get(key)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return decode(key, b)
+}
+
+func setRecord[T any](s log.StableStore, key string, v T, encode func(T) ([]byte, error)) error {
+	b, err := encode(v)
+	if err != nil {
+		return err
+	}
+	return s.Set(key, b)
 }

@@ -1,10 +1,11 @@
 package kvserver
 
 import (
-	"github.com/edictlog/edictlog/edict"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/edictlog/edictlog/edict"
 )
 
 // Every bad input is a 4xx whose JSON says what was wrong, and changes

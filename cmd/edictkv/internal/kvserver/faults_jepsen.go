@@ -42,7 +42,9 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // FaultsJSON is the body of /debug/jepsen/faults (jepsen builds only).
@@ -200,7 +202,7 @@ func (f *faults) blockedList() []uint64 {
 	return out
 }
 
-func (f *faults) wrapTransport(t *transport.TCP) transport.Transport {
+func (f *faults) wrapTransport(t *transport.TCP) log.Transport {
 	return newFaultyTransport(t, f)
 }
 
@@ -278,17 +280,17 @@ func (f *faults) current() FaultsJSON {
 type faultyTransport struct {
 	*transport.TCP
 	f     *faults
-	recv  chan transport.Message
-	snaps chan *transport.IncomingSnapshot
+	recv  chan wire.Message
+	snaps chan *wire.IncomingSnapshot
 }
 
 func newFaultyTransport(t *transport.TCP, f *faults) *faultyTransport {
-	ft := &faultyTransport{TCP: t, f: f, recv: make(chan transport.Message), snaps: make(chan *transport.IncomingSnapshot)}
-	go forward(t.Receive(), ft.recv, f, func(m transport.Message) edict.ProcessID { return m.From }, f.planMessage, nil)
-	go forward(t.Snapshots(), ft.snaps, f, func(in *transport.IncomingSnapshot) edict.ProcessID { return in.From }, f.planSnapshot,
+	ft := &faultyTransport{TCP: t, f: f, recv: make(chan wire.Message), snaps: make(chan *wire.IncomingSnapshot)}
+	go forward(t.Receive(), ft.recv, f, func(m wire.Message) edict.ProcessID { return m.From }, f.planMessage, nil)
+	go forward(t.Snapshots(), ft.snaps, f, func(in *wire.IncomingSnapshot) edict.ProcessID { return in.From }, f.planSnapshot,
 		// The stream's sender sees a failed transfer, as when a network
 		// cuts the connection.
-		func(in *transport.IncomingSnapshot) { _ = in.Finish(transport.ErrUnreachable) })
+		func(in *wire.IncomingSnapshot) { _ = in.Finish(transport.ErrUnreachable) })
 	return ft
 }
 
@@ -302,12 +304,12 @@ type delivery[T any] struct {
 
 // planMessage decides, under the delay fault in force, when m reaches the
 // Node, and whether a copy of it does too.
-func (f *faults) planMessage(m transport.Message) []delivery[transport.Message] {
+func (f *faults) planMessage(m wire.Message) []delivery[wire.Message] {
 	d := f.delay.Load()
 	if !d.on() {
-		return []delivery[transport.Message]{{v: m}}
+		return []delivery[wire.Message]{{v: m}}
 	}
-	first := delivery[transport.Message]{v: m}
+	first := delivery[wire.Message]{v: m}
 	if d.P > 0 && rand.Float64() < d.P {
 		first.hold = uniformMS(d.MinMS, d.MaxMS)
 		d.held.Add(1)
@@ -320,11 +322,11 @@ func (f *faults) planMessage(m transport.Message) []delivery[transport.Message] 
 		first.hold = uniformMS(1, r)
 		d.reordered.Add(1)
 	}
-	out := []delivery[transport.Message]{first}
+	out := []delivery[wire.Message]{first}
 	if d.Dup > 0 && rand.Float64() < d.Dup {
 		// The copy comes late, possibly much later than the original:
 		// by then it is a stale message of an earlier exchange or reign.
-		out = append(out, delivery[transport.Message]{v: deepCopy(m), hold: uniformMS(0, d.MaxMS)})
+		out = append(out, delivery[wire.Message]{v: deepCopy(m), hold: uniformMS(0, d.MaxMS)})
 		d.duplicated.Add(1)
 	}
 	return out
@@ -332,9 +334,9 @@ func (f *faults) planMessage(m transport.Message) []delivery[transport.Message] 
 
 // planSnapshot holds an incoming snapshot stream under the delay fault; it
 // counts the streams handed to the Node and logs each.
-func (f *faults) planSnapshot(in *transport.IncomingSnapshot) []delivery[*transport.IncomingSnapshot] {
+func (f *faults) planSnapshot(in *wire.IncomingSnapshot) []delivery[*wire.IncomingSnapshot] {
 	d := f.delay.Load()
-	out := delivery[*transport.IncomingSnapshot]{v: in}
+	out := delivery[*wire.IncomingSnapshot]{v: in}
 	if d.SnapshotMS > 0 {
 		out.hold = uniformMS(d.SnapshotMS/2, d.SnapshotMS)
 		d.snapsHeld.Add(1)
@@ -349,10 +351,10 @@ func (f *faults) planSnapshot(in *transport.IncomingSnapshot) []delivery[*transp
 			return
 		}
 		f.snapsReceived.Add(1)
-		f.log.Info("jepsen snapshot received", "from", uint64(in.From), "index", in.Meta.LastIndex,
-			"bytes", in.Meta.Size, "held_ms", hold.Milliseconds())
+		f.log.Info("jepsen snapshot received", "from", uint64(in.From), "index", in.Header.LastIndex,
+			"bytes", in.Header.Size, "held_ms", hold.Milliseconds())
 	}
-	return []delivery[*transport.IncomingSnapshot]{out}
+	return []delivery[*wire.IncomingSnapshot]{out}
 }
 
 // uniformMS is a uniform duration in [lo, hi] milliseconds.
@@ -429,7 +431,7 @@ func forward[T any](in <-chan T, out chan<- T, f *faults, from func(T) edict.Pro
 	}
 }
 
-func (t *faultyTransport) Send(ctx context.Context, to edict.ProcessID, m transport.Message) error {
+func (t *faultyTransport) Send(ctx context.Context, to edict.ProcessID, m wire.Message) error {
 	if t.f.isBlocked(to) {
 		return nil
 	}
@@ -441,7 +443,7 @@ func (t *faultyTransport) Send(ctx context.Context, to edict.ProcessID, m transp
 // failing at once and being retried in a tight loop.
 const snapshotDropWait = 5 * time.Second
 
-func (t *faultyTransport) SendSnapshot(ctx context.Context, to edict.ProcessID, meta transport.SnapshotMeta, r io.Reader) error {
+func (t *faultyTransport) SendSnapshot(ctx context.Context, to edict.ProcessID, meta wire.SnapshotHeader, r io.Reader) error {
 	t.f.snapsSending.Add(1)
 	start := time.Now()
 	err := t.sendSnapshot(ctx, to, meta, r)
@@ -460,7 +462,7 @@ func (t *faultyTransport) SendSnapshot(ctx context.Context, to edict.ProcessID, 
 	return err
 }
 
-func (t *faultyTransport) sendSnapshot(ctx context.Context, to edict.ProcessID, meta transport.SnapshotMeta, r io.Reader) error {
+func (t *faultyTransport) sendSnapshot(ctx context.Context, to edict.ProcessID, meta wire.SnapshotHeader, r io.Reader) error {
 	if t.f.isBlocked(to) {
 		timer := time.NewTimer(snapshotDropWait)
 		defer timer.Stop()
@@ -473,9 +475,9 @@ func (t *faultyTransport) sendSnapshot(ctx context.Context, to edict.ProcessID, 
 	return t.TCP.SendSnapshot(ctx, to, meta, r)
 }
 
-func (t *faultyTransport) Receive() <-chan transport.Message { return t.recv }
+func (t *faultyTransport) Receive() <-chan wire.Message { return t.recv }
 
-func (t *faultyTransport) Snapshots() <-chan *transport.IncomingSnapshot { return t.snaps }
+func (t *faultyTransport) Snapshots() <-chan *wire.IncomingSnapshot { return t.snaps }
 
 // deepCopy copies v and everything it points to (exported and unexported
 // fields are copied by value first; pointers, slices and maps reachable

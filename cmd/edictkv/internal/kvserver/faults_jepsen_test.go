@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 )
 
 func setFaults(t *testing.T, c *testCluster, id edict.ProcessID, body string) FaultsJSON {
@@ -168,8 +168,8 @@ func TestFaultsDelay(t *testing.T) {
 // A duplicate shares no memory with the original.
 func TestDeepCopyMessage(t *testing.T) {
 	qt := edict.QT{{Process: 1, T: edict.Time{Incarnation: 1, Nanos: 5}}}
-	m := transport.Message{From: 1, To: 2, Append: &transport.Append{Epoch: 1, Reign: edict.Stamp{Epoch: 1, QT: qt},
-		Entries: []transport.Entry{{Index: 1, Stamp: edict.Stamp{Epoch: 1, QT: qt, Counter: 1}, Data: []byte("abc")}}}}
+	m := wire.Message{From: 1, To: 2, Append: &wire.Append{Epoch: 1, Reign: edict.Stamp{Epoch: 1, QT: qt},
+		Entries: []wire.Entry{{Index: 1, Stamp: edict.Stamp{Epoch: 1, QT: qt, Counter: 1}, Data: []byte("abc")}}}}
 	cp := deepCopy(m)
 	if !reflect.DeepEqual(m, cp) {
 		t.Fatalf("copy differs: %+v", cp)

@@ -4,6 +4,7 @@ package kvserver
 
 import (
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/transport"
 )
 
@@ -14,7 +15,7 @@ type faultHooks struct{}
 
 func newFaultHooks(*Process) faultHooks { return faultHooks{} }
 
-func (faultHooks) wrapTransport(t *transport.TCP) transport.Transport { return t }
+func (faultHooks) wrapTransport(t *transport.TCP) log.Transport { return t }
 
 func (faultHooks) wrapClock(c edict.Clock) edict.Clock { return c }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
+	"github.com/edictlog/edictlog/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -153,24 +154,31 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
-// TimedStore wraps a storage.Store to time its durable batches: each is a
+// StatsStore is a log store that reports its sizes and fsyncs, as package
+// storage's stores do.
+type StatsStore interface {
+	log.Store
+	Stats() (storage.Stats, error)
+}
+
+// TimedStore wraps a store to time its durable batches: each is a
 // log append with its fsync, the latency every write waits for.
 type TimedStore struct {
-	storage.Store
+	StatsStore
 	batch prometheus.Histogram
 }
 
 // NewTimedStore wraps st.
-func NewTimedStore(st storage.Store) *TimedStore {
-	return &TimedStore{Store: st, batch: prometheus.NewHistogram(prometheus.HistogramOpts{
+func NewTimedStore(st StatsStore) *TimedStore {
+	return &TimedStore{StatsStore: st, batch: prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "edictkv_append_seconds", Buckets: latencyBuckets,
 		Help: "Time to store one batch of log entries durably (write and fsync), leader and followers alike."})}
 }
 
-// StoreBatch implements storage.LogStore.
-func (t *TimedStore) StoreBatch(b storage.Batch) error {
+// StoreBatch implements log.LogStore.
+func (t *TimedStore) StoreBatch(b wire.Batch) error {
 	start := time.Now()
-	err := t.Store.StoreBatch(b)
+	err := t.StatsStore.StoreBatch(b)
 	t.batch.Observe(time.Since(start).Seconds())
 	return err
 }
@@ -180,7 +188,7 @@ func (t *TimedStore) StoreBatch(b storage.Batch) error {
 func (t *TimedStore) collectors() []prometheus.Collector {
 	stat := func(f func(storage.Stats) float64) func() float64 {
 		return func() float64 {
-			st, err := t.Store.Stats()
+			st, err := t.StatsStore.Stats()
 			if err != nil {
 				return 0
 			}

@@ -24,6 +24,7 @@ import (
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // Peer is one process's addresses: RaftAddr for the log's transport,
@@ -310,11 +311,11 @@ func (p *Process) startGossip(raft map[edict.ProcessID]string, clock edict.Clock
 // storedEpoch reads the newest epoch configuration in the store; nil
 // members if there is none yet (a first start).
 func storedEpoch(s *storage.BoltStore) (uint64, []edict.ProcessID, error) {
-	keys, err := s.Keys(storage.EpochKeyPrefix)
+	keys, err := s.Keys(wire.EpochKeyPrefix)
 	if err != nil {
 		return 0, nil, err
 	}
-	var newest *storage.EpochConfig
+	var newest *wire.EpochConfig
 	for _, k := range keys {
 		if !strings.HasSuffix(k, "/config") {
 			continue
@@ -323,7 +324,7 @@ func storedEpoch(s *storage.BoltStore) (uint64, []edict.ProcessID, error) {
 		if err != nil {
 			return 0, nil, err
 		}
-		ec, err := storage.DecodeEpochConfig(k, b)
+		ec, err := wire.DecodeEpochConfig(k, b)
 		if err != nil {
 			return 0, nil, err
 		}

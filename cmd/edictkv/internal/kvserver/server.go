@@ -18,7 +18,6 @@ import (
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
-	"github.com/edictlog/edictlog/storage"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -55,7 +54,7 @@ type Config struct {
 	// GRPCAddrs are the gRPC addresses known at start, if any.
 	GRPCAddrs map[edict.ProcessID]string
 	// Store, if set, is the Node's store; its fsync statistics are exported.
-	Store  storage.Store
+	Store  log.Store
 	Limits Limits
 	// LeaderWait is how long a request that needs the leader waits for one
 	// to be known before the answer is 503 (default 3s); WriteTimeout

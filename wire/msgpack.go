@@ -1,4 +1,4 @@
-package transport
+package wire
 
 import (
 	"errors"
@@ -169,7 +169,7 @@ type wMessage struct {
 	FetchReply     *wFetchReply
 }
 
-type wSnapshotMeta struct {
+type wSnapshotHeader struct {
 	_struct   bool `codec:",toarray"`
 	Epoch     uint64
 	QTs       [][]wReading

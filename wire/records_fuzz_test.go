@@ -1,11 +1,10 @@
-package log
+package wire
 
 import (
 	"testing"
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
-	"github.com/edictlog/edictlog/storage"
 )
 
 // The stable records this session's epoch work added fields to
@@ -32,22 +31,22 @@ func FuzzDecodeEpochRecord(f *testing.F) {
 
 func FuzzDecodeEpochConfig(f *testing.F) {
 	stop := edict.Stamp{Epoch: 1, QT: edict.QT{{Process: 1, T: edict.Time{Incarnation: 1, Nanos: 5}}}, Counter: 7}
-	for _, c := range []storage.EpochConfig{
+	for _, c := range []EpochConfig{
 		{Epoch: 1, Members: []edict.ProcessID{1, 2, 3}, Learners: []edict.ProcessID{4}},
 		{Epoch: 2, Members: []edict.ProcessID{1, 2, 4}, Heard: true, StopIndex: 9, StopStamp: stop},
 	} {
-		b, err := storage.EncodeEpochConfig(c)
+		b, err := EncodeEpochConfig(c)
 		if err != nil {
 			f.Fatal(err)
 		}
-		got, err := storage.DecodeEpochConfig("seed", b)
+		got, err := DecodeEpochConfig("seed", b)
 		if err != nil || got.StopIndex != c.StopIndex || !got.StopStamp.Equal(c.StopStamp) || got.Heard != c.Heard {
 			f.Fatalf("round trip of %+v: %+v, %v", c, got, err)
 		}
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := storage.DecodeEpochConfig("fuzz", b)
+		c, err := DecodeEpochConfig("fuzz", b)
 		if err == nil {
 			if err := c.Check(); err != nil {
 				t.Fatalf("decoded a configuration its own check refuses: %v", err)

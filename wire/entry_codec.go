@@ -1,4 +1,4 @@
-package storage
+package wire
 
 import (
 	"fmt"
@@ -39,7 +39,7 @@ func EncodeEntry(e Entry) ([]byte, error) {
 // AppendEntry appends the encoding of e to dst, so a batch can be encoded
 // into one reused buffer.
 func AppendEntry(dst []byte, e *Entry) ([]byte, error) {
-	if err := e.check(); err != nil {
+	if err := e.Check(); err != nil {
 		return dst, err
 	}
 	start := len(dst)

@@ -1,4 +1,4 @@
-package storage
+package wire
 
 import (
 	"encoding/binary"
@@ -8,10 +8,12 @@ import (
 	"github.com/hashicorp/go-msgpack/v2/codec"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/elect"
 )
 
-// Well-known stable keys. The log layer keeps its durable protocol state
-// under these; the helpers below encode each record with a version byte.
+// Well-known stable keys: the schema of the stable store. The log keeps its
+// durable protocol state under these; the codecs below encode each record
+// with a version byte.
 // Per-epoch keys start with EpochKeyPrefix and embed the epoch as 16 hex
 // digits, so that Keys(EpochKeyPrefix) lists them in epoch order.
 const (
@@ -33,10 +35,6 @@ const (
 // EpochConfig record).
 func EpochConfigKey(e uint64) string { return EpochKeyPrefix + fmt.Sprintf("%016x/config", e) }
 
-// EpochGrantKey is where the log layer keeps its grant state for epoch e
-// (opaque to storage).
-func EpochGrantKey(e uint64) string { return EpochKeyPrefix + fmt.Sprintf("%016x/grant", e) }
-
 // EpochWedgeKey is where the log layer records that epoch e is wedged:
 // that it accepted grantRequest(⊥, ∞) (DESIGN §7), which must survive a
 // restart (opaque to storage).
@@ -57,25 +55,13 @@ func EncodeUint64(v uint64) []byte {
 // errors.
 func DecodeUint64(key string, b []byte) (uint64, error) {
 	if len(b) != 9 {
-		return 0, fmt.Errorf("storage: stable key %q: %d bytes, want 9 for a uint64 record: %w", key, len(b), ErrCorrupt)
+		return 0, fmt.Errorf("wire: stable key %q: %d bytes, want 9 for a uint64 record: %w", key, len(b), ErrCorrupt)
 	}
 	if b[0] != RecordVersion {
-		return 0, fmt.Errorf("storage: stable key %q: unknown version byte %d: %w", key, b[0], ErrCorrupt)
+		return 0, fmt.Errorf("wire: stable key %q: unknown version byte %d: %w", key, b[0], ErrCorrupt)
 	}
 	return binary.BigEndian.Uint64(b[1:]), nil
 }
-
-// GetUint64 reads a uint64 record.
-func GetUint64(s StableStore, key string) (uint64, error) {
-	b, err := s.Get(key)
-	if err != nil {
-		return 0, err
-	}
-	return DecodeUint64(key, b)
-}
-
-// SetUint64 writes a uint64 record.
-func SetUint64(s StableStore, key string, v uint64) error { return s.Set(key, EncodeUint64(v)) }
 
 // EncodeStamp encodes a stamp record (edict's encoding, which carries its
 // own version byte).
@@ -85,27 +71,9 @@ func EncodeStamp(st edict.Stamp) ([]byte, error) { return edict.EncodeStamp(st) 
 func DecodeStamp(key string, b []byte) (edict.Stamp, error) {
 	st, err := edict.DecodeStamp(b)
 	if err != nil {
-		return edict.Stamp{}, fmt.Errorf("storage: stable key %q: %v: %w", key, err, ErrCorrupt)
+		return edict.Stamp{}, fmt.Errorf("wire: stable key %q: %v: %w", key, err, ErrCorrupt)
 	}
 	return st, nil
-}
-
-// GetStamp reads a stamp record, such as KeyAcceptedReign.
-func GetStamp(s StableStore, key string) (edict.Stamp, error) {
-	b, err := s.Get(key)
-	if err != nil {
-		return edict.Stamp{}, err
-	}
-	return DecodeStamp(key, b)
-}
-
-// SetStamp writes a stamp record.
-func SetStamp(s StableStore, key string, st edict.Stamp) error {
-	b, err := EncodeStamp(st)
-	if err != nil {
-		return err
-	}
-	return s.Set(key, b)
 }
 
 // MaxConfigMembers bounds the members plus learners of a decoded
@@ -166,30 +134,31 @@ var recordHandle = func() *codec.MsgpackHandle {
 	return h
 }()
 
-// maxRecordSize bounds the input of the msgpack record decoders.
-const maxRecordSize = 64 << 10
+// MaxRecordSize bounds a stable record (DecodeRecord's limit for them).
+const MaxRecordSize = 64 << 10
 
 // encodeRecord writes the version byte and the msgpack form of v.
-func encodeRecord(v any) ([]byte, error) {
+func EncodeRecord(version byte, v any) ([]byte, error) {
 	// NewEncoderBytes writes from the start of the slice it is given (it
 	// does not append), so the version byte goes in front afterwards.
 	var body []byte
 	if err := codec.NewEncoderBytes(&body, recordHandle).Encode(v); err != nil {
-		return nil, fmt.Errorf("storage: encode %T: %w", v, err)
+		return nil, fmt.Errorf("wire: encode %T: %w", v, err)
 	}
-	return append([]byte{RecordVersion}, body...), nil
+	return append([]byte{version}, body...), nil
 }
 
-// decodeRecord checks the version byte and size, decodes one msgpack value
-// and refuses trailing bytes. name says what is decoded, for errors.
-func decodeRecord(name string, b []byte, v any) (err error) {
+// decodeRecord checks the version byte and size (at most limit bytes),
+// decodes one msgpack value and refuses trailing bytes. name says what is
+// decoded, for errors.
+func DecodeRecord(name string, version byte, limit int, b []byte, v any) (err error) {
 	switch {
 	case len(b) == 0:
 		return fmt.Errorf("%s: empty record", name)
-	case len(b) > maxRecordSize:
-		return fmt.Errorf("%s: %d bytes exceeds the limit of %d", name, len(b), maxRecordSize)
-	case b[0] != RecordVersion:
-		return fmt.Errorf("%s: unknown version byte %d (want %d)", name, b[0], RecordVersion)
+	case len(b) > limit:
+		return fmt.Errorf("%s: %d bytes exceeds the limit of %d", name, len(b), limit)
+	case b[0] != version:
+		return fmt.Errorf("%s: unknown version byte %d (want %d)", name, b[0], version)
 	}
 	d := codec.NewDecoderBytes(b[1:], recordHandle)
 	if err := d.Decode(v); err != nil {
@@ -204,43 +173,36 @@ func decodeRecord(name string, b []byte, v any) (err error) {
 // EncodeEpochConfig encodes an EpochConfig record after checking it.
 func EncodeEpochConfig(c EpochConfig) ([]byte, error) {
 	if err := c.Check(); err != nil {
-		return nil, fmt.Errorf("storage: encode epoch config: %w: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("wire: encode epoch config: %w: %v", ErrInvalid, err)
 	}
-	return encodeRecord(c)
+	return EncodeRecord(RecordVersion, c)
 }
 
 // DecodeEpochConfig decodes and checks an EpochConfig record; key names it
 // in errors.
 func DecodeEpochConfig(key string, b []byte) (EpochConfig, error) {
 	var c EpochConfig
-	if err := decodeRecord("epoch config", b, &c); err != nil {
-		return EpochConfig{}, fmt.Errorf("storage: stable key %q: %v: %w", key, err, ErrCorrupt)
+	if err := DecodeRecord("epoch config", RecordVersion, MaxRecordSize, b, &c); err != nil {
+		return EpochConfig{}, fmt.Errorf("wire: stable key %q: %v: %w", key, err, ErrCorrupt)
 	}
 	if err := c.Check(); err != nil {
-		return EpochConfig{}, fmt.Errorf("storage: stable key %q: %v: %w", key, err, ErrCorrupt)
+		return EpochConfig{}, fmt.Errorf("wire: stable key %q: %v: %w", key, err, ErrCorrupt)
 	}
 	return c, nil
 }
 
-// GetEpochConfig reads the configuration of epoch e.
-func GetEpochConfig(s StableStore, e uint64) (EpochConfig, error) {
-	key := EpochConfigKey(e)
-	b, err := s.Get(key)
-	if err != nil {
-		return EpochConfig{}, err
-	}
-	c, err := DecodeEpochConfig(key, b)
-	if err == nil && c.Epoch != e {
-		err = fmt.Errorf("storage: stable key %q holds the configuration of epoch %d: %w", key, c.Epoch, ErrCorrupt)
-	}
-	return c, err
+// EncodeEpochRecord encodes the lease core's per-epoch record (kept under
+// EpochWedgeKey) with a version byte.
+func EncodeEpochRecord(r elect.EpochRecord) ([]byte, error) {
+	return EncodeRecord(RecordVersion, r)
 }
 
-// SetEpochConfig writes the configuration of epoch c.Epoch.
-func SetEpochConfig(s StableStore, c EpochConfig) error {
-	b, err := EncodeEpochConfig(c)
-	if err != nil {
-		return err
+// DecodeEpochRecord reads a record written by EncodeEpochRecord; key names
+// it in errors.
+func DecodeEpochRecord(key string, b []byte) (elect.EpochRecord, error) {
+	var r elect.EpochRecord
+	if err := DecodeRecord("epoch record", RecordVersion, MaxRecordSize, b, &r); err != nil {
+		return elect.EpochRecord{}, fmt.Errorf("wire: stable key %q: %v: %w", key, err, ErrCorrupt)
 	}
-	return s.Set(EpochConfigKey(c.Epoch), b)
+	return r, nil
 }

@@ -1,4 +1,4 @@
-package transport
+package wire
 
 import (
 	"errors"
@@ -55,10 +55,11 @@ func (k Kind) String() string {
 // Valid reports whether k is a known kind.
 func (k Kind) Valid() bool { return k >= KindLease && k <= KindFetchReply }
 
-// bulk reports whether messages of kind k carry entries. They travel on
-// their own connection, windowed, and queue apart from everything else at
-// the receiver, so that lease messages never wait behind them.
-func (k Kind) bulk() bool { return k == KindAppend || k == KindFetchReply }
+// Bulk reports whether messages of kind k carry entries. A transport
+// carries them apart from everything else (TCP: their own connection,
+// windowed, and their own queue at the receiver), so that lease messages
+// never wait behind them.
+func (k Kind) Bulk() bool { return k == KindAppend || k == KindFetchReply }
 
 // Limits every decoded message is held to, whatever the frame size. They
 // bound what a hostile peer can make a receiver allocate: a wire entry is a
@@ -67,7 +68,7 @@ const (
 	// MaxAppendEntries bounds the entries of one Append. The log layer
 	// batches below it (hashicorp/raft caps at 1024, etcd by bytes).
 	MaxAppendEntries = 8192
-	// MaxMembers bounds the member list of a SnapshotMeta.
+	// MaxMembers bounds the member list of a SnapshotHeader.
 	MaxMembers = edict.MaxQTSize
 )
 
@@ -76,7 +77,7 @@ const (
 // union of pointers (etcd-raft keeps one flat struct; the log messages here
 // differ enough that separate small types read better).
 //
-// Both transports encode a Message inside Send, so a sender may reuse the
+// A transport encodes a Message inside Send, so a sender may reuse the
 // payload as soon as Send returns, and every receiver gets its own copy.
 type Message struct {
 	From edict.ProcessID
@@ -164,10 +165,10 @@ func (m Message) String() string {
 // bug shows at the sender rather than as a refused frame at the receiver.
 func (m Message) Validate() error {
 	if m.From == edict.None {
-		return errors.New("transport: message without a sender")
+		return errors.New("wire: message without a sender")
 	}
 	if m.To == edict.None {
-		return errors.New("transport: message without a receiver")
+		return errors.New("wire: message without a receiver")
 	}
 	var err error
 	switch m.Kind() {
@@ -194,27 +195,12 @@ func (m Message) Validate() error {
 	case KindFetchReply:
 		err = m.FetchReply.Validate()
 	default:
-		return errors.New("transport: message must carry exactly one payload")
+		return errors.New("wire: message must carry exactly one payload")
 	}
 	if err != nil {
-		return fmt.Errorf("transport: %v from %v: %w", m.Kind(), m.From, err)
+		return fmt.Errorf("wire: %v from %v: %w", m.Kind(), m.From, err)
 	}
 	return nil
-}
-
-// EntryKind is storage.EntryKind on the wire; the log layer gives it
-// meaning.
-type EntryKind uint8
-
-// Entry is the wire form of storage.Entry: one log entry with its index,
-// the reign that appended it and its edict stamp (DESIGN §6). The log layer
-// converts; the transport keeps no dependency on storage.
-type Entry struct {
-	Index uint64
-	Reign edict.Stamp
-	Stamp edict.Stamp
-	Kind  EntryKind
-	Data  []byte
 }
 
 // Append replicates Entries, which follow (PrevIndex, PrevStamp) in the
@@ -251,8 +237,8 @@ func (a *Append) Validate() error {
 		if want := a.PrevIndex + 1 + uint64(i); e.Index != want {
 			return fmt.Errorf("entry %d has index %d, want %d (entries must follow prevIndex %d contiguously)", i, e.Index, want, a.PrevIndex)
 		}
-		if err := checkStamps(e.Reign, e.Stamp); err != nil {
-			return fmt.Errorf("entry %d: %w", e.Index, err)
+		if err := e.Check(); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -454,16 +440,16 @@ func (r *FetchReply) Validate() error {
 		if want := first + uint64(i); e.Index != want {
 			return fmt.Errorf("entry %d has index %d, want %d (entries must be contiguous)", i, e.Index, want)
 		}
-		if err := checkStamps(e.Reign, e.Stamp); err != nil {
-			return fmt.Errorf("entry %d: %w", e.Index, err)
+		if err := e.Check(); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// SnapshotMeta heads a streamed snapshot: what the Size bytes that follow
+// SnapshotHeader heads a streamed snapshot: what the Size bytes that follow
 // stand for. It travels on a connection of its own, never as a Message.
-type SnapshotMeta struct {
+type SnapshotHeader struct {
 	Epoch uint64
 	// Reign is the sending leader's, checked like an Append's.
 	Reign edict.Stamp
@@ -481,14 +467,14 @@ type SnapshotMeta struct {
 }
 
 // Validate checks the structure of s.
-func (s *SnapshotMeta) Validate() error {
+func (s *SnapshotHeader) Validate() error {
 	switch {
 	case s.Reign.IsZero():
-		return errors.New("transport: snapshot without a reign")
+		return errors.New("wire: snapshot without a reign")
 	case s.LastIndex == 0:
-		return errors.New("transport: snapshot with last index 0")
+		return errors.New("wire: snapshot with last index 0")
 	case s.Size < 0:
-		return fmt.Errorf("transport: snapshot with negative size %d", s.Size)
+		return fmt.Errorf("wire: snapshot with negative size %d", s.Size)
 	}
 	if err := checkIDs("member", s.Members); err != nil {
 		return err
@@ -497,7 +483,7 @@ func (s *SnapshotMeta) Validate() error {
 		return err
 	}
 	if err := checkStamps(s.Reign, s.LastStamp); err != nil {
-		return fmt.Errorf("transport: %w", err)
+		return fmt.Errorf("wire: %w", err)
 	}
 	return nil
 }
@@ -518,14 +504,14 @@ func checkStamps(stamps ...edict.Stamp) error {
 // strictly increasing.
 func checkIDs(what string, ids []edict.ProcessID) error {
 	if len(ids) > MaxMembers {
-		return fmt.Errorf("transport: snapshot names %d %ss, limit %d", len(ids), what, MaxMembers)
+		return fmt.Errorf("wire: snapshot names %d %ss, limit %d", len(ids), what, MaxMembers)
 	}
 	for i, p := range ids {
 		if p == edict.None {
-			return fmt.Errorf("transport: snapshot %s list names process 0 (⊥)", what)
+			return fmt.Errorf("wire: snapshot %s list names process 0 (⊥)", what)
 		}
 		if i > 0 && ids[i-1] >= p {
-			return fmt.Errorf("transport: snapshot %s list not strictly increasing at position %d", what, i)
+			return fmt.Errorf("wire: snapshot %s list not strictly increasing at position %d", what, i)
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package storage
+package wire
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package storage
+package wire
 
 import (
 	"fmt"
@@ -62,9 +62,9 @@ type Entry struct {
 	Data []byte
 }
 
-// check refuses entries that the decoder would refuse, so that nothing is
+// Check refuses entries that the decoder would refuse, so that nothing is
 // written that cannot be read back.
-func (e *Entry) check() error {
+func (e *Entry) Check() error {
 	if !e.Kind.Valid() {
 		return fmt.Errorf("%w: entry %d has unknown kind %d", ErrInvalid, e.Index, uint8(e.Kind))
 	}

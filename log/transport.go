@@ -1,0 +1,63 @@
+package log
+
+import (
+	"context"
+	"io"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
+)
+
+// Transport moves Messages and snapshot streams between the processes of a
+// cluster. It is used by the Node runtime goroutine, not by the pure
+// cores; package transport's TCP is the production implementation. Implementations are safe for concurrent use.
+//
+// Delivery is best effort, as the protocols above it assume: a message
+// may be lost (a connection breaks, a peer is down, a queue is full), but
+// it is never altered, never delivered to the wrong process, never
+// accepted from a process other than its sender, and the lease protocol
+// does not rely on order (it orders a sender's messages by the sender's
+// own clock readings, DESIGN §4).
+type Transport interface {
+	// ID is the local process.
+	ID() edict.ProcessID
+
+	// Send validates m and queues it for to. It does not wait for the
+	// network: it returns once m is encoded and queued, waiting only for
+	// room in the queue (or, for an Append or FetchReply, in the window of
+	// bulk messages in flight) until ctx is done. m.From and m.To may be left zero; they are
+	// filled in with the local process and to. The caller may reuse m's
+	// payload when Send returns.
+	Send(ctx context.Context, to edict.ProcessID, m wire.Message) error
+
+	// Receive returns the channel of messages for this process. Lease and
+	// other control messages are handed out before queued appends and
+	// fetch replies. It is closed by Close.
+	Receive() <-chan wire.Message
+
+	// SendSnapshot streams header.Size bytes from r to the peer without
+	// holding the snapshot in memory, and returns once the receiver has
+	// reported its outcome (nil if it installed the snapshot). It blocks
+	// until then or until ctx is done.
+	SendSnapshot(ctx context.Context, to edict.ProcessID, meta wire.SnapshotHeader, r io.Reader) error
+
+	// Snapshots returns the channel of incoming snapshot streams. The
+	// receiver reads each to its end and must call Finish. A stream that
+	// no one takes from the channel soon (TCP: within HandshakeTimeout) is
+	// refused as "receiver busy". It is closed by Close.
+	Snapshots() <-chan *wire.IncomingSnapshot
+
+	// AddPeer sets the address of a peer (replacing an earlier one).
+	AddPeer(id edict.ProcessID, addr string)
+	// RemovePeer forgets a peer; messages queued for it are dropped.
+	RemovePeer(id edict.ProcessID)
+	// SetPeers replaces the whole peer table.
+	SetPeers(peers map[edict.ProcessID]string)
+
+	// LocalAddr is the address peers reach this process at.
+	LocalAddr() string
+
+	// Close stops the transport: connections close, queued messages are
+	// dropped, Receive and Snapshots are closed. Later calls return nil.
+	Close() error
+}

@@ -1,0 +1,43 @@
+// Package wire is the vocabulary edictlog's processes exchange and keep: the
+// Message envelope with the lease and log payloads that cross the network,
+// the log's Entry and its kinds, Position, EpochConfig, Membership (the
+// payload of config and stop edicts), the Batch a store makes durable, the
+// stable-key schema, and the codecs of everything persisted or sent.
+//
+// It sits at the bottom of the import graph, beside edict and elect (whose
+// lease messages it carries), and does no I/O: the log core (package log)
+// speaks it, and the I/O packages (storage, transport) implement the
+// interfaces log declares in its terms. So `go list -deps ./log` holds
+// neither bbolt nor crypto/tls.
+//
+// Invariants:
+//
+//   - A decoder validates what it decodes and returns an error, never a
+//     panic and never a half-valid value. It refuses unknown versions,
+//     unknown kinds, unknown fields and trailing bytes, and bounds every
+//     size before it allocates. Whether a stamp covers a quorum of its
+//     epoch needs the epoch table and is left to the log
+//     (edict.Stamp.Validate); every other structural rule is checked
+//     here, once, at decode (Message.Validate).
+//   - An encoder refuses what its decoder would refuse (ErrInvalid), so
+//     nothing is sent or stored that cannot be read back.
+//   - Every encoding carries a version byte: RecordVersion for stable
+//     records, EntryVersion for entries, MembershipVersion for membership
+//     payloads; messages travel in transport frames that carry theirs.
+//     A change to an encoding changes its version.
+package wire
+
+import "errors"
+
+var (
+	// ErrInvalid reports a value an encoder refuses: an unknown entry
+	// kind, a malformed stamp, a configuration no epoch can have, an entry
+	// over MaxEntrySize.
+	ErrInvalid = errors.New("wire: invalid value")
+	// ErrCorrupt reports bytes that do not decode to a valid record; the
+	// error names the record (the stable key, the payload).
+	ErrCorrupt = errors.New("wire: corrupt record")
+	// ErrNotFound reports a stable key that holds no value: what a stable
+	// store's Get returns for a key never set (log.StableStore).
+	ErrNotFound = errors.New("not found")
+)

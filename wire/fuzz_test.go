@@ -1,0 +1,61 @@
+package wire_test
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
+	"github.com/edictlog/edictlog/wire/wiretest"
+)
+
+// Any bytes decode to a valid message or to an error, and what decodes
+// encodes back to the same message.
+func FuzzDecodeMessage(f *testing.F) {
+	for _, m := range wiretest.Messages() {
+		b, err := wire.AppendMessage(nil, m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		m, err := wire.DecodeMessage(body)
+		if err != nil {
+			return
+		}
+		b, err := wire.AppendMessage(nil, m)
+		if err != nil {
+			t.Fatalf("decoded %v but cannot encode it: %v", m, err)
+		}
+		m2, err := wire.DecodeMessage(b)
+		if err != nil {
+			t.Fatalf("re-encoded %v does not decode: %v", m, err)
+		}
+		if !reflect.DeepEqual(m, m2) {
+			t.Fatalf("round trip changed %v to %v", m, m2)
+		}
+	})
+}
+
+func FuzzDecodeSnapshotHeader(f *testing.F) {
+	b, err := wire.AppendSnapshotHeader(nil, wire.SnapshotHeader{Epoch: 2, Reign: wiretest.Stamp(2, 10, 0), LastIndex: 77, LastStamp: wiretest.Stamp(2, 20, 5), Members: []edict.ProcessID{1, 2, 5}, Size: 1 << 20})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		s, err := wire.DecodeSnapshotHeader(body)
+		if err != nil {
+			return
+		}
+		b, err := wire.AppendSnapshotHeader(nil, s)
+		if err != nil {
+			t.Fatalf("decoded %+v but cannot encode it: %v", s, err)
+		}
+		s2, err := wire.DecodeSnapshotHeader(b)
+		if err != nil || !reflect.DeepEqual(s, s2) {
+			t.Fatalf("round trip: %+v → %+v, %v", s, s2, err)
+		}
+	})
+}
