@@ -91,6 +91,10 @@ type Config struct {
 	FallbackAfter time.Duration
 	// Detector is the weak leader election (§9). Required.
 	Detector Detector
+	// Log is the replicated log this core elects a leader for, if any:
+	// what grants and wedges report of it. Nil reports nothing (the lease
+	// protocol alone, as the detector papers' harnesses run it).
+	Log Log
 	// Rand is the seeded source for back-off jitter. Required: the core
 	// never reads global randomness.
 	Rand *rand.Rand
@@ -168,4 +172,17 @@ func (c *Config) quarantine() time.Duration {
 		q += edict.ScaleUp(2*c.Skew, 1+c.Rho)
 	}
 	return q
+}
+
+// Log is what the lease protocol carries for the log it elects a leader
+// for, declared here where it is consumed. The lease protocol never reads
+// the positions it reports; it hands them back in events (Event.Positions,
+// StopNamed), so that the log never needs to look inside its messages.
+type Log interface {
+	// Durable is the index and stamp of the last entry on this process's
+	// durable storage: what a grant reports.
+	Durable() (uint64, edict.Stamp)
+	// StopProof is the newest stop edict this process knows committed
+	// (index 0 if none): what a wedge request names.
+	StopProof() (uint64, edict.Stamp)
 }

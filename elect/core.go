@@ -135,12 +135,11 @@ func (c *Core) advance(now edict.Time) {
 	c.lastNow = now
 }
 
-// Step delivers a message received at reading now. A malformed message is
-// refused with an error and changes nothing.
+// Step delivers a message received at reading now. The message must be
+// valid (Message.Validate), as its transport's decoder makes sure; one
+// that is misdirected or from a process that may not send it is refused
+// with an error and changes nothing.
 func (c *Core) Step(now edict.Time, m Message) error {
-	if err := m.Validate(); err != nil {
-		return err
-	}
 	if m.To != c.id {
 		return fmt.Errorf("elect: %v addressed to %v delivered to %v", m.Type, m.To, c.id)
 	}
@@ -149,6 +148,9 @@ func (c *Core) Step(now edict.Time, m Message) error {
 	}
 	c.advance(now)
 	c.hearNews(now, m)
+	if m.Type == MsgGrantRequest && m.Wedge && m.LastIndex != 0 {
+		c.event(Event{Kind: StopNamed, Epoch: m.Epoch, StopIndex: m.LastIndex, StopStamp: m.LastStamp})
+	}
 	// A grant that expired since the last reading must be reported before
 	// this message can replace its grantee, or the lapse goes unseen and
 	// the detector keeps naming a dead process.
@@ -164,7 +166,7 @@ func (c *Core) Step(now edict.Time, m Message) error {
 	c.cfg.Detector.Observe(Observation{Kind: kind, Process: m.From, At: now})
 	switch m.Type {
 	case MsgGrantRequest, MsgGrant, MsgNack, MsgRelease, MsgRevoke:
-		c.send(now, m) // the same handlers as local delivery
+		c.deliver(now, m)
 	case MsgVerify:
 		c.onVerify(now, m)
 	case MsgRemainder:
@@ -300,6 +302,21 @@ func (c *Core) emit(m Message) {
 		}
 		m.Newest, m.NewestMembers, m.NewestRan = newest.epoch, newest.members, newest.epoch == c.active
 		m.NewestStopIndex, m.NewestStopStamp = newest.stopIndex, newest.stopStamp
+	}
+	if c.cfg.Log != nil {
+		switch {
+		case m.Type == MsgGrant:
+			// A grant reports the granter's durable log, so that a new
+			// reign starts from its quorum's most up-to-date one (DESIGN
+			// §6); what is not yet on disk may be lost to a crash and then
+			// could not be fetched.
+			m.LastIndex, m.LastStamp = c.cfg.Log.Durable()
+		case m.Type == MsgGrantRequest && m.Wedge:
+			// A wedge names the stop edict its sender knows committed, so
+			// that a granter whose log holds it learns it committed
+			// (DESIGN §7).
+			m.LastIndex, m.LastStamp = c.cfg.Log.StopProof()
+		}
 	}
 	c.ready.Messages = append(c.ready.Messages, m)
 }

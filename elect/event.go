@@ -28,6 +28,10 @@ const (
 	// records the configuration durably (a wedge or termination in it is
 	// persisted, and New needs the epoch to restore them).
 	EpochHeard
+	// StopNamed: a peer's wedge request named, in StopIndex and StopStamp,
+	// the stop edict it knows committed (Log.StopProof). A log holding that
+	// very entry may commit everything up to it (Log Matching).
+	StopNamed
 )
 
 func (k EventKind) String() string {
@@ -42,6 +46,8 @@ func (k EventKind) String() string {
 		return "epoch-terminated"
 	case EpochHeard:
 		return "epoch-heard"
+	case StopNamed:
+		return "stop-named"
 	}
 	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }
@@ -63,8 +69,20 @@ type Event struct {
 	// system).
 	Members []edict.ProcessID
 	// StopIndex and StopStamp: an EpochHeard epoch's stop edict, when
-	// the news named it (EpochConfig.StopIndex). An epoch already heard is
-	// reported again when news first names its stop edict.
+	// the news named it (EpochConfig.StopIndex); an epoch already heard is
+	// reported again when news first names its stop edict. StopNamed: the
+	// stop edict a wedge request named.
 	StopIndex uint64
 	StopStamp edict.Stamp
+	// Positions are, on LeaseAcquired, the log positions the instance's
+	// granters reported (Log.Durable), one for every process of QT but
+	// this one.
+	Positions map[edict.ProcessID]Position
+}
+
+// Position is where a granter's log stood: the index and stamp of its last
+// durable entry.
+type Position struct {
+	Index uint64
+	Stamp edict.Stamp
 }

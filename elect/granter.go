@@ -83,6 +83,13 @@ func (c *Core) send(now edict.Time, m Message) {
 		c.emit(m)
 		return
 	}
+	c.deliver(now, m)
+}
+
+// deliver hands a grant-exchange message addressed to this process to its
+// handler: one arriving from a peer (Step), or one this process sends
+// itself, as a member of its own quorum (send).
+func (c *Core) deliver(now edict.Time, m Message) {
 	switch m.Type {
 	case MsgGrantRequest:
 		c.onGrantRequest(now, m)

@@ -35,9 +35,12 @@ type attempt struct {
 	deadline edict.Time // Start_p + (1−ρ)δ: completion must come before it
 	giveUp   edict.Time // abort and retry after this reading
 	grants   []edict.Reading
-	refusals int
-	wait     time.Duration // longest remaining grant a nack reported
-	renewal  bool
+	// positions are the log positions the grants reported (Log.Durable of
+	// each granter), handed to the log when the instance completes.
+	positions map[edict.ProcessID]Position
+	refusals  int
+	wait      time.Duration // longest remaining grant a nack reported
+	renewal   bool
 }
 
 // IsLeader reports C_p < E_p, which by (13) implies isLeader_p (eq. 12). The
@@ -217,6 +220,12 @@ func (c *Core) onGrantReply(now edict.Time, m Message) {
 		return
 	}
 	a.grants = append(a.grants, edict.Reading{Process: m.From, T: m.T})
+	if m.From != c.id {
+		if a.positions == nil {
+			a.positions = map[edict.ProcessID]Position{}
+		}
+		a.positions[m.From] = Position{Index: m.LastIndex, Stamp: m.LastStamp}
+	}
 	qt, err := edict.NewQT(a.grants...)
 	if err != nil {
 		panic(fmt.Sprintf("elect: own grants form a malformed QT: %v", err))
@@ -258,7 +267,7 @@ func (c *Core) complete(now edict.Time, a *attempt, qt edict.QT) {
 	} else {
 		c.lease = leaseState{epoch: a.epoch, expiry: a.deadline, qt: qt, reign: qt, since: a.start, counter: c.lease.counter}
 	}
-	c.event(Event{Kind: LeaseAcquired, Epoch: a.epoch, QT: qt, Reign: c.lease.reign, NewReign: !wasLeader, Expiry: c.lease.expiry, Start: a.start, Leader: c.id})
+	c.event(Event{Kind: LeaseAcquired, Epoch: a.epoch, QT: qt, Reign: c.lease.reign, NewReign: !wasLeader, Expiry: c.lease.expiry, Start: a.start, Leader: c.id, Positions: a.positions})
 }
 
 // checkAttempt gives up an attempt that has not completed in time.

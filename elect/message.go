@@ -90,10 +90,12 @@ type Message struct {
 	// Wedged reports, in a grant or nack, that q is wedged in Epoch.
 	Wedged bool `codec:"x"`
 
-	// LastIndex and LastStamp are the granter's log position when it
-	// granted, filled in by the log layer on grants and wedge replies so
-	// that a new reign (or epoch) starts from the most up-to-date log of
-	// its quorum (DESIGN §4, §6, §7). The lease protocol ignores them.
+	// LastIndex and LastStamp carry a log position for the log the lease
+	// protocol serves (Config.Log): in a grant, the granter's durable log
+	// (Log.Durable), so that a new reign starts from the most up-to-date
+	// log of its quorum (DESIGN §6; Event.Positions); in a wedge request,
+	// the stop edict its sender knows committed (Log.StopProof; the
+	// StopNamed event). The lease protocol itself never reads them.
 	LastIndex uint64      `codec:"li"`
 	LastStamp edict.Stamp `codec:"ls"`
 

@@ -88,9 +88,6 @@ type Core struct {
 
 	lead       *leader
 	leaderHint edict.ProcessID
-	// grants remembers the log position each granter reported, per
-	// attempt, for the start of a reign (DESIGN §6).
-	grants map[edict.ProcessID]grantPosition
 
 	reads []pendingRead
 	// campaignIn is an epoch this process was asked to lead (TimeoutNow)
@@ -115,11 +112,6 @@ type Core struct {
 	ready       Ready
 }
 
-type grantPosition struct {
-	start edict.Time
-	pos   wire.Position
-}
-
 // NewCore returns a Core restarting from st at reading now.
 func NewCore(cfg CoreConfig, st State, now edict.Time) (*Core, error) {
 	cfg.setDefaults()
@@ -129,7 +121,7 @@ func NewCore(cfg CoreConfig, st State, now edict.Time) (*Core, error) {
 	if len(st.Epochs) == 0 {
 		return nil, errors.New("log: State.Epochs must hold at least the bootstrap epoch")
 	}
-	c := &Core{cfg: cfg, id: cfg.ID, epochs: map[uint64]wire.EpochConfig{}, grants: map[edict.ProcessID]grantPosition{}, lastNow: now}
+	c := &Core{cfg: cfg, id: cfg.ID, epochs: map[uint64]wire.EpochConfig{}, lastNow: now}
 	var ecs []elect.EpochConfig
 	for _, e := range st.Epochs {
 		if err := e.Check(); err != nil {
@@ -145,13 +137,6 @@ func NewCore(cfg CoreConfig, st State, now edict.Time) (*Core, error) {
 			c.stopProof = wire.Position{Index: e.StopIndex, Stamp: e.StopStamp}
 		}
 	}
-	ec := cfg.Elect
-	ec.ID, ec.Epochs = cfg.ID, ecs
-	el, err := elect.New(ec, st.Records, now)
-	if err != nil {
-		return nil, err
-	}
-	c.el = el
 	c.acceptedReign = st.AcceptedReign
 	c.log.snap = st.Snapshot
 	for i, e := range st.Entries {
@@ -163,6 +148,13 @@ func NewCore(cfg CoreConfig, st State, now edict.Time) (*Core, error) {
 	c.commit, c.handed, c.applied = st.Snapshot.Index, st.Snapshot.Index, st.Snapshot.Index
 	c.configDone = st.Snapshot.Index
 	c.persisted, c.stored = c.log.lastIndex(), c.log.lastIndex()
+	ec := cfg.Elect
+	ec.ID, ec.Epochs, ec.Log = cfg.ID, ecs, electLog{c}
+	el, err := elect.New(ec, st.Records, now)
+	if err != nil {
+		return nil, err
+	}
+	c.el = el
 	// Wedging is retried until a quorum is wedged, but the retries are not
 	// durable: a process that restarts knowing a newer epoch than its
 	// active one resumes wedging, or its predecessors' members that
@@ -236,12 +228,11 @@ func (c *Core) NextTick() edict.Time {
 	return next
 }
 
-// Step delivers a message received at reading now. Malformed or
-// misdirected input is refused with an error and changes nothing.
+// Step delivers a message received at reading now. The message must be
+// valid (wire.Message.Validate): transports validate every message once,
+// at decode (the simulator, at send). Misdirected input is refused with
+// an error and changes nothing.
 func (c *Core) Step(now edict.Time, m wire.Message) error {
-	if err := m.Validate(); err != nil {
-		return err
-	}
 	if m.To != c.id {
 		return fmt.Errorf("log: message for %v delivered to %v", m.To, c.id)
 	}
@@ -272,6 +263,8 @@ func (c *Core) Step(now edict.Time, m wire.Message) error {
 		} else {
 			c.onFetchReply(now, m.From, m.FetchReply)
 		}
+	default:
+		panic(fmt.Sprintf("log: Step given a message that was never validated: %v", m))
 	}
 	c.afterStep(now)
 	return err
@@ -293,18 +286,6 @@ func (c *Core) afterStep(now edict.Time) {
 }
 
 func (c *Core) stepLease(now edict.Time, m elect.Message) error {
-	if m.Type == elect.MsgGrantRequest && m.Wedge {
-		c.learnStopFromWedge(m)
-		c.processCommitted(now)
-	}
-	if g, ok := c.grants[m.From]; m.Type == elect.MsgGrant && !m.Wedge && (!ok || !m.Start.Before(g.start)) {
-		// Remember where the granter's log stood; the attempt's Start
-		// names which instance the grant belongs to. A grant to an
-		// earlier attempt, delivered late, must not replace the current
-		// attempt's: the reign would start without the granter's
-		// position and give its lease back.
-		c.grants[m.From] = grantPosition{start: m.Start, pos: wire.Position{Index: m.LastIndex, Stamp: m.LastStamp}}
-	}
 	if err := c.el.Step(now, m); err != nil {
 		return err
 	}
@@ -324,16 +305,7 @@ func (c *Core) drainElect(now edict.Time) {
 		}
 		c.setStable(wire.EpochWedgeKey(r.Epoch), b)
 	}
-	pos := c.durablePosition()
 	for _, m := range rd.Messages {
-		switch {
-		case m.Type == elect.MsgGrant:
-			// Report the durable position: what is not yet on disk may be
-			// lost to a crash and then could not be fetched.
-			m.LastIndex, m.LastStamp = pos.Index, pos.Stamp
-		case m.Type == elect.MsgGrantRequest && m.Wedge:
-			m.LastIndex, m.LastStamp = c.stopProof.Index, c.stopProof.Stamp
-		}
 		tm := wire.LeaseMessage(m)
 		if len(rd.Persist) > 0 {
 			c.ready.Messages = append(c.ready.Messages, tm)
@@ -353,6 +325,8 @@ func (c *Core) drainElect(now edict.Time) {
 			c.onEpochTerminated(now, ev.Epoch)
 		case elect.EpochHeard:
 			c.hearEpoch(now, ev)
+		case elect.StopNamed:
+			c.learnNamedStop(now, ev)
 		}
 	}
 }
@@ -365,6 +339,20 @@ func (c *Core) setStable(key string, value []byte) {
 }
 
 // durablePosition is the last entry the local store is known to hold.
+// electLog is what the lease core reports of this log (elect.Log): grants
+// carry the durable position, wedges the newest stop edict known
+// committed.
+type electLog struct{ c *Core }
+
+func (l electLog) Durable() (uint64, edict.Stamp) {
+	p := l.c.durablePosition()
+	return p.Index, p.Stamp
+}
+
+func (l electLog) StopProof() (uint64, edict.Stamp) {
+	return l.c.stopProof.Index, l.c.stopProof.Stamp
+}
+
 func (c *Core) durablePosition() wire.Position {
 	i := min(c.persisted, c.log.lastIndex())
 	st, ok := c.log.stampAt(i)

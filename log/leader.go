@@ -1,6 +1,7 @@
 package log
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/edictlog/edictlog/edict"
@@ -73,22 +74,18 @@ func (c *Core) startReign(now edict.Time, ev elect.Event) {
 		if r.Process == c.id {
 			continue
 		}
-		g, ok := c.grants[r.Process]
-		if !ok || g.start != ev.Start {
-			// Every grant of the instance carried a position; without it
-			// the quorum's logs are unknown. Give the lease back.
-			c.el.Release(now, c.el.MaxLease())
-			c.drainElect(now)
-			return
+		g, ok := ev.Positions[r.Process]
+		if !ok {
+			panic(fmt.Sprintf("log: lease of %v completed without the position of granter %v", c.id, r.Process))
 		}
-		cmp, err := g.pos.Stamp.Compare(l.bestPos.Stamp)
+		cmp, err := g.Stamp.Compare(l.bestPos.Stamp)
 		if err != nil {
 			c.el.Release(now, c.el.MaxLease())
 			c.drainElect(now)
 			return
 		}
-		if cmp > 0 || cmp == 0 && g.pos.Index > l.bestPos.Index {
-			l.best, l.bestPos = r.Process, g.pos
+		if cmp > 0 || cmp == 0 && g.Index > l.bestPos.Index {
+			l.best, l.bestPos = r.Process, wire.Position{Index: g.Index, Stamp: g.Stamp}
 		}
 	}
 	c.lead = l

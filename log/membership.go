@@ -165,12 +165,13 @@ func (c *Core) nextEpochHoldsStop() bool {
 	return err == nil && q.IsQuorum(holders)
 }
 
-// learnStopFromWedge: a wedge request carries the position of the stop
-// edict its sender knows committed. If our log holds that very entry, Log
+// learnNamedStop: a wedge request named the stop edict its sender knows
+// committed (elect.StopNamed). If our log holds that very entry, Log
 // Matching makes everything up to it committed here too.
-func (c *Core) learnStopFromWedge(m elect.Message) {
-	if m.LastIndex > c.commit && m.LastIndex <= c.log.lastIndex() && c.log.matches(m.LastIndex, m.LastStamp) {
-		c.commit = m.LastIndex
+func (c *Core) learnNamedStop(now edict.Time, ev elect.Event) {
+	if ev.StopIndex > c.commit && ev.StopIndex <= c.log.lastIndex() && c.log.matches(ev.StopIndex, ev.StopStamp) {
+		c.commit = ev.StopIndex
+		c.processCommitted(now)
 	}
 }
 

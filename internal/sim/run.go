@@ -194,6 +194,12 @@ func (r *run) call(p *process, f func(now edict.Time)) {
 }
 
 func (r *run) send(m elect.Message) {
+	// The simulated network checks what a transport's decoder checks:
+	// the cores trust a delivered message's structure (elect.Core.Step).
+	if err := m.Validate(); err != nil {
+		r.chk.fail("%v sent an invalid message %v: %v", m.From, m, err)
+		return
+	}
 	r.byType[m.Type]++
 	if m.Type == elect.MsgGrantRequest && !m.Wedge {
 		if r.attempts == nil {
