@@ -74,6 +74,14 @@ type Config struct {
 	SnapshotEvery, TrailingEntries uint64
 	// MaxBatch bounds the proposals taken into one batch (default 1024).
 	MaxBatch int
+	// MaxUnsyncedEntries and MaxUnsyncedBytes bound the log entries (and
+	// their payload bytes) handed to the store and not yet durable
+	// (defaults 16384 and 64 MiB). Past either bound a leader takes no
+	// new proposals (Apply waits, up to its context) and a follower
+	// drops appends that carry entries (its leader sends them again), so
+	// a disk slower than the clients costs bounded memory; lease traffic
+	// is never held back.
+	MaxUnsyncedEntries, MaxUnsyncedBytes int
 	// Logger receives the Node's logs (default slog.Default()).
 	Logger *slog.Logger
 	// Seed seeds back-off jitter (default: from the incarnation).
@@ -98,8 +106,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("log: Config.Rho %g outside [0, 0.5)", c.Rho)
 	case c.RoundTrip < 0 || c.RenewInterval < 0 || c.MaxLease < 0:
 		return errors.New("log: Config.RoundTrip, RenewInterval and MaxLease must not be negative")
-	case c.MaxBatch < 0:
-		return errors.New("log: Config.MaxBatch must not be negative")
+	case c.MaxBatch < 0 || c.MaxUnsyncedEntries < 0 || c.MaxUnsyncedBytes < 0:
+		return errors.New("log: Config.MaxBatch, MaxUnsyncedEntries and MaxUnsyncedBytes must not be negative")
 	case c.Detector != nil && c.NewDetector != nil:
 		return errors.New("log: set Config.Detector or Config.NewDetector, not both")
 	}
@@ -130,6 +138,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 1024
+	}
+	if c.MaxUnsyncedEntries == 0 {
+		c.MaxUnsyncedEntries = 16384
+	}
+	if c.MaxUnsyncedBytes == 0 {
+		c.MaxUnsyncedBytes = 64 << 20
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -81,7 +81,13 @@ type Core struct {
 	handed    uint64 // highest index handed out in Ready.Apply
 	applied   uint64 // highest index the state machine applied
 	persisted uint64 // highest index known durable in the local store
-	stored    uint64 // last index the store will hold once Batch is written
+	stored    uint64 // last index the store will hold once every batch handed out is written
+	// syncs are the Readys whose batch (or durability-promising messages)
+	// the runtime is still writing, oldest first: upTo is the last index
+	// the store holds once that batch is durable, lowered when a later
+	// truncation or reset replaces entries it wrote. Synced retires them.
+	syncs   []pendingSync
+	syncSeq uint64
 	// configDone is the highest committed index whose membership effects
 	// were carried out.
 	configDone uint64
@@ -169,24 +175,59 @@ func NewCore(cfg CoreConfig, st State, now edict.Time) (*Core, error) {
 // Ready returns and clears the pending work; see Ready for the order in
 // which to do it.
 func (c *Core) Ready() Ready {
-	if c.handed < c.commit {
-		es := c.log.slice(c.handed+1, c.commit+1, 0)
+	// Apply only what is durable here too: a state machine ahead of its
+	// own log could take a snapshot of entries a crash then loses from it.
+	if hi := min(c.commit, c.persisted); c.handed < hi {
+		es := c.log.slice(c.handed+1, hi+1, 0)
 		c.ready.Apply = append(c.ready.Apply, cloneEntries(es)...)
-		c.handed = c.commit
+		c.handed = hi
 	}
 	r := c.ready
 	c.ready = Ready{}
 	c.stored = c.log.lastIndex()
+	if !batchEmpty(&r.Batch) || len(r.Messages) > 0 {
+		c.syncSeq++
+		r.Sync = c.syncSeq
+		c.syncs = append(c.syncs, pendingSync{seq: c.syncSeq, upTo: c.stored})
+	}
 	return r
 }
 
-// Advance tells the Core that r's Batch is durable and its messages sent.
-// The runtime calls Ready, does the work, and calls Advance before any
-// other call, so the store now holds the log exactly as it was at Ready.
+// pendingSync is a Ready's batch the runtime is writing.
+type pendingSync struct{ seq, upTo uint64 }
+
+// Advance tells the Core that the runtime has done r's work: sent its
+// messages, handed its batch to the store, applied, served, reported. The
+// runtime calls Ready, does the work, and calls Advance before any other
+// call. The batch need not be durable yet; Synced says when it is.
 func (c *Core) Advance(now edict.Time, r Ready) {
 	c.advanceClock(now)
-	c.persisted = c.stored
 	c.afterStep(now)
+}
+
+// Synced tells the Core that the batches of every Ready up to the one
+// whose Sync was seq are durable, and the messages that waited for them
+// sent: the store holds the log as it was at that Ready, except what a
+// later truncation or reset replaces. Storage completions are inputs like
+// any other, so the Core stays deterministic while the runtime writes off
+// its loop (etcd-raft's AsyncStorageWrites): lease messages are stepped
+// and answered while a batch is being fsynced (docs/protocol.md).
+func (c *Core) Synced(now edict.Time, seq uint64) {
+	c.advanceClock(now)
+	for len(c.syncs) > 0 && c.syncs[0].seq <= seq {
+		c.persisted = max(c.persisted, min(c.syncs[0].upTo, c.log.lastIndex()))
+		c.syncs = c.syncs[1:]
+	}
+	c.afterStep(now)
+}
+
+// unsynced lowers the pending batches' reach to below index i, whose entry
+// (and those after it) the log replaces: the store holding what those
+// batches wrote there does not hold this log's entries.
+func (c *Core) unsynced(i uint64) {
+	for k := range c.syncs {
+		c.syncs[k].upTo = min(c.syncs[k].upTo, i-1)
+	}
 }
 
 // Applied tells the Core the state machine has applied up to index.
@@ -406,6 +447,7 @@ func (c *Core) truncateFrom(i uint64) {
 	if c.persisted >= i {
 		c.persisted = i - 1
 	}
+	c.unsynced(i)
 }
 
 func (c *Core) send(m wire.Message, immediate bool) {

@@ -16,9 +16,15 @@ type Env interface {
 	// Send hands a message to the transport. It may drop it: the protocol
 	// sends again what matters (probes, heartbeats, retries).
 	Send(m wire.Message)
-	// StoreBatch makes b durable in one transaction. An error stops the
-	// Driver: nothing that depends on the batch has left yet.
-	StoreBatch(b wire.Batch) error
+	// Persist makes b durable in one transaction, after every batch
+	// handed to it before, then sends after (the messages that promise
+	// durability), then calls Driver.Synced(seq) on the Driver's
+	// goroutine. It should not wait for the disk: the Driver goes on
+	// stepping lease messages meanwhile, which is what keeps a slow fsync
+	// from costing the leader its lease. If the store fails, the owner
+	// must stop the Driver (Close) and the process without sending after:
+	// nothing that depends on the batch has left.
+	Persist(seq uint64, b wire.Batch, after []wire.Message)
 	// Apply hands committed entries, in index order, to the state
 	// machine; the owner calls Driver.Applied once they are applied.
 	Apply(es []wire.Entry)
@@ -39,9 +45,11 @@ type Env interface {
 // the simulator checks is what runs.
 //
 // What it guarantees:
-//   - Ready's order: Immediate messages, then the batch stored durably,
-//     then the messages that promise durability, then applies, reads,
-//     snapshots and events; Advance only after all of them.
+//   - Ready's order: Immediate messages, then the batch handed to the
+//     store with the messages that promise durability, which leave only
+//     once it is durable (Env.Persist), then applies, reads, snapshots
+//     and events; Advance only after all of them. Storage completes off
+//     the Driver's goroutine and comes back as an input (Synced).
 //   - Every input reaches the Core through a reading taken by Now, which
 //     first gives up a lease a suspend of the host may have outlived, so
 //     nothing that rests on the lease is decided on a stale one.
@@ -242,25 +250,25 @@ func (d *Driver) SnapshotSent(peer edict.ProcessID, lastIndex uint64, err error)
 	d.core.SnapshotSent(d.Now(), peer, lastIndex, err)
 }
 
+// Synced reports that the batches of the Readys up to seq are durable and
+// the messages that waited for them sent (Env.Persist).
+func (d *Driver) Synced(seq uint64) {
+	d.core.Synced(d.Now(), seq)
+}
+
 // HandleReady does what the Core asks, in Ready's order, until it asks
-// nothing more. An error from the store stops it: the owner must stop the
-// Driver (Close) and the process.
-func (d *Driver) HandleReady() error {
+// nothing more. A failure of the store reaches the owner from Env.Persist.
+func (d *Driver) HandleReady() {
 	for {
 		rd := d.core.Ready()
 		if rd.IsEmpty() {
-			return nil
+			return
 		}
 		for _, m := range rd.Immediate {
 			d.env.Send(m)
 		}
-		if !batchEmpty(&rd.Batch) {
-			if err := d.env.StoreBatch(rd.Batch); err != nil {
-				return fmt.Errorf("log: store batch: %w", err)
-			}
-		}
-		for _, m := range rd.Messages {
-			d.env.Send(m)
+		if rd.Sync != 0 {
+			d.env.Persist(rd.Sync, rd.Batch, rd.Messages)
 		}
 		if len(rd.Apply) > 0 {
 			d.env.Apply(rd.Apply)

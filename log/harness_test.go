@@ -78,7 +78,7 @@ func (c *tcluster) reading(id edict.ProcessID) edict.Time {
 
 func (c *tcluster) advance(d time.Duration) { c.now += int64(d) }
 
-// collect runs one Ready cycle: persist, send, apply, Advance.
+// collect runs Ready cycles: persist, send, apply, Advance, Synced.
 func (c *tcluster) collect(id edict.ProcessID) {
 	core := c.cores[id]
 	for {
@@ -113,6 +113,10 @@ func (c *tcluster) collect(id edict.ProcessID) {
 		c.events[id] = append(c.events[id], rd.Events...)
 		c.snapReqs[id] = append(c.snapReqs[id], rd.Snapshots...)
 		core.Advance(c.reading(id), rd)
+		if rd.Sync != 0 {
+			// This harness's store is synchronous: the batch is durable.
+			core.Synced(c.reading(id), rd.Sync)
+		}
 		if n := len(c.applied[id]); n > 0 {
 			core.Applied(c.reading(id), c.applied[id][n-1].Index)
 		}

@@ -92,7 +92,9 @@ type Node struct {
 	// fatal stops the loop with an error from another goroutine (stopWith).
 	fatal chan error
 
-	applier *applier
+	applier   *applier
+	persister *persister
+	fsync     fsyncStats
 
 	// pending are the events of the loop's current step, sent to the
 	// observers once its status is published (announce). Loop only.
@@ -173,11 +175,13 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.d = NewDriver(core, clock, nodeEnv{n}, snapIdx)
 	n.applier = newApplier(n, snapIdx)
+	n.persister = newPersister(n)
 	// Status is right from the start, not only after the loop's first
 	// event. The core is read here before the loop owns it.
 	n.publishStatus()
 	n.log.Info("node started", "incarnation", inc, "snapshot", snapIdx, "last", core.log.lastIndex(), "epoch", core.el.ActiveEpoch())
 	go n.applier.run()
+	go n.persister.run()
 	go n.run()
 	return n, nil
 }
@@ -205,7 +209,21 @@ func (n *Node) run() {
 	defer timer.Stop()
 	recv := n.cfg.Transport.Receive()
 	snaps := n.cfg.Transport.Snapshots()
+	wasFull := false
 	for {
+		// Flow control: while the store's backlog is at a bound, take no
+		// proposals (Config.MaxUnsyncedEntries, Bytes). A Synced from the
+		// persister wakes the loop when it drains.
+		proposals := n.proposals
+		if full := n.persister.full(); full {
+			proposals = nil
+			if !wasFull {
+				n.fsync.throttled.Add(1)
+			}
+			wasFull = true
+		} else {
+			wasFull = false
+		}
 		select {
 		case <-n.stop:
 			return
@@ -217,10 +235,17 @@ func (n *Node) run() {
 				n.fail(ErrShutdown)
 				return
 			}
+			if m.Append != nil && len(m.Append.Entries) > 0 && n.persister.full() {
+				// The leader sends them again once this follower's
+				// replies show it caught up; heartbeats and lease
+				// messages still go through.
+				n.fsync.shed.Add(1)
+				break
+			}
 			if err := n.d.Step(m); err != nil {
 				n.log.Warn("refused message", "from", uint64(m.From), "kind", m.Kind().String(), "err", err)
 			}
-		case p := <-n.proposals:
+		case p := <-proposals:
 			n.propose(p)
 		case r := <-n.reads:
 			n.startRead(r)
@@ -240,10 +265,7 @@ func (n *Node) run() {
 		if now := n.d.Now(); !now.Before(n.core.NextTick()) {
 			n.d.Tick()
 		}
-		if err := n.handleReady(); err != nil {
-			n.fail(err)
-			return
-		}
+		n.handleReady()
 		n.resetTimer(timer)
 	}
 }
@@ -259,17 +281,18 @@ func (n *Node) resetTimer(t *time.Timer) {
 
 // handleReady has the Driver carry out what the Core asks, then publishes
 // the status it led to.
-func (n *Node) handleReady() error {
-	err := n.d.HandleReady()
+func (n *Node) handleReady() {
+	n.d.HandleReady()
 	n.publishStatus()
-	return err
 }
 
 // nodeEnv is the Node's I/O for its Driver.
 type nodeEnv struct{ n *Node }
 
-func (e nodeEnv) Send(m wire.Message)               { e.n.sendAll([]wire.Message{m}) }
-func (e nodeEnv) StoreBatch(b wire.Batch) error     { return e.n.cfg.Store.StoreBatch(b) }
+func (e nodeEnv) Send(m wire.Message) { e.n.sendAll([]wire.Message{m}) }
+func (e nodeEnv) Persist(seq uint64, b wire.Batch, after []wire.Message) {
+	e.n.persister.enqueue(persistJob{seq: seq, batch: b, after: after})
+}
 func (e nodeEnv) Apply(es []wire.Entry)             { e.n.applier.enqueue(applyJob{entries: es}) }
 func (e nodeEnv) SendSnapshot(peer edict.ProcessID) { e.n.sendSnapshot(peer) }
 func (e nodeEnv) Event(ev Event)                    { e.n.onEvent(ev) }
@@ -350,6 +373,7 @@ func (n *Node) fail(err error) {
 	n.failErr = err
 	n.d.Close(err)
 	n.applier.close()
+	n.persister.close(true)
 }
 
 // alive fails a call on a stopped Node, or with a context already ended,
@@ -361,6 +385,17 @@ func (n *Node) alive(ctx context.Context) error {
 	default:
 	}
 	return ctx.Err()
+}
+
+// post runs f on the loop goroutine, without waiting for it to run; false
+// if the Node has stopped.
+func (n *Node) post(f func()) bool {
+	select {
+	case n.ops <- f:
+		return true
+	case <-n.done:
+		return false
+	}
 }
 
 // do runs f on the loop goroutine and waits for it.
@@ -411,9 +446,7 @@ func (n *Node) ReignIndex() uint64 { return n.applier.reignIndex.Load() }
 func (n *Node) Shutdown(ctx context.Context) error {
 	_ = n.do(ctx, func() {
 		n.core.Resign(n.d.Now())
-		if err := n.handleReady(); err != nil {
-			n.log.Error("release on shutdown", "err", err)
-		}
+		n.handleReady()
 	})
 	n.stopOnce.Do(func() { close(n.stop) })
 	select {
@@ -423,6 +456,10 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	}
 	n.applier.close()
 	n.applier.wait()
+	// What the loop handed the store is written, and the messages that
+	// waited for it sent, before the owner closes the store and transport.
+	n.persister.close(false)
+	n.persister.wait()
 	return nil
 }
 

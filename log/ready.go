@@ -6,19 +6,26 @@ import (
 )
 
 // Ready is what the caller must do after driving the Core, in this order
-// (etcd-raft's Ready, with the leader's own write in parallel, DESIGN §6):
+// (etcd-raft's Ready with AsyncStorageWrites, the leader's own write in
+// parallel, DESIGN §6):
 //
-//  1. send Immediate — the leader's appends need not wait for its disk;
-//  2. store Batch durably, in one transaction;
-//  3. send Messages — replies that promise durability, grants that depend
-//     on persisted wedge state;
-//  4. hand Apply to the state machine in order, serve Reads once applied,
+//  1. send Immediate — the leader's appends, and lease messages, need not
+//     wait for any disk;
+//  2. if Sync is not 0: hand Batch to the store, to be made durable in one
+//     transaction after every earlier Ready's batch, and then Messages to
+//     be sent — replies that promise durability, grants that depend on
+//     persisted wedge state — and then call Core.Synced(Sync). This may
+//     happen off the caller's goroutine, while the Core goes on stepping;
+//  3. hand Apply to the state machine in order, serve Reads once applied,
 //     stream Snapshots, act on Events;
-//  5. call Core.Advance(ready).
+//  4. call Core.Advance(ready).
 type Ready struct {
 	Immediate []wire.Message
 	Batch     wire.Batch
 	Messages  []wire.Message
+	// Sync names this Ready's batch and Messages for Core.Synced; 0 when
+	// there are neither.
+	Sync uint64
 	// Apply are committed entries, in index order, not yet handed out.
 	Apply []wire.Entry
 	// Reads are read requests whose index is now known.

@@ -110,6 +110,7 @@ func (c *Core) SnapshotInstalled(now edict.Time, from edict.ProcessID, meta wire
 		c.log.compact(pos.Index) // keep the entries after it
 	} else {
 		c.log.reset(pos)
+		c.unsynced(pos.Index + 1)
 		c.ready.Batch.Entries = nil
 		c.ready.Batch.TruncateFrom = 0
 		c.ready.Batch.Reset = &pos

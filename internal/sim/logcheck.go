@@ -33,11 +33,16 @@ func (r *lrun) check(p *lproc) {
 	if r.leaderAfterGST == 0 && r.w.now >= r.gst && p.core.CanServeLease(p.now(r.w.now)) {
 		r.leaderAfterGST = r.w.now
 	}
-	if st.Commit > p.seenCommit {
-		for i := p.seenCommit + 1; i <= st.Commit && r.violation == ""; i++ {
-			r.checkCommitted(p, i)
+	for i := p.seenCommit + 1; i <= st.Commit && r.violation == ""; i++ {
+		if p.queuedAt(i) {
+			// On its way to p's disk: p may learn an entry committed (by
+			// a quorum of others) before its own write of it, or of the
+			// truncation that replaces a stale entry there, is done.
+			// Checked once the write is.
+			break
 		}
-		p.seenCommit = st.Commit
+		r.checkCommitted(p, i)
+		p.seenCommit = i
 	}
 }
 
@@ -133,8 +138,18 @@ func (r *lrun) checkStored(p *lproc, b wire.Batch) {
 
 // checkMonotone checks that acceptedReign never goes back at p, and
 // records the new maximum.
+//
+// The stored and the in-memory values are tracked apart: the runtime
+// writes off its loop, so memory runs ahead of the disk (a newer reign
+// accepted, its batch not yet durable). Memory starts each life at the
+// stored maximum at least (restart resets memAccepted to it), and neither
+// may ever go back.
 func (r *lrun) checkMonotone(p *lproc, reign edict.Stamp, where string) {
-	prev := r.maxAccepted[p.id]
+	max := r.maxAccepted
+	if where == "in memory" {
+		max = r.memAccepted
+	}
+	prev := max[p.id]
 	if reign.IsZero() && prev.IsZero() {
 		return
 	}
@@ -145,7 +160,7 @@ func (r *lrun) checkMonotone(p *lproc, reign edict.Stamp, where string) {
 	case cmp < 0:
 		r.fail("log safety: %v's acceptedReign went back (%s) from %v to %v", p.id, where, prev, reign)
 	case cmp > 0:
-		r.maxAccepted[p.id] = reign
+		max[p.id] = reign
 	}
 }
 

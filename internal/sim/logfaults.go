@@ -78,6 +78,7 @@ func (r *lrun) crashOne() {
 // Its stores keep what they hold; everything else it knew is lost.
 func (r *lrun) crash(p *lproc, down time.Duration) {
 	p.up = false
+	p.disk = nil // what the disk had not finished writing is lost
 	r.dropPending(p)
 	r.report(p.id, elect.ProcessDown)
 	r.w.at(min(r.w.now+int64(down), r.gst), func() { r.restart(p) })
@@ -212,6 +213,8 @@ func (r *lrun) restart(p *lproc) {
 		// the incarnation keeps the process's readings increasing.
 		p.clock.reboot(r.w.now, float64(r.w.between(0, time.Millisecond)))
 	}
+	// This life's memory starts from the disk: at least its maximum.
+	r.memAccepted[p.id] = r.maxAccepted[p.id]
 	r.start(p)
 	r.report(p.id, elect.ProcessUp)
 }

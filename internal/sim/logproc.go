@@ -55,7 +55,10 @@ type lproc struct {
 	// crashAt is where, inside the Ready cycle under way, the process
 	// crashes (crashNone: it does not); crashFor, if set, how long it
 	// then stays down.
-	crashAt  crashPoint
+	crashAt crashPoint
+	// disk holds the batches handed to the store and not yet durable,
+	// oldest first; the head one is being written.
+	disk     []diskWrite
 	crashFor time.Duration
 }
 
@@ -102,28 +105,102 @@ func (e simEnv) Send(m wire.Message) {
 	}
 }
 
-func (e simEnv) StoreBatch(b wire.Batch) error {
-	r, p := e.r, e.p
+// Persist queues b on p's simulated disk, which writes one batch at a time
+// and takes the scenario's fsync latency for each, while p goes on running
+// (log.Env.Persist). A crash loses what the disk has not finished; the
+// Ready cycle's crash point, if it is one of the store's, strikes when
+// this batch's write completes.
+func (e simEnv) Persist(seq uint64, b wire.Batch, after []wire.Message) {
+	p := e.p
 	if !p.up {
-		return errCrashed
+		return
 	}
-	if p.crashAt == crashBeforeStore {
-		r.crashNow(p)
-		return errCrashed
+	crash := crashNone
+	if p.crashAt == crashBeforeStore || p.crashAt == crashAfterStore {
+		crash, p.crashAt = p.crashAt, crashNone
 	}
-	r.checkStored(p, b)
-	if err := p.store.StoreBatch(b); err != nil {
-		return err
+	p.disk = append(p.disk, diskWrite{seq: seq, batch: b, after: after, crash: crash, crashFor: p.crashFor})
+	if len(p.disk) == 1 {
+		e.r.startWrite(p)
 	}
-	if b.Reset != nil {
-		p.snapPos = *b.Reset
-	}
-	if p.crashAt == crashAfterStore {
-		r.crashNow(p)
-		return errCrashed
-	}
-	return nil
 }
+
+// diskWrite is a batch on a simulated disk.
+type diskWrite struct {
+	seq      uint64
+	batch    wire.Batch
+	after    []wire.Message
+	crash    crashPoint
+	crashFor time.Duration
+}
+
+// startWrite begins the write at the head of p's disk queue.
+func (r *lrun) startWrite(p *lproc) {
+	life := p.inc
+	done := r.w.now + int64(r.fsyncLatency(p))
+	if r.sc.BlockingDisk {
+		// The runtime sits in the write: nothing it receives is stepped,
+		// no timer fires, until the write is done.
+		p.frozenUntil = max(p.frozenUntil, done)
+	}
+	r.w.at(done, func() { r.finishWrite(p, life) })
+}
+
+// fsyncLatency is how long p's next write takes: the scenario's disk,
+// slower on the processes it made slow.
+func (r *lrun) fsyncLatency(p *lproc) time.Duration {
+	lo, hi := r.sc.Fsync/10, r.sc.Fsync
+	if r.slowDisk[p.id] {
+		lo, hi = r.sc.SlowFsync/2, r.sc.SlowFsync
+	}
+	return r.w.between(lo, hi)
+}
+
+// finishWrite completes the head write of p's disk, unless p crashed
+// since it began (a crash empties the queue: unfinished writes are lost).
+func (r *lrun) finishWrite(p *lproc, life uint64) {
+	if !p.up || p.inc != life || len(p.disk) == 0 {
+		return
+	}
+	j := p.disk[0]
+	if j.crash == crashBeforeStore {
+		p.crashFor = j.crashFor
+		r.crashNow(p)
+		return
+	}
+	if !batchEmpty(j.batch) {
+		r.checkStored(p, j.batch)
+		if err := p.store.StoreBatch(j.batch); err != nil {
+			r.fail("%v: store batch: %v", p.id, err)
+			return
+		}
+		if j.batch.Reset != nil {
+			p.snapPos = *j.batch.Reset
+		}
+	}
+	if j.crash == crashAfterStore {
+		p.crashFor = j.crashFor
+		r.crashNow(p)
+		return
+	}
+	p.disk = p.disk[1:]
+	if len(p.disk) > 0 {
+		r.startWrite(p)
+	}
+	// The runtime sends what waited for the write and reports it: on a
+	// suspended host, once it resumes (and not at all in a later life).
+	r.call(p, func(d *log.Driver) {
+		if p.inc != life {
+			return
+		}
+		for _, m := range j.after {
+			r.send(m)
+		}
+		d.Synced(j.seq)
+	})
+}
+
+func batchEmpty(b wire.Batch) bool { return b.Empty() }
 
 func (e simEnv) Apply(es []wire.Entry) {
 	r, p := e.r, e.p
@@ -154,6 +231,23 @@ func (e simEnv) Event(ev log.Event) {
 	if e.p.up {
 		e.r.onEvent(e.p, ev)
 	}
+}
+
+// queuedAt reports whether a write queued on p's disk changes index i:
+// writes an entry there, truncates at or below it, or resets the log.
+func (p *lproc) queuedAt(i uint64) bool {
+	for _, w := range p.disk {
+		b := w.batch
+		if b.Reset != nil || b.TruncateFrom != 0 && b.TruncateFrom <= i {
+			return true
+		}
+		for _, e := range b.Entries {
+			if e.Index == i {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // storedStamp is the stamp of the entry at index i in p's stored log, and

@@ -41,13 +41,17 @@ func (r LogResult) String() string {
 }
 
 type lrun struct {
-	w     *world
-	sc    LogScenario
-	net   *network
-	procs map[edict.ProcessID]*lproc
-	ids   []edict.ProcessID
-	gst   int64
-	end   int64
+	w *world
+	// slowDisk marks the processes whose disks are slow (SlowDisks);
+	// firstLeader is the first process that led (StableLeader).
+	slowDisk    map[edict.ProcessID]bool
+	firstLeader edict.ProcessID
+	sc          LogScenario
+	net         *network
+	procs       map[edict.ProcessID]*lproc
+	ids         []edict.ProcessID
+	gst         int64
+	end         int64
 
 	epoch0    wire.EpochConfig
 	committed map[uint64]edict.Stamp // ground truth: index → the one stamp committed there
@@ -62,7 +66,8 @@ type lrun struct {
 	// Ground truth for the checkers of logcheck.go, kept here so that it
 	// survives a process's restart.
 	epochMembers map[uint64][]edict.ProcessID
-	maxAccepted  map[edict.ProcessID]edict.Stamp
+	maxAccepted  map[edict.ProcessID]edict.Stamp // stored
+	memAccepted  map[edict.ProcessID]edict.Stamp // in memory, this life
 	maxEpochOf   map[edict.ProcessID]uint64
 	// connCut drops the messages of broken connections (ConnectionCuts).
 	connCut map[connection]bool
@@ -91,7 +96,7 @@ func RunLog(sc LogScenario, seed uint64) (res LogResult) {
 	sc = sc.withDefaults()
 	r := &lrun{w: newWorld(seed), sc: sc, procs: map[edict.ProcessID]*lproc{}, committed: map[uint64]edict.Stamp{},
 		hist: newHistory(), epochMembers: map[uint64][]edict.ProcessID{},
-		maxAccepted: map[edict.ProcessID]edict.Stamp{}, maxEpochOf: map[edict.ProcessID]uint64{}}
+		maxAccepted: map[edict.ProcessID]edict.Stamp{}, memAccepted: map[edict.ProcessID]edict.Stamp{}, maxEpochOf: map[edict.ProcessID]uint64{}}
 	// A panic in a core is one of its safety assertions firing (a
 	// committed index truncated, a conflicting epoch): a violation of this
 	// seed, reported like the others rather than ending the whole test.
@@ -116,6 +121,10 @@ func RunLog(sc LogScenario, seed uint64) (res LogResult) {
 		p := &lproc{id: id, clock: newClock(float64(r.w.rng.Int64N(int64(time.Hour))), 1), rng: rand.New(rand.NewPCG(r.w.rng.Uint64(), 1))}
 		p.clock.setRate(0, r.sc.pickRate(r.w))
 		r.procs[id] = p
+	}
+	r.slowDisk = map[edict.ProcessID]bool{}
+	for _, id := range r.ids[:min(sc.SlowDisks, len(r.ids))] {
+		r.slowDisk[id] = true
 	}
 	for _, id := range r.ids[:sc.N] {
 		r.start(r.procs[id])
@@ -211,14 +220,10 @@ func (r *lrun) drain(p *lproc) {
 		if r.w.now < r.gst && r.sc.CrashInReady > 0 && r.w.chance(r.sc.CrashInReady) {
 			p.crashAt = crashPoint(1 + r.w.rng.IntN(3))
 		}
-		err := p.d.HandleReady()
+		p.d.HandleReady()
 		p.crashAt, p.crashFor = crashNone, 0
 		if !p.up {
 			return // crashed inside the cycle
-		}
-		if err != nil {
-			r.fail("%v: %v", p.id, err)
-			return
 		}
 		if r.sc.Snapshots && p.applied >= p.snapPos.Index+32 {
 			r.takeSnapshot(p)
@@ -433,6 +438,13 @@ func (r *lrun) onEvent(p *lproc, ev log.Event) {
 		r.epochMembers[cfg.Epoch] = slices.Clone(cfg.Members)
 	case log.EpochChanged:
 		r.epochGap.epochChanged(p)
+	case log.BecameLeader:
+		if r.sc.StableLeader && r.firstLeader != 0 {
+			r.fail("a second reign began (%v after %v), though nothing but slow disks (up to %v per write) befell the cluster", p.id, r.firstLeader, r.sc.SlowFsync)
+		}
+		if r.firstLeader == 0 {
+			r.firstLeader = p.id
+		}
 	}
 }
 

@@ -99,6 +99,20 @@ type LogScenario struct {
 	// middle one, hears of the last while the middle one's leader still
 	// holds its lease, and completes the first one's wedging.
 	EpochGap bool
+	// Fsync is the longest a durable write takes (each takes between a
+	// tenth of it and it; default 1 ms). SlowDisks processes (the first
+	// ones) have slow disks instead, whose writes take between half of
+	// SlowFsync and SlowFsync, all the time: issue 16's disk hog.
+	Fsync     time.Duration
+	SlowDisks int
+	SlowFsync time.Duration
+	// StableLeader checks that the first reign lasts the whole run: in a
+	// scenario with no fault that should depose a leader (a slow disk
+	// should not), a second process leading is a violation.
+	StableLeader bool
+	// BlockingDisk is a negative control: the runtime waits for each
+	// write, stepping nothing meanwhile, as log.Node did before issue 16.
+	BlockingDisk bool
 	// IgnoreSuspend is a negative control: the driver never asks the
 	// clock whether it was suspended, so a leader trusts a lease that a
 	// suspend outlived.
@@ -119,6 +133,9 @@ func (ls LogScenario) withDefaults() LogScenario {
 	if ls.Membership && ls.Replacements == 0 {
 		ls.Replacements = 1
 	}
+	if ls.Fsync == 0 {
+		ls.Fsync = time.Millisecond
+	}
 	if len(ls.Levels) == 0 {
 		ls.Levels = []log.ReadLevel{log.ReadLease, log.ReadFollower, log.ReadStale}
 	}
@@ -130,6 +147,10 @@ func LogScenarios() []LogScenario {
 	all := []log.ReadLevel{log.ReadLease, log.ReadFollower, log.ReadStale}
 	return []LogScenario{
 		{Scenario: Scenario{Name: "log-basic", N: 3}},
+		// Issue 16: every disk is slow (a disk hog beside the cluster),
+		// each write taking up to 60% of a lease. Lease messages must not
+		// wait for it: one reign, and writes go on.
+		{Scenario: Scenario{Name: "log-slow-disk", N: 3}, SlowDisks: 3, SlowFsync: 250 * time.Millisecond, StableLeader: true},
 		{Scenario: Scenario{Name: "log-loss", Loss: 0.1, Duplicate: 0.05, LongDelay: 0.01}},
 		{Scenario: Scenario{Name: "log-partitions", Partitions: true, Loss: 0.02}},
 		{Scenario: Scenario{Name: "log-crashes", Crashes: true, Loss: 0.02}},
