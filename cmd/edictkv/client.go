@@ -16,7 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvserver"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
 )
 
 // client is what every client subcommand shares: the node to talk to.
@@ -39,7 +39,7 @@ func clientFlags(name string, stderr io.Writer) (*flag.FlagSet, *client) {
 // errRemote is an error answer from the server.
 type errRemote struct {
 	status int
-	body   kvserver.ErrorJSON
+	body   httpapi.ErrorJSON
 }
 
 func (e *errRemote) Error() string {
@@ -109,7 +109,7 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	c.stdout = stdout
-	var g kvserver.GetResponse
+	var g httpapi.GetResponse
 	if err := c.do(http.MethodGet, keyPath(pos[0])+"?consistency="+url.QueryEscape(*consistency), nil, &g); err != nil || c.asJSON {
 		return err
 	}
@@ -144,7 +144,7 @@ func runPut(args []string, stdout, stderr io.Writer) error {
 }
 
 func (c *client) write(method, path string, value []byte) error {
-	var w kvserver.WriteResponse
+	var w httpapi.WriteResponse
 	if err := c.do(method, path, bytes.NewReader(value), &w); err != nil || c.asJSON {
 		return err
 	}
@@ -193,7 +193,7 @@ func runMembers(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	c.stdout = stdout
-	var cl kvserver.ClusterJSON
+	var cl httpapi.ClusterJSON
 	if err := c.do(http.MethodGet, "/v1/cluster", nil, &cl); err != nil || c.asJSON {
 		return err
 	}
@@ -253,7 +253,7 @@ func runTransfer(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	c.stdout = stdout
-	return c.admin("/v1/cluster/transfer", kvserver.TransferRequest{ID: *to})
+	return c.admin("/v1/cluster/transfer", httpapi.TransferRequest{ID: *to})
 }
 
 func runAddLearner(args []string, stdout, stderr io.Writer) error {
@@ -265,7 +265,7 @@ func runAddLearner(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	c.stdout = stdout
-	return c.admin("/v1/cluster/learners", kvserver.LearnerRequest{ID: *id, RaftAddr: *raft, HTTPAddr: *httpAddr})
+	return c.admin("/v1/cluster/learners", httpapi.LearnerRequest{ID: *id, RaftAddr: *raft, HTTPAddr: *httpAddr})
 }
 
 func runPromote(args []string, stdout, stderr io.Writer) error {
@@ -275,7 +275,7 @@ func runPromote(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	c.stdout = stdout
-	return c.admin("/v1/cluster/promote", kvserver.MemberRequest{ID: *id})
+	return c.admin("/v1/cluster/promote", httpapi.MemberRequest{ID: *id})
 }
 
 func runRemove(args []string, stdout, stderr io.Writer) error {
@@ -285,7 +285,7 @@ func runRemove(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	c.stdout = stdout
-	return c.admin("/v1/cluster/remove", kvserver.MemberRequest{ID: *id})
+	return c.admin("/v1/cluster/remove", httpapi.MemberRequest{ID: *id})
 }
 
 // runRecover is forced recovery: it must be run against every survivor
@@ -310,5 +310,5 @@ func runRecover(args []string, stdout, stderr io.Writer) error {
 		}
 		ids = append(ids, id)
 	}
-	return c.admin("/v1/cluster/recover", kvserver.RecoverRequest{Survivors: ids, Confirm: kvserver.ConfirmRecovery})
+	return c.admin("/v1/cluster/recover", httpapi.RecoverRequest{Survivors: ids, Confirm: httpapi.ConfirmRecovery})
 }

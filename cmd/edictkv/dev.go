@@ -12,7 +12,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvserver"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/process"
 	"github.com/edictlog/edictlog/edict"
 )
 
@@ -46,7 +46,7 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 		}
 		defer os.RemoveAll(root)
 	}
-	procs := map[edict.ProcessID]*kvserver.Process{}
+	procs := map[edict.ProcessID]*process.Process{}
 	closeAll := func() {
 		for _, p := range procs {
 			_ = p.Close()
@@ -60,7 +60,7 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	peers := map[edict.ProcessID]kvserver.Peer{}
+	peers := map[edict.ProcessID]process.Peer{}
 	for i := 1; i <= *n; i++ {
 		id := edict.ProcessID(i)
 		var join []string
@@ -69,26 +69,26 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 				join = append(join, a)
 			}
 		}
-		cfg := kvserver.ProcessConfig{ID: id, DataDir: filepath.Join(root, fmt.Sprintf("node%d", i)),
+		cfg := process.Config{ID: id, DataDir: filepath.Join(root, fmt.Sprintf("node%d", i)),
 			RaftAddr: "127.0.0.1:0", HTTPAddr: fmt.Sprintf("127.0.0.1:%d", *basePort+i-1), ClusterID: "edictkv-dev",
 			GossipAddr: gossipAddrs[i-1], GossipJoin: join, Logger: logger}
 		if *grpcPort > 0 {
 			cfg.GRPCAddr = fmt.Sprintf("127.0.0.1:%d", *grpcPort+i-1)
 		}
-		p, err := kvserver.Listen(cfg)
+		p, err := process.Listen(cfg)
 		if err != nil {
 			// A preferred port is taken: any free one will do.
 			cfg.HTTPAddr = "127.0.0.1:0"
 			if *grpcPort > 0 {
 				cfg.GRPCAddr = "127.0.0.1:0"
 			}
-			if p, err = kvserver.Listen(cfg); err != nil {
+			if p, err = process.Listen(cfg); err != nil {
 				closeAll()
 				return err
 			}
 		}
 		procs[id] = p
-		peers[id] = kvserver.Peer{RaftAddr: p.RaftAddr(), HTTPAddr: p.HTTPAddr(), GRPCAddr: p.GRPCAddr()}
+		peers[id] = process.Peer{RaftAddr: p.RaftAddr(), HTTPAddr: p.HTTPAddr(), GRPCAddr: p.GRPCAddr()}
 	}
 	for i := 1; i <= *n; i++ {
 		if err := procs[edict.ProcessID(i)].Start(peers); err != nil {

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvserver"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
 )
 
 // binary is edictkv, built once for the end-to-end tests.
@@ -226,7 +226,7 @@ func (c *cluster) leader() *proc {
 				continue
 			}
 			code, b, err := call("GET", "http://"+p.api+"/v1/status", "")
-			var st kvserver.StatusJSON
+			var st httpapi.StatusJSON
 			if err == nil && code == 200 && json.Unmarshal(b, &st) == nil && st.IsLeader {
 				return p
 			}
@@ -274,7 +274,7 @@ func (c *cluster) get(p *proc, key, level string) (string, int) {
 	if code != 200 {
 		return "", code
 	}
-	var g kvserver.GetResponse
+	var g httpapi.GetResponse
 	if err := json.Unmarshal(b, &g); err != nil || g.Value == nil {
 		c.t.Fatalf("GET %s: %s (%v)", key, b, err)
 	}

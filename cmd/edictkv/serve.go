@@ -16,7 +16,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvserver"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/process"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect/detectors"
 	"github.com/edictlog/edictlog/transport"
@@ -24,8 +25,8 @@ import (
 
 // parsePeers parses "1=raftaddr/httpaddr,2=...": each member's id, its
 // transport address and its HTTP address.
-func parsePeers(s string) (map[edict.ProcessID]kvserver.Peer, error) {
-	out := map[edict.ProcessID]kvserver.Peer{}
+func parsePeers(s string) (map[edict.ProcessID]process.Peer, error) {
+	out := map[edict.ProcessID]process.Peer{}
 	if strings.TrimSpace(s) == "" {
 		return out, nil
 	}
@@ -39,7 +40,7 @@ func parsePeers(s string) (map[edict.ProcessID]kvserver.Peer, error) {
 		if _, dup := out[edict.ProcessID(id)]; dup {
 			return nil, fmt.Errorf("--peers names process %d twice", id)
 		}
-		out[edict.ProcessID(id)] = kvserver.Peer{RaftAddr: raft, HTTPAddr: httpAddr}
+		out[edict.ProcessID(id)] = process.Peer{RaftAddr: raft, HTTPAddr: httpAddr}
 	}
 	return out, nil
 }
@@ -161,11 +162,11 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		}
 		tlsFiles = &transport.TLSFiles{CertFile: *tlsCert, KeyFile: *tlsKey, CAFile: *tlsCA, ServerName: *tlsName}
 	}
-	p, err := kvserver.Listen(kvserver.ProcessConfig{ID: self, DataDir: *dataDir, RaftAddr: *raftAddr, RaftAdvertise: *raftAdv,
+	p, err := process.Listen(process.Config{ID: self, DataDir: *dataDir, RaftAddr: *raftAddr, RaftAdvertise: *raftAdv,
 		HTTPAddr: *httpAddr, HTTPAdvertise: *httpAdv, GRPCAddr: *grpcAddr, GRPCAdvertise: *grpcAdv, ClusterID: *clusterID, Join: *join, TLS: tlsFiles, Rho: *rho, Lease: *lease,
 		SnapshotEvery: *snapEvery, LeaderWait: *leaderWait, Logger: logger, Pprof: *pprofOn,
 		GossipAddr: *gossipAddr, GossipAdvertise: *gossipAdv, GossipJoin: joins, ClusterKey: key, Detector: *detector,
-		Limits: kvserver.Limits{MaxKeyBytes: *maxKey, MaxValueBytes: *maxValue}})
+		Limits: httpapi.Limits{MaxKeyBytes: *maxKey, MaxValueBytes: *maxValue}})
 	if err != nil {
 		return err
 	}

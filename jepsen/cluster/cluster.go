@@ -1,6 +1,6 @@
 // Package cluster starts and controls the real edictkv processes of a
 // Jepsen-style test: it builds the binary (with the build tag jepsen, which
-// compiles in the fault hooks of cmd/edictkv/internal/kvserver/faults_jepsen.go), starts
+// compiles in the fault hooks of cmd/edictkv/internal/process/faults_jepsen.go), starts
 // processes 1..N, and injects faults: network partitions, SIGKILL and
 // restart, SIGSTOP and SIGCONT, clock rate drift, message delay, and the
 // loss of a node's disk (Wipe). It also starts the processes that
@@ -292,7 +292,7 @@ func (c *Cluster) serveArgs(n *Node, peers string, join bool) []string {
 	return append(args, c.cfg.ExtraArgs...)
 }
 
-// faultsEnv is kvserver.FaultsEnv (a jepsen build's; not imported, to keep
+// faultsEnv is process.FaultsEnv (a jepsen build's; not imported, to keep
 // this package free of the server's dependencies).
 const faultsEnv = "EDICTKV_JEPSEN_FAULTS"
 
@@ -703,7 +703,7 @@ func (c *Cluster) setFault(id int, record func(*Node), field string, value any) 
 	return c.postFaults(n, map[string]any{field: value})
 }
 
-// Delay is the delay fault of a node (kvserver.DelayJSON; not imported,
+// Delay is the delay fault of a node (process.DelayJSON; not imported,
 // to keep this package free of the server's dependencies): P of the log
 // messages it receives held MinMS..MaxMS, Dup of them delivered again up
 // to MaxMS later, Reorder of them held up to ReorderMS so that later ones
@@ -726,7 +726,7 @@ func (c *Cluster) SetDelay(id int, d Delay) error {
 	return c.setFault(id, func(n *Node) { n.delay = d }, "delay", d)
 }
 
-// HookStats is what a node's fault hook counted (kvserver.FaultStatsJSON):
+// HookStats is what a node's fault hook counted (process.FaultStatsJSON):
 // the delay's counts since it was last set, the snapshot counts since the
 // process started.
 type HookStats struct {

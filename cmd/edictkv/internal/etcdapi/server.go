@@ -49,7 +49,7 @@ type Config struct {
 	// (default 3s); WriteTimeout bounds a write's commit (default 10s).
 	LeaderWait, WriteTimeout time.Duration
 	// Router routes the requests that need the leader; edictkv shares its
-	// HTTP API's (kvserver.Server.Router), whose own wait then applies.
+	// HTTP API's (httpapi.Server.Router), whose own wait then applies.
 	// If nil, the Server makes one with LeaderWait, and Close closes it.
 	Router *route.Router
 	// Registerer receives the request metrics (optional).

@@ -1,6 +1,6 @@
 // Package route decides where edictkv runs a request that needs the
 // leader — a write, a lease read, an admin call — for both of its APIs:
-// the HTTP API (internal/kvserver) and etcd's gRPC API (internal/etcdapi).
+// the HTTP API (internal/httpapi) and etcd's gRPC API (internal/etcdapi).
 // Each API says how to serve a request here and how to forward it; a
 // Router says which, and when to look again.
 //

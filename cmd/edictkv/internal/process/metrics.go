@@ -1,31 +1,22 @@
-package kvserver
+package process
 
 import (
-	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/wire"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// latencyBuckets span a fast local fsync (~100µs) to a pathological
-// multi-second stall.
-var latencyBuckets = prometheus.ExponentialBuckets(50e-6, 2, 18)
-
+// metrics are the process's own, beside the APIs' request metrics in the
+// same registry: the Node's state, the reigns it started, the store's
+// timings.
 type metrics struct {
-	reg *prometheus.Registry
-
-	reads        *prometheus.CounterVec
-	forwarded    *prometheus.CounterVec
-	requests     *prometheus.CounterVec
-	writeSeconds prometheus.Histogram
-	reigns       *reignCounter
+	reigns *reignCounter
 }
 
 // reignCounter counts the reigns this process started. Its filter sees
@@ -72,29 +63,23 @@ func (c *reignCounter) count() float64 {
 	return float64(c.n)
 }
 
-// newMetrics registers the server's metrics. Values that are state (lease,
-// indexes) are read from the Node at scrape time; events are counted as
-// they happen.
-func newMetrics(s *Server) (*metrics, error) {
-	m := &metrics{reg: s.cfg.Registry}
-	m.reads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edictkv_reads_total",
-		Help: "Reads received, by the consistency level asked for."}, []string{"level"})
-	m.forwarded = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edictkv_forwarded_total",
-		Help: "Requests sent on to the leader: proxied, or answered with a 307 redirect."}, []string{"how"})
-	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edictkv_http_requests_total",
-		Help: "HTTP requests served, by route and status code."}, []string{"route", "code"})
-	m.writeSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edictkv_commit_seconds",
-		Help: "Time from a write's proposal at the leader to its commit and apply.", Buckets: latencyBuckets})
-	node := s.cfg.Node
+// newMetrics registers the process's metrics in reg: those of node and of
+// store. Values that are state (lease, indexes) are read from the Node at
+// scrape time; events are counted as they happen.
+func newMetrics(reg prometheus.Registerer, node *log.Node, store *TimedStore) (*metrics, error) {
+	m := &metrics{}
 	m.reigns = newReignCounter(node)
 	reigns := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edictkv_reigns_started_total",
 		Help: "Reigns (runs of leadership) this process started."}, m.reigns.count)
 	status := func(f func(log.Status) float64) func() float64 { return func() float64 { return f(node.Status()) } }
-	cs := []prometheus.Collector{m.reads, m.forwarded, m.requests, m.writeSeconds, reigns,
+	cs := []prometheus.Collector{reigns,
 		gauge("edictkv_is_leader", "1 while this process holds the lease and leads.", status(func(st log.Status) float64 { return b2f(st.IsLeader) })),
 		gauge("edictkv_lease_remaining_seconds", "How long this process's lease still runs (0 when not leading).", status(func(st log.Status) float64 {
-			d, _ := s.leaseRemaining(st)
-			return d.Seconds()
+			if !st.IsLeader {
+				return 0
+			}
+			d, _ := st.LeaseExpiry.Sub(node.Clock().Now())
+			return max(d, 0).Seconds()
 		})),
 		gauge("edictkv_leader_id", "The leader this process knows of (0: none).", status(func(st log.Status) float64 { return float64(st.Leader) })),
 		gauge("edictkv_epoch", "The active epoch.", status(func(st log.Status) float64 { return float64(st.Epoch) })),
@@ -102,11 +87,9 @@ func newMetrics(s *Server) (*metrics, error) {
 		gauge("edictkv_applied_index", "The highest index applied to the state machine.", status(func(st log.Status) float64 { return float64(st.Applied) })),
 		gauge("edictkv_last_index", "The last index in this process's log.", status(func(st log.Status) float64 { return float64(st.LastIndex) })),
 	}
-	if st, ok := s.cfg.Store.(*TimedStore); ok {
-		cs = append(cs, st.collectors()...)
-	}
+	cs = append(cs, store.collectors()...)
 	for _, c := range cs {
-		if err := m.reg.Register(c); err != nil {
+		if err := reg.Register(c); err != nil {
 			m.close()
 			return nil, err
 		}
@@ -128,32 +111,6 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
-}
-
-// instrument counts requests by route and status.
-func (s *Server) instrument(route string, h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
-		h(sw, r)
-		s.metrics.requests.WithLabelValues(route, strconv.Itoa(sw.code)).Inc()
-	}
-}
-
-type statusWriter struct {
-	http.ResponseWriter
-	code  int
-	wrote bool
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if !w.wrote {
-		w.code, w.wrote = code, true
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
 // StatsStore is a log store that reports its sizes and fsyncs, as package
 // storage's stores do.
 type StatsStore interface {
@@ -171,7 +128,7 @@ type TimedStore struct {
 // NewTimedStore wraps st.
 func NewTimedStore(st StatsStore) *TimedStore {
 	return &TimedStore{StatsStore: st, batch: prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "edictkv_append_seconds", Buckets: latencyBuckets,
+		Name: "edictkv_append_seconds", Buckets: httpapi.LatencyBuckets,
 		Help: "Time to store one batch of log entries durably (write and fsync), leader and followers alike."})}
 }
 

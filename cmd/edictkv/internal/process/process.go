@@ -1,4 +1,4 @@
-package kvserver
+package process
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/etcdapi"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/elect/gossip"
@@ -37,8 +38,8 @@ type Peer struct {
 	GRPCAddr string
 }
 
-// ProcessConfig configures one edictkv process.
-type ProcessConfig struct {
+// Config configures one edictkv process.
+type Config struct {
 	ID      edict.ProcessID
 	DataDir string
 	// RaftAddr and HTTPAddr are listen addresses (port 0 picks a free
@@ -62,8 +63,8 @@ type ProcessConfig struct {
 	Lease time.Duration
 	// SnapshotEvery: see log.Config (zero: the default).
 	SnapshotEvery uint64
-	Limits        Limits
-	// LeaderWait: see Config (zero: 3s).
+	Limits        httpapi.Limits
+	// LeaderWait: see httpapi.Config (zero: 3s).
 	LeaderWait time.Duration
 	// Pprof serves Go's profiler under /debug/pprof/ on the HTTP API.
 	Pprof bool
@@ -88,7 +89,7 @@ type ProcessConfig struct {
 // Process is one running edictkv process: store, transport, log node,
 // state machine and HTTP server. Listen, then Start, then Shutdown.
 type Process struct {
-	cfg    ProcessConfig
+	cfg    Config
 	log    *slog.Logger
 	store  *storage.BoltStore
 	snaps  *storage.FileSnapshotStore
@@ -102,9 +103,11 @@ type Process struct {
 	// Set by Start.
 	Node   *log.Node
 	KV     *kvfsm.KV
-	Server *Server
+	Server *httpapi.Server
 	http   *http.Server
 	served chan error
+	// metrics are the process's own, beside the APIs'.
+	metrics *metrics
 	// Set by Start when the etcd API is on.
 	etcd      *etcdapi.Server
 	grpc      *grpc.Server
@@ -120,9 +123,9 @@ type Process struct {
 
 // Listen opens the data directory and binds the transport and HTTP
 // listeners, so that every address is known before any process starts.
-func Listen(cfg ProcessConfig) (_ *Process, err error) {
+func Listen(cfg Config) (_ *Process, err error) {
 	if cfg.ID == edict.None {
-		return nil, errors.New("kvserver: a process needs a positive id")
+		return nil, errors.New("process: a process needs a positive id")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -138,25 +141,25 @@ func Listen(cfg ProcessConfig) (_ *Process, err error) {
 		}
 	}()
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
-		return nil, fmt.Errorf("kvserver: data dir: %w", err)
+		return nil, fmt.Errorf("process: data dir: %w", err)
 	}
 	if p.store, err = storage.OpenBolt(filepath.Join(cfg.DataDir, "edictkv.db"), nil); err != nil {
-		return nil, fmt.Errorf("kvserver: open store: %w", err)
+		return nil, fmt.Errorf("process: open store: %w", err)
 	}
 	if p.snaps, err = storage.NewFileSnapshotStore(filepath.Join(cfg.DataDir, "snapshots"), 2); err != nil {
-		return nil, fmt.Errorf("kvserver: open snapshots: %w", err)
+		return nil, fmt.Errorf("process: open snapshots: %w", err)
 	}
 	p.trans, err = transport.NewTCP(transport.TCPConfig{ID: cfg.ID, ClusterID: cfg.ClusterID, BindAddr: cfg.RaftAddr,
 		AdvertiseAddr: cfg.RaftAdvertise, TLS: cfg.TLS, Logger: cfg.Logger})
 	if err != nil {
-		return nil, fmt.Errorf("kvserver: transport: %w", err)
+		return nil, fmt.Errorf("process: transport: %w", err)
 	}
 	if p.ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
-		return nil, fmt.Errorf("kvserver: HTTP listener: %w", err)
+		return nil, fmt.Errorf("process: HTTP listener: %w", err)
 	}
 	if cfg.GRPCAddr != "" {
 		if p.grpcLn, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
-			return nil, fmt.Errorf("kvserver: gRPC listener: %w", err)
+			return nil, fmt.Errorf("process: gRPC listener: %w", err)
 		}
 	}
 	return p, nil
@@ -233,15 +236,21 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 	if err != nil {
 		p.closeGossip(false)
 		p.closeResources()
-		return fmt.Errorf("kvserver: start node %d: %w", p.cfg.ID, err)
+		return fmt.Errorf("process: start node %d: %w", p.cfg.ID, err)
 	}
 	p.Node = node
-	var localLeader func() (*LocalLeaderJSON, bool)
+	var localLeader func() (*httpapi.LocalLeaderJSON, bool)
 	if lp, ok := det.(*lockedProtocol); ok {
-		localLeader = func() (*LocalLeaderJSON, bool) { return lp.localLeader(node.Clock().Now()) }
+		localLeader = func() (*httpapi.LocalLeaderJSON, bool) { return lp.localLeader(node.Clock().Now()) }
 	}
-	p.Server, err = New(Config{ID: p.cfg.ID, Node: node, KV: p.KV, HTTPAddrs: httpAddrs, GRPCAddrs: grpcAddrs, LocalLeader: localLeader,
-		Store: timed, Limits: p.cfg.Limits, LeaderWait: p.cfg.LeaderWait, Logger: p.cfg.Logger, Pprof: p.cfg.Pprof})
+	p.Server, err = httpapi.New(httpapi.Config{ID: p.cfg.ID, Node: node, KV: p.KV, HTTPAddrs: httpAddrs, GRPCAddrs: grpcAddrs, LocalLeader: localLeader,
+		Limits: p.cfg.Limits, LeaderWait: p.cfg.LeaderWait, Logger: p.cfg.Logger, Pprof: p.cfg.Pprof})
+	if err == nil {
+		// The process's own metrics, in the registry the API serves.
+		if p.metrics, err = newMetrics(p.Server.Registry(), node, timed); err != nil {
+			p.Server.Close()
+		}
+	}
 	if err != nil {
 		_ = node.Shutdown(context.Background())
 		p.closeGossip(false)
@@ -283,7 +292,7 @@ func (p *Process) GossipAddr() string {
 func (p *Process) startGossip(raft map[edict.ProcessID]string, clock edict.Clock) error {
 	epoch, members, err := storedEpoch(p.store)
 	if err != nil {
-		return fmt.Errorf("kvserver: gossip: %w", err)
+		return fmt.Errorf("process: gossip: %w", err)
 	}
 	if members == nil {
 		for id := range raft {
@@ -303,7 +312,7 @@ func (p *Process) startGossip(raft map[edict.ProcessID]string, clock edict.Clock
 		Join: p.cfg.GossipJoin, TransportAddr: p.RaftAddr(), APIAddr: p.HTTPAddr(), ClusterKey: p.cfg.ClusterKey,
 		LeaderHintTTL: lease.MaxLease, Logger: p.cfg.Logger})
 	if err != nil {
-		return fmt.Errorf("kvserver: %w", err)
+		return fmt.Errorf("process: %w", err)
 	}
 	return nil
 }
@@ -431,14 +440,14 @@ func (p *Process) Shutdown(ctx context.Context) error {
 	}
 	var errs []error
 	if err := p.http.Shutdown(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("kvserver: HTTP shutdown: %w", err))
+		errs = append(errs, fmt.Errorf("process: HTTP shutdown: %w", err))
 	}
 	if err := p.stopGRPC(ctx, true); err != nil {
-		errs = append(errs, fmt.Errorf("kvserver: gRPC shutdown: %w", err))
+		errs = append(errs, fmt.Errorf("process: gRPC shutdown: %w", err))
 	}
-	p.Server.Close()
+	p.closeServer()
 	if err := p.Node.Shutdown(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("kvserver: node shutdown: %w", err))
+		errs = append(errs, fmt.Errorf("process: node shutdown: %w", err))
 	}
 	// Leave gossip only once the node is stopped and its lease released:
 	// leaving earlier would make the others count this process dead while
@@ -459,11 +468,20 @@ func (p *Process) Close() error {
 	}
 	p.Server.Drain()
 	errs := []error{p.http.Close(), p.stopGRPC(context.Background(), false)}
-	p.Server.Close()
+	p.closeServer()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	errs = append(errs, p.Node.Shutdown(ctx), p.closeGossip(false), p.closeResources())
 	return errors.Join(errs...)
+}
+
+// closeServer closes the HTTP API (after the etcd API, which shares its
+// router) and what lives as long as it: the metrics' subscription to the
+// Node, and the fault hooks' deliveries to the Node (faults_jepsen.go).
+func (p *Process) closeServer() {
+	p.Server.Close()
+	p.metrics.close()
+	p.faults.serverClosed()
 }
 
 // handoverGrace is how long a process that handed leadership over keeps

@@ -1,4 +1,4 @@
-package kvserver
+package process
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
 	"github.com/edictlog/edictlog/edict"
 )
 
@@ -29,14 +30,14 @@ func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-func startCluster(t *testing.T, n int, tweak func(*ProcessConfig)) *testCluster {
+func startCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
 	t.Helper()
 	dir := t.TempDir()
 	c := &testCluster{t: t, procs: map[edict.ProcessID]*Process{}}
 	peers := map[edict.ProcessID]Peer{}
 	for i := 1; i <= n; i++ {
 		id := edict.ProcessID(i)
-		cfg := ProcessConfig{ID: id, DataDir: filepath.Join(dir, fmt.Sprint(i)), RaftAddr: "127.0.0.1:0",
+		cfg := Config{ID: id, DataDir: filepath.Join(dir, fmt.Sprint(i)), RaftAddr: "127.0.0.1:0",
 			HTTPAddr: "127.0.0.1:0", ClusterID: "test", Logger: quietLogger()}
 		if tweak != nil {
 			tweak(&cfg)
@@ -105,9 +106,9 @@ func (a answer) json(t *testing.T, v any) {
 	}
 }
 
-func (a answer) errorBody(t *testing.T) ErrorJSON {
+func (a answer) errorBody(t *testing.T) httpapi.ErrorJSON {
 	t.Helper()
-	var e ErrorJSON
+	var e httpapi.ErrorJSON
 	a.json(t, &e)
 	return e
 }

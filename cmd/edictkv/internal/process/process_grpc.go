@@ -1,4 +1,4 @@
-package kvserver
+package process
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/etcdapi"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
 	"github.com/edictlog/edictlog/edict"
 )
 
@@ -24,7 +25,7 @@ func (p *Process) startGRPC() error {
 		MaxKeyBytes: p.cfg.Limits.MaxKeyBytes, MaxValueBytes: p.cfg.Limits.MaxValueBytes,
 		Router: p.Server.Router(), Registerer: p.Server.Registry(), Logger: p.cfg.Logger})
 	if err != nil {
-		return fmt.Errorf("kvserver: etcd API: %w", err)
+		return fmt.Errorf("process: etcd API: %w", err)
 	}
 	p.etcd = api
 	p.grpc = grpc.NewServer(api.ServerOptions()...)
@@ -76,9 +77,8 @@ func (p *Process) publish() {
 	self := p.cfg.ID
 	backoff := 100 * time.Millisecond
 	for {
-		http, _ := p.KV.Get(registryKey(self))
-		grpc, _ := p.KV.Get(grpcRegistryKey(self))
-		if http.Value == p.HTTPAddr() && grpc.Value == p.GRPCAddr() {
+		http, grpc := p.Server.Registered(self)
+		if http == p.HTTPAddr() && grpc == p.GRPCAddr() {
 			return
 		}
 		err := p.postAddresses()
@@ -98,7 +98,7 @@ func (p *Process) publish() {
 // postAddresses asks this process's own HTTP server to record the
 // addresses: it forwards to the leader like any admin request.
 func (p *Process) postAddresses() error {
-	body, err := json.Marshal(AddressesRequest{ID: uint64(p.cfg.ID), HTTPAddr: p.HTTPAddr(), GRPCAddr: p.GRPCAddr()})
+	body, err := json.Marshal(httpapi.AddressesRequest{ID: uint64(p.cfg.ID), HTTPAddr: p.HTTPAddr(), GRPCAddr: p.GRPCAddr()})
 	if err != nil {
 		return err
 	}

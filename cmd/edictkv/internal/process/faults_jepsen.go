@@ -1,6 +1,6 @@
 //go:build jepsen
 
-package kvserver
+package process
 
 // Test-only fault injection for the Jepsen harness (jepsen/cluster),
 // compiled in only with the build tag jepsen. A process built so serves
@@ -41,6 +41,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/transport"
@@ -130,6 +131,7 @@ type faultHooks struct{ *faults }
 type faults struct {
 	log     *slog.Logger
 	stop    chan struct{} // closed when the process's Server stops
+	stopped sync.Once
 	blocked atomic.Pointer[map[edict.ProcessID]bool]
 	delay   atomic.Pointer[delayState]
 	clock   rateClock
@@ -216,33 +218,29 @@ func (f *faults) wrapClock(c edict.Clock) edict.Clock {
 	return &f.clock
 }
 
-func (f *faults) routes(s *Server) {
-	go func() {
-		<-s.stop
-		close(f.stop)
-	}()
-	s.mux.HandleFunc("GET /debug/jepsen/faults", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, f.current())
-	})
-	s.mux.HandleFunc("POST /debug/jepsen/faults", func(w http.ResponseWriter, r *http.Request) {
+func (f *faults) routes(s *httpapi.Server) {
+	s.Handle("GET /debug/jepsen/faults", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		httpapi.WriteJSON(w, http.StatusOK, f.current())
+	}))
+	s.Handle("POST /debug/jepsen/faults", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req FaultsJSON
 		b, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
 		if err == nil {
 			err = json.Unmarshal(b, &req)
 		}
 		if err != nil {
-			writeError(w, errorf(http.StatusBadRequest, CodeInvalidRequest, fmt.Sprintf("faults body: %v", err)))
+			httpapi.WriteError(w, http.StatusBadRequest, httpapi.CodeInvalidRequest, fmt.Sprintf("faults body: %v", err))
 			return
 		}
 		if req.ClockRate != nil {
 			if r := *req.ClockRate; !(r > 0) || math.IsInf(r, 0) {
-				writeError(w, errorf(http.StatusBadRequest, CodeInvalidRequest, "clock_rate must be positive and finite"))
+				httpapi.WriteError(w, http.StatusBadRequest, httpapi.CodeInvalidRequest, "clock_rate must be positive and finite")
 				return
 			}
 		}
 		if req.Delay != nil {
 			if err := req.Delay.validate(); err != nil {
-				writeError(w, errorf(http.StatusBadRequest, CodeInvalidRequest, err.Error()))
+				httpapi.WriteError(w, http.StatusBadRequest, httpapi.CodeInvalidRequest, err.Error())
 				return
 			}
 		}
@@ -257,9 +255,13 @@ func (f *faults) routes(s *Server) {
 		}
 		cur := f.current()
 		f.log.Warn("jepsen faults set", "blocked", *cur.Blocked, "clock_rate", *cur.ClockRate, "delay", *cur.Delay)
-		writeJSON(w, http.StatusOK, cur)
-	})
+		httpapi.WriteJSON(w, http.StatusOK, cur)
+	}))
 }
+
+// serverClosed tells the deliveries to the Node that the process's Server
+// has stopped (forward); the process calls it when it closes the Server.
+func (f *faults) serverClosed() { f.stopped.Do(func() { close(f.stop) }) }
 
 func (f *faults) current() FaultsJSON {
 	bl := f.blockedList()

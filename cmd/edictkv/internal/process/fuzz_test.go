@@ -1,4 +1,4 @@
-package kvserver
+package process
 
 import (
 	"bufio"
@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
 	"github.com/edictlog/edictlog/edict"
 )
 
@@ -25,7 +26,7 @@ type fuzzNode struct {
 	dir  string
 	n    int
 	proc *Process
-	srv  *Server
+	srv  *httpapi.Server
 }
 
 func newFuzzNode(f *testing.F) *fuzzNode {
@@ -41,7 +42,7 @@ func newFuzzNode(f *testing.F) *fuzzNode {
 // runs both in the fuzz target's setup and inside the fuzz function.
 func (fx *fuzzNode) start() error {
 	fx.n++
-	cfg := ProcessConfig{ID: 1, DataDir: filepath.Join(fx.dir, strconv.Itoa(fx.n)), RaftAddr: "127.0.0.1:0",
+	cfg := Config{ID: 1, DataDir: filepath.Join(fx.dir, strconv.Itoa(fx.n)), RaftAddr: "127.0.0.1:0",
 		HTTPAddr: "127.0.0.1:0", ClusterID: "fuzz", Logger: quietLogger()}
 	p, err := Listen(cfg)
 	if err != nil {
@@ -54,8 +55,8 @@ func (fx *fuzzNode) start() error {
 	// Node, with the limits of badinput_test.go and short waits: an input
 	// that makes the cluster lose its leader (promoting a learner that does
 	// not exist) then costs about a second, not the default 3s+10s.
-	srv, err := New(Config{ID: 1, Node: p.Node, KV: p.KV, HTTPAddrs: map[edict.ProcessID]string{1: p.HTTPAddr()},
-		Limits: Limits{MaxKeyBytes: 16, MaxValueBytes: 32, MaxBodyBytes: 256}, LeaderWait: 200 * time.Millisecond,
+	srv, err := httpapi.New(httpapi.Config{ID: 1, Node: p.Node, KV: p.KV, HTTPAddrs: map[edict.ProcessID]string{1: p.HTTPAddr()},
+		Limits: httpapi.Limits{MaxKeyBytes: 16, MaxValueBytes: 32, MaxBodyBytes: 256}, LeaderWait: 200 * time.Millisecond,
 		WriteTimeout: time.Second, Logger: quietLogger(), Client: &http.Client{Timeout: time.Second}})
 	if err != nil {
 		_ = p.Close()
@@ -133,11 +134,11 @@ func (fx *fuzzNode) checkAnswer(t *testing.T, what string, rec *httptest.Respons
 	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
 		t.Fatalf("%s: %d with Content-Type %q: %q", what, rec.Code, ct, rec.Body.Bytes())
 	}
-	var e ErrorJSON
+	var e httpapi.ErrorJSON
 	dec := json.NewDecoder(bytes.NewReader(rec.Body.Bytes()))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&e); err != nil || e.Error == "" || e.Code == "" {
-		t.Fatalf("%s: %d body %q is not an ErrorJSON with error and code (%v)", what, rec.Code, rec.Body.Bytes(), err)
+		t.Fatalf("%s: %d body %q is not an httpapi.ErrorJSON with error and code (%v)", what, rec.Code, rec.Body.Bytes(), err)
 	}
 	st := fx.proc.Node.Status()
 	if n := fx.proc.KV.Len(); n != keysBefore {
@@ -147,7 +148,7 @@ func (fx *fuzzNode) checkAnswer(t *testing.T, what string, rec *httptest.Respons
 	// committed command, evaluated by the state machine: they take a log
 	// index (and say which) but change no key. Every other 4xx is refused
 	// before anything reaches the log.
-	committed := (e.Code == CodeNotFound && e.Index != 0) || e.Code == CodeCASFailed
+	committed := (e.Code == httpapi.CodeNotFound && e.Index != 0) || e.Code == httpapi.CodeCASFailed
 	if !committed && st.LastIndex != lastBefore {
 		t.Fatalf("%s: %d %s, but the log grew from %d to %d", what, rec.Code, e.Code, lastBefore, st.LastIndex)
 	}

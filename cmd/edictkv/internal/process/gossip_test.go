@@ -1,4 +1,4 @@
-package kvserver
+package process
 
 import (
 	"context"
@@ -38,7 +38,7 @@ func gossipAddr(t *testing.T) string {
 func TestGossipFollowsEpoch(t *testing.T) {
 	addrs := map[edict.ProcessID]string{1: gossipAddr(t), 2: gossipAddr(t), 3: gossipAddr(t)}
 	key := []byte("0123456789abcdef")
-	c := startCluster(t, 3, func(cfg *ProcessConfig) {
+	c := startCluster(t, 3, func(cfg *Config) {
 		cfg.GossipAddr, cfg.ClusterKey = addrs[cfg.ID], key
 		for id, a := range addrs {
 			if id != cfg.ID {

@@ -1,6 +1,6 @@
 //go:build jepsen
 
-package kvserver
+package process
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/wire"
 )
@@ -68,7 +69,7 @@ func TestFaultsPartitionAndHeal(t *testing.T) {
 		if a.status != 200 {
 			return false
 		}
-		var g GetResponse
+		var g httpapi.GetResponse
 		a.json(t, &g)
 		return g.Value != nil && *g.Value == "v2"
 	})
@@ -152,7 +153,7 @@ func TestFaultsDelay(t *testing.T) {
 	for id := range c.procs {
 		eventually(t, "every node to apply the last write", func() bool {
 			a := do(t, "GET", c.url(id, "/v1/kv/k?consistency=stale"), "")
-			var g GetResponse
+			var g httpapi.GetResponse
 			if a.status != 200 {
 				return false
 			}
@@ -188,7 +189,7 @@ func TestDeepCopyMessage(t *testing.T) {
 // when healed; the stream is held under snapshot_ms, and both ends count
 // it.
 func TestFaultsSnapshotHeldAndCounted(t *testing.T) {
-	c := startCluster(t, 3, func(cfg *ProcessConfig) { cfg.SnapshotEvery = 64 })
+	c := startCluster(t, 3, func(cfg *Config) { cfg.SnapshotEvery = 64 })
 	l := c.leader()
 	f := c.follower(l)
 	var rest []uint64

@@ -1,16 +1,17 @@
-package kvserver
+package process
 
 import (
 	"fmt"
 	"slices"
 	"sync"
 
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/elect/detectors"
 )
 
-// paperDetector builds the weak leader election ProcessConfig.Detector
+// paperDetector builds the weak leader election Config.Detector
 // names, among the processes of raft (this one included), tuned to the
 // lease's round trip, for the Node's incarnation inc: the algorithm's
 // identifiers (Bully's elections, for one) must never repeat across
@@ -20,7 +21,7 @@ func (p *Process) paperDetector(raft map[edict.ProcessID]string, inc uint64) (el
 	lease.ApplyDefaults()
 	factory, err := detectors.New(p.cfg.Detector, detectors.Options{MaxDelay: lease.RoundTrip / 2, MaxLease: lease.MaxLease})
 	if err != nil {
-		return nil, fmt.Errorf("kvserver: %w", err)
+		return nil, fmt.Errorf("process: %w", err)
 	}
 	members := []edict.ProcessID{p.cfg.ID}
 	for id := range raft {
@@ -88,7 +89,7 @@ type localLeaderer interface {
 
 // localLeader reports this process's local leader (Nerio §10.3), if the
 // election has local leaders and this process has one.
-func (l *lockedProtocol) localLeader(now edict.Time) (*LocalLeaderJSON, bool) {
+func (l *lockedProtocol) localLeader(now edict.Time) (*httpapi.LocalLeaderJSON, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ll, ok := l.p.(localLeaderer)
@@ -99,5 +100,9 @@ func (l *lockedProtocol) localLeader(now edict.Time) (*LocalLeaderJSON, bool) {
 	if leader == edict.None {
 		return nil, false
 	}
-	return &LocalLeaderJSON{ID: uint64(leader), Support: ids(support), Authoritative: auth}, true
+	out := &httpapi.LocalLeaderJSON{ID: uint64(leader), Support: make([]uint64, 0, len(support)), Authoritative: auth}
+	for _, p := range support {
+		out.Support = append(out.Support, uint64(p))
+	}
+	return out, true
 }

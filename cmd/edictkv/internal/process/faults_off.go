@@ -1,8 +1,9 @@
 //go:build !jepsen
 
-package kvserver
+package process
 
 import (
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/transport"
@@ -19,4 +20,6 @@ func (faultHooks) wrapTransport(t *transport.TCP) log.Transport { return t }
 
 func (faultHooks) wrapClock(c edict.Clock) edict.Clock { return c }
 
-func (faultHooks) routes(*Server) {}
+func (faultHooks) routes(*httpapi.Server) {}
+
+func (faultHooks) serverClosed() {}

@@ -1,4 +1,4 @@
-package kvserver
+package httpapi
 
 import (
 	"context"
@@ -53,9 +53,7 @@ type Config struct {
 	HTTPAddrs map[edict.ProcessID]string
 	// GRPCAddrs are the gRPC addresses known at start, if any.
 	GRPCAddrs map[edict.ProcessID]string
-	// Store, if set, is the Node's store; its fsync statistics are exported.
-	Store  log.Store
-	Limits Limits
+	Limits    Limits
 	// LeaderWait is how long a request that needs the leader waits for one
 	// to be known before the answer is 503 (default 3s); WriteTimeout
 	// bounds a write's commit (default 10s).
@@ -94,15 +92,13 @@ type Server struct {
 	// leader instead.
 	gate        sync.RWMutex
 	handingOver atomic.Bool
-	// stop is closed by Close.
-	stop      chan struct{}
-	closeOnce sync.Once
+	closeOnce   sync.Once
 }
 
 // New returns a Server for cfg. Call Close when done with it.
 func New(cfg Config) (*Server, error) {
 	if cfg.Node == nil || cfg.KV == nil || cfg.ID == edict.None {
-		return nil, errors.New("kvserver: Config.ID, Node and KV are required")
+		return nil, errors.New("httpapi: Config.ID, Node and KV are required")
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
 	if cfg.LeaderWait <= 0 {
@@ -120,8 +116,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: 10 * time.Second}
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "kvserver", "node", uint64(cfg.ID)),
-		mux: http.NewServeMux(), addrs: map[edict.ProcessID]string{}, stop: make(chan struct{})}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "httpapi", "node", uint64(cfg.ID)),
+		mux: http.NewServeMux(), addrs: map[edict.ProcessID]string{}}
 	for id, a := range cfg.HTTPAddrs {
 		s.addrs[id] = a
 	}
@@ -185,7 +181,7 @@ func (s *Server) HandOver(ctx context.Context) (edict.ProcessID, error) {
 	s.gate.Lock() // waits for the requests in flight
 	s.gate.Unlock()
 	if err := s.cfg.Node.TransferLeadership(ctx, target); err != nil {
-		return target, fmt.Errorf("kvserver: transfer leadership to %d: %w", target, err)
+		return target, fmt.Errorf("httpapi: transfer leadership to %d: %w", target, err)
 	}
 	return target, nil
 }
@@ -195,10 +191,13 @@ func (s *Server) HandOver(ctx context.Context) (edict.ProcessID, error) {
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.router.Close()
-		s.metrics.close()
-		close(s.stop)
 	})
 }
+
+// Handle serves h at pattern (http.ServeMux's syntax) beside the API: an
+// endpoint of the process's own, such as the Jepsen harness's fault hooks.
+// Call it before the Server serves.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
 func (s *Server) routes() {
 	s.mux.HandleFunc("/v1/kv/", s.instrument("kv", s.handleKV))
@@ -264,6 +263,14 @@ func (s *Server) GRPCAddr(id edict.ProcessID) string {
 	return s.cfg.GRPCAddrs[id]
 }
 
+// Registered returns the addresses the replicated registry holds for
+// process id: "" for each it does not hold.
+func (s *Server) Registered(id edict.ProcessID) (httpAddr, grpcAddr string) {
+	h, _ := s.cfg.KV.Get(registryKey(id))
+	g, _ := s.cfg.KV.Get(grpcRegistryKey(id))
+	return h.Value, g.Value
+}
+
 // registryKey is where the replicated registry keeps id's HTTP address.
 // It is under kvfsm.SystemPrefix, whose leading NUL keeps it out of the
 // HTTP API's key space (checkKey refuses control characters); the etcd
@@ -325,9 +332,9 @@ func (s *Server) atLeader(w http.ResponseWriter, r *http.Request, body []byte, r
 
 // The reasons a request is routed again, for logs and errors.
 var (
-	errHandingOver = errors.New("kvserver: handing leadership over")
-	errNoAddress   = errors.New("kvserver: the leader's HTTP address is not known")
-	errUnreachable = errors.New("kvserver: the leader could not be reached")
+	errHandingOver = errors.New("httpapi: handing leadership over")
+	errNoAddress   = errors.New("httpapi: the leader's HTTP address is not known")
+	errUnreachable = errors.New("httpapi: the leader could not be reached")
 )
 
 // noLeader answers 503: no leader was known, or reachable, within

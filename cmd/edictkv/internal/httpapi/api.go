@@ -1,4 +1,4 @@
-package kvserver
+package httpapi
 
 import (
 	"encoding/base64"
@@ -182,4 +182,15 @@ func writeError(w http.ResponseWriter, e *apiError) {
 		w.Header().Set(HeaderIndex, strconv.FormatUint(e.body.Index, 10))
 	}
 	writeJSON(w, e.status, e.body)
+}
+
+// WriteJSON answers v as the API answers: indented JSON, with status. It
+// is for the endpoints the process adds beside the API (Server.Handle).
+func WriteJSON(w http.ResponseWriter, status int, v any) { writeJSON(w, status, v) }
+
+// WriteError answers an ErrorJSON with status, code and msg, as the API
+// answers every error. It is for the endpoints the process adds beside the
+// API (Server.Handle).
+func WriteError(w http.ResponseWriter, status int, code, msg string) {
+	writeError(w, errorf(status, code, msg))
 }

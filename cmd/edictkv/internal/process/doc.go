@@ -1,0 +1,37 @@
+// Package process starts one edictkv process from a data directory
+// (Process): it opens the bbolt store and the snapshot folder there, binds
+// the log's transport and the API listeners, builds the weak leader
+// election (the Node's default, gossip's memberlist detector, or one of
+// the papers' algorithms), starts a log.Node running the kvfsm.KV state
+// machine, and serves the HTTP API (internal/httpapi) and, if asked, etcd's
+// gRPC API (internal/etcdapi) over it. Both APIs route the requests that
+// need the leader through the HTTP API's one internal/route Router.
+//
+// What a Process guarantees:
+//
+//   - Every address is known before any process starts: Listen opens the
+//     data directory and binds every listener, Start then starts the Node
+//     and serves. The peers given to Start are the bootstrap epoch, read
+//     on the first start only (later the membership comes from the store);
+//     their API addresses are used on every start.
+//   - With the etcd API on, the process publishes its HTTP and gRPC
+//     addresses in the replicated registry (through whichever process
+//     leads) until they are there, so that the others can forward to it
+//     and list it.
+//   - It follows the Node by its events (log.Node.Observe), never by
+//     polling Status: the gossip detector's epoch and members, and the
+//     count of reigns.
+//   - Shutdown hands leadership to the most up-to-date other member before
+//     it stops serving, finishes the requests in flight, stops the Node
+//     (which releases any lease it still holds), and only then leaves
+//     gossip, so that the others never count it dead while it might lead.
+//
+// Its metrics — the Node's state, the reigns it started, the store's
+// append and fsync times — are exported beside the HTTP and etcd APIs'
+// request metrics, on the HTTP API's /metrics.
+//
+// Built with the tag jepsen, a process also carries the Jepsen harness's
+// fault hooks (faults_jepsen.go): it wraps its transport and clock so that
+// the harness can partition it, delay its messages and skew its clock
+// through /debug/jepsen/faults. A production build has none of it.
+package process
