@@ -3,6 +3,7 @@ package elect
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -39,10 +40,14 @@ func (r Ready) IsEmpty() bool {
 // concurrent use; every call takes the caller's current clock reading,
 // which must strictly increase from call to call (eq. 8).
 type Core struct {
-	cfg     Config
-	id      edict.ProcessID
-	epochs  map[uint64]*epochState
-	ordered []*epochState // epochs by number
+	cfg   Config
+	id    edict.ProcessID
+	stats Stats
+	// releaseCause is what the next lease end reported by checkLease
+	// counts as: set by Release and ReleaseSuspended for their own call.
+	releaseCause *uint64
+	epochs       map[uint64]*epochState
+	ordered      []*epochState // epochs by number
 	// active is the epoch this process runs in: the lowest one it does not
 	// know to be TERMINATED.
 	active uint64
@@ -407,5 +412,12 @@ func (c *Core) Debug(now edict.Time) string {
 	if a := c.attempt; a != nil {
 		s += fmt.Sprintf(" attempt{start=%v grants=%d refusals=%d renewal=%t}", a.start, len(a.grants), a.refusals, a.renewal)
 	}
+	return s
+}
+
+// Stats returns what became of this process's leases so far.
+func (c *Core) Stats() Stats {
+	s := c.stats
+	s.LastGrant = maps.Clone(s.LastGrant)
 	return s
 }

@@ -342,3 +342,31 @@ func TestEpochLearnedLateDoesNotMoveActiveBack(t *testing.T) {
 	}
 	assert.Subset(t, recorded, []uint64{2, 3}, "and it is persisted")
 }
+
+// Stats count renewals (late ones apart), grants received per peer, and
+// leases lost by cause, and Event.Positions carries each granter's
+// reported log position.
+func TestStatsCountLeasesByCause(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	c.elect(1)
+	ev, ok := c.lastEvent(1, LeaseAcquired)
+	require.True(t, ok)
+	assert.Len(t, ev.Positions, len(ev.QT)-1, "a position for every granter but this process")
+	st := c.cores[1].Stats()
+	assert.Contains(t, st.LastGrant, edict.ProcessID(2))
+
+	// A renewal more than a round trip late (and still before the lease
+	// ends) counts as late.
+	c.now = c.cores[1].renewAt().Nanos + int64(2*c.cores[1].RoundTrip())
+	c.tick(1)
+	c.deliver(nil)
+	st = c.cores[1].Stats()
+	assert.Equal(t, uint64(1), st.Renewals)
+	assert.Equal(t, uint64(1), st.RenewalsLate)
+
+	c.cores[1].Release(c.reading(1), time.Second)
+	c.cores[1].Tick(c.reading(1))
+	st = c.cores[1].Stats()
+	assert.Equal(t, uint64(1), st.LostReleased)
+	assert.Zero(t, st.LostExpired+st.LostSuspended)
+}

@@ -86,3 +86,19 @@ type Position struct {
 	Index uint64
 	Stamp edict.Stamp
 }
+
+// Stats counts what became of this process's leases, for metrics.
+type Stats struct {
+	// Renewals counts the renewal attempts a leader started; RenewalsLate
+	// those that started more than a round trip after they were due (a
+	// tick that came late: the process was busy or starved).
+	Renewals, RenewalsLate uint64
+	// Leases lost, by cause: LostExpired, the lease ran out unrenewed;
+	// LostReleased, given up (Release: a step-down, a transfer, a
+	// shutdown, an ending epoch); LostSuspended, given up because the
+	// host was suspended while leading (ReleaseSuspended).
+	LostExpired, LostReleased, LostSuspended uint64
+	// LastGrant is, per peer, the reading at which this process last
+	// received its grant (renewals included).
+	LastGrant map[edict.ProcessID]edict.Time
+}

@@ -125,7 +125,13 @@ func (c *Core) maybeStart(now edict.Time) {
 		return // the epoch is ending: let the lease lapse, do not renew
 	}
 	if c.lease.valid(now) {
-		if !now.Before(c.renewAt()) {
+		if at := c.renewAt(); !now.Before(at) {
+			if late, _ := now.Sub(at); late > c.cfg.RoundTrip {
+				// The tick that should have started it came late: this
+				// process was busy or starved (a slow disk used to do it).
+				c.stats.RenewalsLate++
+			}
+			c.stats.Renewals++
 			c.start(now, true)
 		}
 		return
@@ -220,6 +226,10 @@ func (c *Core) onGrantReply(now edict.Time, m Message) {
 		return
 	}
 	a.grants = append(a.grants, edict.Reading{Process: m.From, T: m.T})
+	if c.stats.LastGrant == nil {
+		c.stats.LastGrant = map[edict.ProcessID]edict.Time{}
+	}
+	c.stats.LastGrant[m.From] = now
 	if m.From != c.id {
 		if a.positions == nil {
 			a.positions = map[edict.ProcessID]Position{}
@@ -300,6 +310,11 @@ func (c *Core) fail(now edict.Time) {
 // checkLease reports the end of a lease.
 func (c *Core) checkLease(now edict.Time) {
 	if c.lease.held() && !c.lease.valid(now) {
+		if c.releaseCause != nil {
+			*c.releaseCause++
+		} else {
+			c.stats.LostExpired++
+		}
 		c.lease.lost = true
 		c.event(Event{Kind: LeaseLost, Epoch: c.lease.epoch, Leader: c.id})
 	}
@@ -310,12 +325,25 @@ func (c *Core) checkLease(now edict.Time) {
 // process then stays out of the race for holdOff, so that another (a
 // transfer target, or the weak leader after a shutdown) can win.
 func (c *Core) Release(now edict.Time, holdOff time.Duration) {
+	c.release(now, holdOff, &c.stats.LostReleased)
+}
+
+// ReleaseSuspended is Release for a lease this process gives up because
+// its host was suspended while it led (the runtime's clock says so): the
+// lease may have outlived the grants behind it. Stats count it apart.
+func (c *Core) ReleaseSuspended(now edict.Time, holdOff time.Duration) {
+	c.release(now, holdOff, &c.stats.LostSuspended)
+}
+
+func (c *Core) release(now edict.Time, holdOff time.Duration, cause *uint64) {
 	c.advance(now)
 	c.attempt = nil
 	if c.lease.valid(now) {
 		c.lease.expiry = now
 	}
+	c.releaseCause = cause
 	c.checkLease(now)
+	c.releaseCause = nil
 	es := c.epochs[c.active]
 	if es != nil && es.qs.IsMember(c.id) {
 		for _, q := range es.qs.Members() {

@@ -112,6 +112,7 @@ type Node struct {
 
 	statusMu sync.Mutex
 	status   Status
+	lease    elect.Stats
 }
 
 // Start opens a Node: it bumps the incarnation, restores the newest
@@ -349,9 +350,11 @@ func (n *Node) onEvent(ev Event) {
 // observers what changed in the step that led to it.
 func (n *Node) publishStatus() {
 	s := n.core.Status(n.d.Now())
+	ls := n.core.el.Stats()
 	n.statusMu.Lock()
 	old := n.status
 	n.status = s
+	n.lease = ls
 	n.statusMu.Unlock()
 	n.announce(old, s)
 }
@@ -474,4 +477,31 @@ func (n *Node) Debug(ctx context.Context) string {
 		return err.Error()
 	}
 	return s
+}
+
+// LeaseStats describes what became of this process's leases since it
+// started: renewals (and those started late, a sign of a busy or starved
+// process), leases lost by cause, and, per peer, how long ago it last
+// granted to this process.
+type LeaseStats struct {
+	elect.Stats
+	SinceLastGrant map[edict.ProcessID]time.Duration
+}
+
+// LeaseStats reports the lease statistics as of the loop's last step.
+func (n *Node) LeaseStats() LeaseStats {
+	n.statusMu.Lock()
+	s := n.lease
+	n.statusMu.Unlock()
+	out := LeaseStats{Stats: s}
+	if len(s.LastGrant) > 0 {
+		now := n.clock.Now()
+		out.SinceLastGrant = map[edict.ProcessID]time.Duration{}
+		for p, at := range s.LastGrant {
+			if d, ok := now.Sub(at); ok {
+				out.SinceLastGrant[p] = d
+			}
+		}
+	}
+	return out
 }

@@ -69,7 +69,9 @@ func (c *Core) ClockSuspended(now edict.Time) {
 	if c.lead == nil && !c.el.IsLeader(now) {
 		return
 	}
-	c.release(now, "the clock was suspended while leading")
+	c.el.ReleaseSuspended(now, c.el.MaxLease())
+	c.stepDown(now, "the clock was suspended while leading")
+	c.drainElect(now)
 }
 
 // CanServeLease reports, at the moment a lease read is answered, that this
