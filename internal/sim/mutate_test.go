@@ -109,6 +109,16 @@ func TestMutations(t *testing.T) {
 			fams = slices.Concat(cleanLease, clean)
 		}
 		res := hunt(fams, n, true)
+		if d, ok := deeperHunts[r.name]; ok && res.first == nil {
+			// A rule whose deletion only the rare seed shows: hunt on,
+			// in the scenario that shows it, as far as it takes.
+			for _, f := range clean {
+				if f.name == d.scenario {
+					more := hunt([]family{f}, d.seeds, true)
+					res.first, res.runs = more.first, res.runs+more.runs
+				}
+			}
+		}
 		r.set(false)
 		rows = append(rows, row{r.name, res.first, res.runs})
 		t.Logf("%s: %d runs in %v", r.name, res.runs, time.Since(began).Round(time.Second))
@@ -142,6 +152,20 @@ func TestMutations(t *testing.T) {
 
 // family is one scenario of either simulator run: its name and how to run
 // a seed, returning the violation ("" if none).
+// deeperHunts are the rules the usual seeds do not always catch, with
+// the scenario that does and how many of its seeds to try. Deleting
+// log/accept-grantee costs only liveness in every scenario so far (a
+// follower that took a deposed leader's late append holds an entry the
+// new reign's catch-up did not count on; log matching replaces it): with
+// the persister writing off the loop (issue 16) log-figure8 shows it at
+// seed 49, where it showed it at seed 4 before.
+var deeperHunts = map[string]struct {
+	scenario string
+	seeds    int
+}{
+	"log/accept-grantee": {"log-figure8", 200},
+}
+
 type family struct {
 	name string
 	run  func(seed uint64) string
