@@ -308,7 +308,7 @@ func (r *Reader) Fields(what string, names []string, f func(name string)) {
 			return
 		}
 		i := 0
-		for i < len(names) && names[i] != string(k) {
+		for i < len(names) && !nameIs(names[i], k) {
 			i++
 		}
 		switch {
@@ -328,6 +328,20 @@ func (r *Reader) Fields(what string, names []string, f func(name string)) {
 			return
 		}
 	}
+}
+
+// nameIs reports whether k spells name; a byte loop, cheaper than string
+// comparison for names of a letter or two.
+func nameIs(name string, k []byte) bool {
+	if len(name) != len(k) {
+		return false
+	}
+	for j := range k {
+		if name[j] != k[j] {
+			return false
+		}
+	}
+	return true
 }
 
 // key reads a field name: a fixstr or str8 in Exact mode, any str or bin in
