@@ -190,11 +190,8 @@ func TestDecodeRefusesBadInput(t *testing.T) {
 	assert.ErrorContains(t, err, "exceeds the limit")
 }
 
-func mustEncode(t *testing.T, v any) []byte {
-	b, err := encode(v)
-	require.NoError(t, err)
-	return b
-}
+// mustEncode encodes v as go-msgpack does, version byte first.
+func mustEncode(t *testing.T, v any) []byte { return codecEncode(t, v) }
 
 func TestManualClockSuspend(t *testing.T) {
 	c := NewManualClock(tm(1, 0))

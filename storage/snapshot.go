@@ -81,7 +81,7 @@ var snapMetaKey = []byte("snapshot-meta")
 
 // encodeSnapMeta returns the record, version byte first, with a CRC-32C.
 func encodeSnapMeta(m wire.SnapshotMeta) ([]byte, error) {
-	rec, err := wire.EncodeRecord(wire.RecordVersion, snapMetaRecord{
+	rec, err := encodeRecord(wire.RecordVersion, snapMetaRecord{
 		ID: m.ID, Index: m.Index, Reign: m.Reign, Stamp: m.Stamp, Config: m.Config,
 		Size: m.Size, SHA256: m.SHA256, Created: m.Created.UnixNano(),
 	})
@@ -99,7 +99,7 @@ func decodeSnapMeta(b []byte) (wire.SnapshotMeta, error) {
 		return wire.SnapshotMeta{}, err
 	}
 	var r snapMetaRecord
-	if err := wire.DecodeRecord("snapshot metadata", wire.RecordVersion, wire.MaxRecordSize, p, &r); err != nil {
+	if err := decodeRecord("snapshot metadata", wire.RecordVersion, wire.MaxRecordSize, p, &r); err != nil {
 		return wire.SnapshotMeta{}, err
 	}
 	m := wire.SnapshotMeta{

@@ -109,7 +109,7 @@ func BenchmarkDecodeAppend64x256(b *testing.B) {
 	b.SetBytes(int64(len(f)))
 	b.ReportAllocs()
 	for range b.N {
-		if _, err := wire.DecodeMessage(f[frameHeaderSize:]); err != nil {
+		if _, err := decodeMessage(f[frameHeaderSize:]); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -54,10 +54,10 @@ func encodeFrame(what string, v any, maxFrame int) ([]byte, error) {
 	return f, nil
 }
 
-// encodeMessageFrame validates m and returns its frame: the message as
-// package wire encodes it, after the frame header.
+// encodeMessageFrame validates m and returns its frame: the frame header,
+// then the message as appendMessage encodes it.
 func encodeMessageFrame(m wire.Message, maxFrame int) ([]byte, error) {
-	f, err := wire.AppendMessage(make([]byte, frameHeaderSize, frameHeaderSize+256), m)
+	f, err := appendMessage(make([]byte, frameHeaderSize, frameHeaderSize+256), m)
 	if err != nil {
 		return nil, fmt.Errorf("transport: %w", err)
 	}
@@ -66,7 +66,7 @@ func encodeMessageFrame(m wire.Message, maxFrame int) ([]byte, error) {
 
 // encodeSnapshotHeaderFrame validates h and returns its frame.
 func encodeSnapshotHeaderFrame(h wire.SnapshotHeader, maxFrame int) ([]byte, error) {
-	f, err := wire.AppendSnapshotHeader(make([]byte, frameHeaderSize, frameHeaderSize+256), h)
+	f, err := appendSnapshotHeader(make([]byte, frameHeaderSize, frameHeaderSize+256), h)
 	if err != nil {
 		return nil, fmt.Errorf("transport: %w", err)
 	}

@@ -2,9 +2,13 @@
 // the production implementation of log.Transport (the interface is declared
 // where the log consumes it). The messages themselves, one wire.Message
 // envelope holding either a lease message of package elect or a log
-// message, and their encoding are package wire's; this package frames,
-// routes and delivers them. (The simulator, internal/sim, has its own
-// network.)
+// message, are package wire's, with the structural rules every message
+// obeys (wire.Message.Validate); this package encodes them (msgpack.go,
+// message_codec.go), frames, routes and delivers them. The encoding lives
+// here, not in wire, because it uses go-msgpack, whose codec package
+// imports net/rpc and so net/http and crypto/tls: the log, which imports
+// wire, does not encode messages and should not link them. (The simulator,
+// internal/sim, has its own network.)
 //
 // # Guarantees
 //
@@ -45,6 +49,6 @@
 //   - snapshot lane: a SnapshotMeta frame, chunk frames, an empty end
 //     frame; then the receiver's result frame.
 //
-// Any change to a message encoding (package wire) or to this layout bumps
+// Any change to a message encoding (msgpack.go) or to this layout bumps
 // FrameVersion; peers of different versions refuse each other's frames.
 package transport

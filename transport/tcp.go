@@ -300,7 +300,7 @@ func (t *TCP) Send(ctx context.Context, to edict.ProcessID, m wire.Message) erro
 		// Loopback still goes through the codec, so a process's messages to
 		// itself are copies and meet the same checks as any other.
 		body := f[frameHeaderSize:]
-		cp, err := wire.DecodeMessage(body)
+		cp, err := decodeMessage(body)
 		if err != nil {
 			return err
 		}

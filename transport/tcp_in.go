@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/wire"
 )
 
 func (t *TCP) acceptLoop() {
@@ -199,7 +198,7 @@ func (t *TCP) readMessages(ic *inConn) error {
 		if len(body) == 0 {
 			continue // keepalive
 		}
-		m, err := wire.DecodeMessage(body)
+		m, err := decodeMessage(body)
 		if err != nil {
 			return err
 		}

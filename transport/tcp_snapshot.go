@@ -152,7 +152,7 @@ func (t *TCP) receiveSnapshot(ic *inConn) error {
 	if err != nil {
 		return fmt.Errorf("reading snapshot meta: %w", err)
 	}
-	meta, err := wire.DecodeSnapshotHeader(body)
+	meta, err := decodeSnapshotHeader(body)
 	if err != nil {
 		return fmt.Errorf("transport: %w", err)
 	}

@@ -2,13 +2,16 @@
 // Message envelope with the lease and log payloads that cross the network,
 // the log's Entry and its kinds, Position, EpochConfig, Membership (the
 // payload of config and stop edicts), the Batch a store makes durable, the
-// stable-key schema, and the codecs of everything persisted or sent.
+// stable-key schema, and the codecs of the log's entries, stable records
+// and membership payloads, written by hand (internal/mpack). Messages are
+// encoded by package transport, which sends them; wire holds the rules
+// every message obeys (Message.Validate), which transport's decoder checks.
 //
 // It sits at the bottom of the import graph, beside edict and elect (whose
 // lease messages it carries), and does no I/O: the log core (package log)
 // speaks it, and the I/O packages (storage, transport) implement the
 // interfaces log declares in its terms. So `go list -deps ./log` holds
-// neither bbolt nor crypto/tls.
+// neither bbolt nor go-msgpack, net/http or crypto/tls (.ci/run checks it).
 //
 // Invariants:
 //

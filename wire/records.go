@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/hashicorp/go-msgpack/v2/codec"
-
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
+	"github.com/edictlog/edictlog/internal/mpack"
 )
 
 // Well-known stable keys: the schema of the stable store. The log keeps its
@@ -80,7 +79,9 @@ func DecodeStamp(key string, b []byte) (edict.Stamp, error) {
 // configuration.
 const MaxConfigMembers = 1024
 
-// EpochConfig is the process set of one epoch (DESIGN §7).
+// EpochConfig is the process set of one epoch (DESIGN §7). Its codec tags
+// name its fields in the records that hold it: the ones below write them
+// by hand, storage's snapshot metadata through go-msgpack.
 type EpochConfig struct {
 	Epoch uint64 `codec:"e"`
 	// Members vote in the epoch's quorums.
@@ -127,31 +128,23 @@ func (c EpochConfig) Check() error {
 	return nil
 }
 
-var recordHandle = func() *codec.MsgpackHandle {
-	h := &codec.MsgpackHandle{WriteExt: true}
-	h.ErrorIfNoField = true
-	h.MaxInitLen = 64
-	return h
-}()
-
-// MaxRecordSize bounds a stable record (DecodeRecord's limit for them).
+// MaxRecordSize bounds a stable record (decodeRecord's limit for them).
 const MaxRecordSize = 64 << 10
 
-// encodeRecord writes the version byte and the msgpack form of v.
-func EncodeRecord(version byte, v any) ([]byte, error) {
-	// NewEncoderBytes writes from the start of the slice it is given (it
-	// does not append), so the version byte goes in front afterwards.
-	var body []byte
-	if err := codec.NewEncoderBytes(&body, recordHandle).Encode(v); err != nil {
-		return nil, fmt.Errorf("wire: encode %T: %w", v, err)
-	}
-	return append([]byte{version}, body...), nil
-}
+// The records below are the version byte and one msgpack map: the bytes
+// go-msgpack (github.com/hashicorp/go-msgpack/v2, WriteExt) writes for the
+// types and their codec tags (field names where they have none), which
+// wrote them until wire stopped importing it (internal/mpack says why).
+// Fields go in the order of their names, an omitempty field only when it
+// is not empty; a nil list or map is nil, an empty one an empty array or
+// map. They are decoded in mpack.Codec mode, so whatever go-msgpack could
+// have written for the types still reads. Tests hold both directions to
+// go-msgpack byte for byte, over every field the types have.
 
 // decodeRecord checks the version byte and size (at most limit bytes),
-// decodes one msgpack value and refuses trailing bytes. name says what is
+// reads one value with read and refuses trailing bytes. name says what is
 // decoded, for errors.
-func DecodeRecord(name string, version byte, limit int, b []byte, v any) (err error) {
+func decodeRecord(name string, version byte, limit int, b []byte, read func(r *mpack.Reader)) error {
 	switch {
 	case len(b) == 0:
 		return fmt.Errorf("%s: empty record", name)
@@ -160,14 +153,90 @@ func DecodeRecord(name string, version byte, limit int, b []byte, v any) (err er
 	case b[0] != version:
 		return fmt.Errorf("%s: unknown version byte %d (want %d)", name, b[0], version)
 	}
-	d := codec.NewDecoderBytes(b[1:], recordHandle)
-	if err := d.Decode(v); err != nil {
+	r := mpack.NewReader(b, 1, mpack.Codec)
+	read(&r)
+	r.End()
+	if err := r.Err(); err != nil {
 		return fmt.Errorf("%s: %v", name, err)
 	}
-	if n := d.NumBytesRead(); n != len(b)-1 {
-		return fmt.Errorf("%s: %d trailing bytes", name, len(b)-1-n)
-	}
 	return nil
+}
+
+var epochConfigFields = []string{"e", "h", "l", "m", "si", "ss"}
+
+func appendEpochConfig(dst []byte, c *EpochConfig) []byte {
+	n := 3
+	for _, set := range []bool{c.Heard, c.StopIndex != 0, !c.StopStamp.IsZero()} {
+		if set {
+			n++
+		}
+	}
+	dst = mpack.AppendMapLen(dst, n)
+	dst = mpack.AppendStr(dst, "e")
+	dst = mpack.AppendUint(dst, c.Epoch)
+	if c.Heard {
+		dst = mpack.AppendStr(dst, "h")
+		dst = mpack.AppendBool(dst, true)
+	}
+	dst = mpack.AppendStr(dst, "l")
+	dst = appendIDs(dst, c.Learners)
+	dst = mpack.AppendStr(dst, "m")
+	dst = appendIDs(dst, c.Members)
+	if c.StopIndex != 0 {
+		dst = mpack.AppendStr(dst, "si")
+		dst = mpack.AppendUint(dst, c.StopIndex)
+	}
+	if !c.StopStamp.IsZero() {
+		dst = mpack.AppendStr(dst, "ss")
+		dst = edict.AppendStampMsgpack(dst, &c.StopStamp)
+	}
+	return dst
+}
+
+func readEpochConfig(r *mpack.Reader, what string) EpochConfig {
+	var c EpochConfig
+	r.Fields(what, epochConfigFields, func(name string) {
+		switch name {
+		case "e":
+			c.Epoch = r.Uint("epoch")
+		case "h":
+			c.Heard = r.Bool("heard")
+		case "l":
+			c.Learners = readIDs(r, "learners")
+		case "m":
+			c.Members = readIDs(r, "members")
+		case "si":
+			c.StopIndex = r.Uint("stop index")
+		case "ss":
+			c.StopStamp = edict.ReadStampMsgpack(r, "stop stamp")
+		}
+	})
+	return c
+}
+
+func appendIDs(dst []byte, ids []edict.ProcessID) []byte {
+	if ids == nil {
+		return mpack.AppendNil(dst)
+	}
+	dst = mpack.AppendArrayLen(dst, len(ids))
+	for _, p := range ids {
+		dst = mpack.AppendUint(dst, uint64(p))
+	}
+	return dst
+}
+
+// readIDs reads a list of processes, at most MaxConfigMembers (Check's
+// limit for members and learners together).
+func readIDs(r *mpack.Reader, what string) []edict.ProcessID {
+	n, isNil := r.ArrayLen(what, MaxConfigMembers)
+	if isNil || r.Err() != nil {
+		return nil
+	}
+	ids := make([]edict.ProcessID, n)
+	for i := range ids {
+		ids[i] = edict.ProcessID(r.Uint(what))
+	}
+	return ids
 }
 
 // EncodeEpochConfig encodes an EpochConfig record after checking it.
@@ -175,14 +244,15 @@ func EncodeEpochConfig(c EpochConfig) ([]byte, error) {
 	if err := c.Check(); err != nil {
 		return nil, fmt.Errorf("wire: encode epoch config: %w: %v", ErrInvalid, err)
 	}
-	return EncodeRecord(RecordVersion, c)
+	return appendEpochConfig([]byte{RecordVersion}, &c), nil
 }
 
 // DecodeEpochConfig decodes and checks an EpochConfig record; key names it
 // in errors.
 func DecodeEpochConfig(key string, b []byte) (EpochConfig, error) {
 	var c EpochConfig
-	if err := DecodeRecord("epoch config", RecordVersion, MaxRecordSize, b, &c); err != nil {
+	err := decodeRecord("epoch config", RecordVersion, MaxRecordSize, b, func(r *mpack.Reader) { c = readEpochConfig(r, "epoch config") })
+	if err != nil {
 		return EpochConfig{}, fmt.Errorf("wire: stable key %q: %v: %w", key, err, ErrCorrupt)
 	}
 	if err := c.Check(); err != nil {
@@ -191,18 +261,66 @@ func DecodeEpochConfig(key string, b []byte) (EpochConfig, error) {
 	return c, nil
 }
 
+// The codec of elect.EpochRecord below names each of its fields. This
+// conversion stops compiling when one is added or changed there: extend
+// appendEpochRecord and readEpochRecord with it (under its codec tag, in
+// name order), then this line.
+var _ = struct {
+	Epoch      uint64
+	Wedged     bool
+	Terminated bool
+	Runs       bool
+}(elect.EpochRecord{})
+
+var epochRecordFields = []string{"e", "r", "t", "w"}
+
+func appendEpochRecord(dst []byte, rec *elect.EpochRecord) []byte {
+	n := 3
+	if rec.Runs {
+		n++
+	}
+	dst = mpack.AppendMapLen(dst, n)
+	dst = mpack.AppendStr(dst, "e")
+	dst = mpack.AppendUint(dst, rec.Epoch)
+	if rec.Runs {
+		dst = mpack.AppendStr(dst, "r")
+		dst = mpack.AppendBool(dst, true)
+	}
+	dst = mpack.AppendStr(dst, "t")
+	dst = mpack.AppendBool(dst, rec.Terminated)
+	dst = mpack.AppendStr(dst, "w")
+	return mpack.AppendBool(dst, rec.Wedged)
+}
+
+func readEpochRecord(r *mpack.Reader) elect.EpochRecord {
+	var rec elect.EpochRecord
+	r.Fields("epoch record", epochRecordFields, func(name string) {
+		switch name {
+		case "e":
+			rec.Epoch = r.Uint("epoch")
+		case "r":
+			rec.Runs = r.Bool("runs")
+		case "t":
+			rec.Terminated = r.Bool("terminated")
+		case "w":
+			rec.Wedged = r.Bool("wedged")
+		}
+	})
+	return rec
+}
+
 // EncodeEpochRecord encodes the lease core's per-epoch record (kept under
 // EpochWedgeKey) with a version byte.
 func EncodeEpochRecord(r elect.EpochRecord) ([]byte, error) {
-	return EncodeRecord(RecordVersion, r)
+	return appendEpochRecord([]byte{RecordVersion}, &r), nil
 }
 
 // DecodeEpochRecord reads a record written by EncodeEpochRecord; key names
 // it in errors.
 func DecodeEpochRecord(key string, b []byte) (elect.EpochRecord, error) {
-	var r elect.EpochRecord
-	if err := DecodeRecord("epoch record", RecordVersion, MaxRecordSize, b, &r); err != nil {
+	var rec elect.EpochRecord
+	if err := decodeRecord("epoch record", RecordVersion, MaxRecordSize, b, func(r *mpack.Reader) { rec = readEpochRecord(r) }); err != nil {
 		return elect.EpochRecord{}, fmt.Errorf("wire: stable key %q: %v: %w", key, err, ErrCorrupt)
 	}
-	return r, nil
+	return rec, nil
 }

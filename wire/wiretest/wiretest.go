@@ -1,6 +1,7 @@
-// Package wiretest builds valid values of package wire for tests: stamps,
-// appends, lease messages, and one message of every kind. Tests of the
-// codecs (wire) and of the transports that carry them (transport) share it.
+// Package wiretest builds values of package wire for tests: stamps,
+// appends, lease messages, one valid message of every kind and invalid ones
+// that each break one rule. The tests of wire's message rules and of
+// transport, which encodes and carries the messages, share it.
 package wiretest
 
 import (
@@ -69,5 +70,51 @@ func Messages() []wire.Message {
 		{From: 1, To: 2, FetchReply: &wire.FetchReply{Epoch: 1, ID: 6, LastIndex: 12, LastStamp: Stamp(1, 600, 12), Compacted: true}},
 		{From: 1, To: 2, Fetch: &wire.Fetch{Epoch: 2, ID: 7, PrevIndex: 9, PrevStamp: Stamp(1, 600, 9), Max: 64, Committed: true, UpToIndex: 11, UpToStamp: Stamp(1, 900, 11)}},
 		{From: 1, To: 2, FetchReply: &wire.FetchReply{Epoch: 2, ID: 7, LastIndex: 12, LastStamp: Stamp(1, 600, 12), OK: true, Entries: Append(9, 2, 20).Entries, Committed: true, Commit: 11}},
+	}
+}
+
+// Invalid is a message that breaks one structural rule, with a fragment of
+// the error Message.Validate gives for it.
+type Invalid struct {
+	M    wire.Message
+	Want string
+}
+
+// InvalidMessages returns one message per structural rule of
+// Message.Validate, each breaking it: wire's tests check Validate's
+// reasons, transport's that the encoder refuses them all.
+func InvalidMessages() []Invalid {
+	reign := Stamp(1, 1000, 0)
+	badQT := edict.Stamp{Epoch: 1, QT: edict.QT{{Process: 2}, {Process: 1}}, Counter: 1}
+	gap := Append(5, 3, 1)
+	gap.Entries[1].Index = 9
+	badKind := Append(5, 2, 1)
+	badKind.Entries[1].Kind = 0
+	lease := Lease(1, 2)
+	lease.Delta = 0
+	return []Invalid{
+		{wire.Message{From: 1, To: 2}, "exactly one payload"},
+		{wire.Message{From: 1, To: 2, ReadIndex: &wire.ReadIndexRequest{ID: 1}, TimeoutNow: &wire.TimeoutNow{Reign: reign}}, "exactly one payload"},
+		{wire.Message{To: 2, ReadIndex: &wire.ReadIndexRequest{ID: 1}}, "without a sender"},
+		{wire.Message{From: 1, ReadIndex: &wire.ReadIndexRequest{ID: 1}}, "without a receiver"},
+		{wire.Message{From: 1, To: 2, ReadIndex: &wire.ReadIndexRequest{}}, "without an id"},
+		{wire.Message{From: 1, To: 2, Append: &wire.Append{}}, "without a reign"},
+		{wire.Message{From: 1, To: 2, Append: gap}, "contiguously"},
+		{wire.Message{From: 1, To: 2, Append: badKind}, "unknown kind"},
+		{wire.Message{From: 1, To: 2, Append: &wire.Append{Reign: badQT}}, "not sorted"},
+		{wire.Message{From: 1, To: 2, AppendReply: &wire.AppendReply{Reign: reign, Success: true, HintIndex: 3}}, "rejection hint"},
+		{wire.Message{From: 1, To: 2, AppendReply: &wire.AppendReply{Reign: reign, LastIndex: 3, HintIndex: 3}}, "not below"},
+		{wire.Message{From: 1, To: 2, AppendReply: &wire.AppendReply{Success: true, LastIndex: 3}}, "without the reign it answers"},
+		{wire.Message{From: 1, To: 2, AppendReply: &wire.AppendReply{Reign: reign, Accepted: badQT}}, "not sorted"},
+		{wire.Message{From: 1, To: 2, TimeoutNow: &wire.TimeoutNow{}}, "without a reign"},
+		{wire.Message{From: 1, To: 2, Lease: &lease}, "δ = 0"},
+		{wire.Message{From: 3, To: 2, Lease: &elect.Message{Type: elect.MsgRelease, From: 1, To: 2}}, "envelope"},
+		{wire.Message{From: 1, To: 2, Fetch: &wire.Fetch{}}, "without an id"},
+		{wire.Message{From: 1, To: 2, FetchReply: &wire.FetchReply{ID: 1, Entries: Append(0, 1, 1).Entries}}, "without OK"},
+		{wire.Message{From: 1, To: 2, FetchReply: &wire.FetchReply{ID: 1, OK: true, Entries: gap.Entries}}, "contiguous"},
+		{wire.Message{From: 1, To: 2, Fetch: &wire.Fetch{ID: 1, UpToIndex: 4, UpToStamp: reign}}, "not a committed fetch"},
+		{wire.Message{From: 1, To: 2, Fetch: &wire.Fetch{ID: 1, Committed: true, UpToIndex: 4}}, "both or neither"},
+		{wire.Message{From: 1, To: 2, FetchReply: &wire.FetchReply{ID: 1, Commit: 4}}, "answers no committed fetch"},
+		{wire.Message{From: 1, To: 2, FetchReply: &wire.FetchReply{ID: 1, OK: true, Committed: true, Commit: 1, Entries: Append(0, 2, 1).Entries}}, "beyond its commit index"},
 	}
 }

@@ -1,4 +1,4 @@
-package wire_test
+package transport
 
 import (
 	"reflect"
@@ -13,22 +13,22 @@ import (
 // encodes back to the same message.
 func FuzzDecodeMessage(f *testing.F) {
 	for _, m := range wiretest.Messages() {
-		b, err := wire.AppendMessage(nil, m)
+		b, err := appendMessage(nil, m)
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		m, err := wire.DecodeMessage(body)
+		m, err := decodeMessage(body)
 		if err != nil {
 			return
 		}
-		b, err := wire.AppendMessage(nil, m)
+		b, err := appendMessage(nil, m)
 		if err != nil {
 			t.Fatalf("decoded %v but cannot encode it: %v", m, err)
 		}
-		m2, err := wire.DecodeMessage(b)
+		m2, err := decodeMessage(b)
 		if err != nil {
 			t.Fatalf("re-encoded %v does not decode: %v", m, err)
 		}
@@ -39,21 +39,21 @@ func FuzzDecodeMessage(f *testing.F) {
 }
 
 func FuzzDecodeSnapshotHeader(f *testing.F) {
-	b, err := wire.AppendSnapshotHeader(nil, wire.SnapshotHeader{Epoch: 2, Reign: wiretest.Stamp(2, 10, 0), LastIndex: 77, LastStamp: wiretest.Stamp(2, 20, 5), Members: []edict.ProcessID{1, 2, 5}, Size: 1 << 20})
+	b, err := appendSnapshotHeader(nil, wire.SnapshotHeader{Epoch: 2, Reign: wiretest.Stamp(2, 10, 0), LastIndex: 77, LastStamp: wiretest.Stamp(2, 20, 5), Members: []edict.ProcessID{1, 2, 5}, Size: 1 << 20})
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		s, err := wire.DecodeSnapshotHeader(body)
+		s, err := decodeSnapshotHeader(body)
 		if err != nil {
 			return
 		}
-		b, err := wire.AppendSnapshotHeader(nil, s)
+		b, err := appendSnapshotHeader(nil, s)
 		if err != nil {
 			t.Fatalf("decoded %+v but cannot encode it: %v", s, err)
 		}
-		s2, err := wire.DecodeSnapshotHeader(b)
+		s2, err := decodeSnapshotHeader(b)
 		if err != nil || !reflect.DeepEqual(s, s2) {
 			t.Fatalf("round trip: %+v → %+v, %v", s, s2, err)
 		}

@@ -1,37 +1,18 @@
-package wire
+package transport
 
 import (
 	"errors"
 	"fmt"
-	"sync"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/edictlog/edictlog/wire"
 )
 
-func newHandle() *codec.MsgpackHandle {
-	h := &codec.MsgpackHandle{WriteExt: true} // WriteExt: []byte as bin, not str
-	h.ErrorIfNoField = true
-	// A declared container length allocates at most this many elements
-	// up front; the rest grows as elements actually decode, so a frame
-	// that claims a huge array costs nothing before it runs out of bytes.
-	h.MaxInitLen = 256
-	return h
-}
-
-var handle = newHandle()
-
-// Encoders and decoders are pooled: constructing one per message is a
-// measurable share of a small message's cost.
-var (
-	encoders = sync.Pool{New: func() any { return codec.NewEncoderBytes(nil, handle) }}
-	decoders = sync.Pool{New: func() any { return codec.NewDecoderBytes(nil, handle) }}
-	scratch  = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
-)
-
-// AppendMessage validates m and appends its encoding (msgpack of the
+// appendMessage validates m and appends its encoding (msgpack of the
 // array-form structs in msgpack.go) to dst: the body of a transport frame.
-func AppendMessage(dst []byte, m Message) ([]byte, error) {
+func appendMessage(dst []byte, m wire.Message) ([]byte, error) {
 	w, err := messageToWire(m)
 	if err != nil {
 		return dst, err
@@ -39,21 +20,21 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 	return appendBody(dst, m.Kind().String()+" message", w)
 }
 
-// DecodeMessage decodes and validates one message encoded by AppendMessage:
+// decodeMessage decodes and validates one message encoded by appendMessage:
 // exactly one value, no trailing bytes, every structural rule of Validate.
 // Whether a stamp covers a quorum of its epoch needs the epoch table and is
 // left to the log (edict.Stamp.Validate).
-func DecodeMessage(body []byte) (Message, error) {
+func decodeMessage(body []byte) (wire.Message, error) {
 	var w wMessage
 	if err := decodeBody("message", body, &w); err != nil {
-		return Message{}, err
+		return wire.Message{}, err
 	}
 	m, err := messageFromWire(&w)
 	if err != nil {
-		return Message{}, fmt.Errorf("wire: decode message: %w", err)
+		return wire.Message{}, fmt.Errorf("transport: decode message: %w", err)
 	}
 	if err := m.Validate(); err != nil {
-		return Message{}, fmt.Errorf("wire: decode message: %w", err)
+		return wire.Message{}, fmt.Errorf("transport: decode message: %w", err)
 	}
 	return m, nil
 }
@@ -68,7 +49,7 @@ func appendBody(dst []byte, what string, v any) ([]byte, error) {
 	// body is encoded apart and appended.
 	enc.ResetBytes(bp)
 	if err := enc.Encode(v); err != nil {
-		return dst, fmt.Errorf("wire: encode %s: %w", what, err)
+		return dst, fmt.Errorf("transport: encode %s: %w", what, err)
 	}
 	dst = append(dst, *bp...)
 	if cap(*bp) > 1<<20 {
@@ -78,53 +59,34 @@ func appendBody(dst []byte, what string, v any) ([]byte, error) {
 	return dst, nil
 }
 
-// decodeBody decodes exactly one msgpack value from body into v and
-// refuses trailing bytes: a frame holds one value, and bytes after it are a
-// bug or an attack, not padding.
-func decodeBody(what string, body []byte, v any) error {
-	if len(body) == 0 {
-		return fmt.Errorf("wire: decode %s: empty body", what)
-	}
-	dec := decoders.Get().(*codec.Decoder)
-	defer decoders.Put(dec)
-	dec.ResetBytes(body)
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("wire: decode %s: %w", what, err)
-	}
-	if n := dec.NumBytesRead(); n != len(body) {
-		return fmt.Errorf("wire: decode %s: %d trailing bytes", what, len(body)-n)
-	}
-	return nil
-}
-
-func messageToWire(m Message) (*wMessage, error) {
+func messageToWire(m wire.Message) (*wMessage, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
 	var t qtTable
 	w := &wMessage{Kind: uint8(m.Kind()), From: uint64(m.From), To: uint64(m.To)}
 	switch m.Kind() {
-	case KindLease:
+	case wire.KindLease:
 		w.Lease = leaseToWire(m.Lease, &t)
-	case KindAppend:
+	case wire.KindAppend:
 		a := m.Append
 		w.Append = &wAppend{Epoch: a.Epoch, Reign: t.stamp(a.Reign), Commit: a.LeaderCommit, PrevIndex: a.PrevIndex, PrevStamp: t.stamp(a.PrevStamp),
 			Entries: entriesToWire(a.Entries, &t)}
-	case KindAppendReply:
+	case wire.KindAppendReply:
 		r := m.AppendReply
 		w.AppendReply = &wAppendReply{Epoch: r.Epoch, Reign: t.stamp(r.Reign), Accepted: t.stamp(r.Accepted), Success: r.Success, Refused: r.Refused, LastIndex: r.LastIndex, HintIndex: r.HintIndex, HintStamp: t.stamp(r.HintStamp)}
-	case KindReadIndex:
+	case wire.KindReadIndex:
 		w.ReadIndex = &wReadIndex{Epoch: m.ReadIndex.Epoch, ID: m.ReadIndex.ID, Sent: timeToWire(m.ReadIndex.Sent)}
-	case KindReadIndexReply:
+	case wire.KindReadIndexReply:
 		r := m.ReadIndexReply
 		w.ReadIndexReply = &wReadIndexReply{Epoch: r.Epoch, ID: r.ID, Sent: timeToWire(r.Sent), Reign: t.stamp(r.Reign), OK: r.OK, Index: r.Index, Leader: uint64(r.Leader)}
-	case KindTimeoutNow:
+	case wire.KindTimeoutNow:
 		w.TimeoutNow = &wTimeoutNow{Epoch: m.TimeoutNow.Epoch, Reign: t.stamp(m.TimeoutNow.Reign)}
-	case KindFetch:
+	case wire.KindFetch:
 		f := m.Fetch
 		w.Fetch = &wFetch{Epoch: f.Epoch, ID: f.ID, Attempt: timeToWire(f.Attempt), PrevIndex: f.PrevIndex, PrevStamp: t.stamp(f.PrevStamp), Max: f.Max,
 			Committed: f.Committed, UpToIndex: f.UpToIndex, UpToStamp: t.stamp(f.UpToStamp)}
-	case KindFetchReply:
+	case wire.KindFetchReply:
 		r := m.FetchReply
 		wr := &wFetchReply{Epoch: r.Epoch, ID: r.ID, Attempt: timeToWire(r.Attempt), LastIndex: r.LastIndex, LastStamp: t.stamp(r.LastStamp), Compacted: r.Compacted, OK: r.OK,
 			Entries: entriesToWire(r.Entries, &t), Committed: r.Committed, Commit: r.Commit}
@@ -141,10 +103,10 @@ func messageToWire(m Message) (*wMessage, error) {
 // the message itself is the most an encoder produces.
 func maxQTs(entries int) int { return 2*entries + 4 }
 
-func messageFromWire(w *wMessage) (Message, error) {
-	k := Kind(w.Kind)
+func messageFromWire(w *wMessage) (wire.Message, error) {
+	k := wire.Kind(w.Kind)
 	if !k.Valid() {
-		return Message{}, fmt.Errorf("unknown message kind %d", w.Kind)
+		return wire.Message{}, fmt.Errorf("unknown message kind %d", w.Kind)
 	}
 	present := 0
 	for _, p := range []bool{w.Lease != nil, w.Append != nil, w.AppendReply != nil, w.ReadIndex != nil, w.ReadIndexReply != nil, w.TimeoutNow != nil, w.Fetch != nil, w.FetchReply != nil} {
@@ -159,60 +121,60 @@ func messageFromWire(w *wMessage) (Message, error) {
 	if w.FetchReply != nil {
 		entries = max(entries, len(w.FetchReply.Entries))
 	}
-	if entries > MaxAppendEntries {
-		return Message{}, fmt.Errorf("append of %d entries exceeds the limit of %d", entries, MaxAppendEntries)
+	if entries > wire.MaxAppendEntries {
+		return wire.Message{}, fmt.Errorf("append of %d entries exceeds the limit of %d", entries, wire.MaxAppendEntries)
 	}
 	q, err := decodeQTs(w.QTs, maxQTs(entries))
 	if err != nil {
-		return Message{}, err
+		return wire.Message{}, err
 	}
-	m := Message{From: edict.ProcessID(w.From), To: edict.ProcessID(w.To)}
+	m := wire.Message{From: edict.ProcessID(w.From), To: edict.ProcessID(w.To)}
 	var e stampErr
 	switch k {
-	case KindLease:
+	case wire.KindLease:
 		if w.Lease != nil {
 			m.Lease = leaseFromWire(w.Lease, q, &e)
 		}
-	case KindAppend:
+	case wire.KindAppend:
 		if wa := w.Append; wa != nil {
-			m.Append = &Append{Epoch: wa.Epoch, Reign: e.get(q, wa.Reign), LeaderCommit: wa.Commit, PrevIndex: wa.PrevIndex, PrevStamp: e.get(q, wa.PrevStamp),
+			m.Append = &wire.Append{Epoch: wa.Epoch, Reign: e.get(q, wa.Reign), LeaderCommit: wa.Commit, PrevIndex: wa.PrevIndex, PrevStamp: e.get(q, wa.PrevStamp),
 				Entries: entriesFromWire(wa.Entries, wa.PrevIndex+1, q, &e)}
 		}
-	case KindAppendReply:
+	case wire.KindAppendReply:
 		if r := w.AppendReply; r != nil {
-			m.AppendReply = &AppendReply{Epoch: r.Epoch, Reign: e.get(q, r.Reign), Accepted: e.get(q, r.Accepted), Success: r.Success, Refused: r.Refused, LastIndex: r.LastIndex, HintIndex: r.HintIndex, HintStamp: e.get(q, r.HintStamp)}
+			m.AppendReply = &wire.AppendReply{Epoch: r.Epoch, Reign: e.get(q, r.Reign), Accepted: e.get(q, r.Accepted), Success: r.Success, Refused: r.Refused, LastIndex: r.LastIndex, HintIndex: r.HintIndex, HintStamp: e.get(q, r.HintStamp)}
 		}
-	case KindReadIndex:
+	case wire.KindReadIndex:
 		if r := w.ReadIndex; r != nil {
-			m.ReadIndex = &ReadIndexRequest{Epoch: r.Epoch, ID: r.ID, Sent: timeFromWire(r.Sent)}
+			m.ReadIndex = &wire.ReadIndexRequest{Epoch: r.Epoch, ID: r.ID, Sent: timeFromWire(r.Sent)}
 		}
-	case KindReadIndexReply:
+	case wire.KindReadIndexReply:
 		if r := w.ReadIndexReply; r != nil {
-			m.ReadIndexReply = &ReadIndexReply{Epoch: r.Epoch, ID: r.ID, Sent: timeFromWire(r.Sent), Reign: e.get(q, r.Reign), OK: r.OK, Index: r.Index, Leader: edict.ProcessID(r.Leader)}
+			m.ReadIndexReply = &wire.ReadIndexReply{Epoch: r.Epoch, ID: r.ID, Sent: timeFromWire(r.Sent), Reign: e.get(q, r.Reign), OK: r.OK, Index: r.Index, Leader: edict.ProcessID(r.Leader)}
 		}
-	case KindTimeoutNow:
+	case wire.KindTimeoutNow:
 		if r := w.TimeoutNow; r != nil {
-			m.TimeoutNow = &TimeoutNow{Epoch: r.Epoch, Reign: e.get(q, r.Reign)}
+			m.TimeoutNow = &wire.TimeoutNow{Epoch: r.Epoch, Reign: e.get(q, r.Reign)}
 		}
-	case KindFetch:
+	case wire.KindFetch:
 		if f := w.Fetch; f != nil {
-			m.Fetch = &Fetch{Epoch: f.Epoch, ID: f.ID, Attempt: timeFromWire(f.Attempt), PrevIndex: f.PrevIndex, PrevStamp: e.get(q, f.PrevStamp), Max: f.Max,
+			m.Fetch = &wire.Fetch{Epoch: f.Epoch, ID: f.ID, Attempt: timeFromWire(f.Attempt), PrevIndex: f.PrevIndex, PrevStamp: e.get(q, f.PrevStamp), Max: f.Max,
 				Committed: f.Committed, UpToIndex: f.UpToIndex, UpToStamp: e.get(q, f.UpToStamp)}
 		}
-	case KindFetchReply:
+	case wire.KindFetchReply:
 		if r := w.FetchReply; r != nil {
 			if len(r.Entries) == 0 && r.First != 0 {
-				return Message{}, errors.New("fetch reply names a first index but has no entries")
+				return wire.Message{}, errors.New("fetch reply names a first index but has no entries")
 			}
-			m.FetchReply = &FetchReply{Epoch: r.Epoch, ID: r.ID, Attempt: timeFromWire(r.Attempt), LastIndex: r.LastIndex, LastStamp: e.get(q, r.LastStamp), Compacted: r.Compacted, OK: r.OK,
+			m.FetchReply = &wire.FetchReply{Epoch: r.Epoch, ID: r.ID, Attempt: timeFromWire(r.Attempt), LastIndex: r.LastIndex, LastStamp: e.get(q, r.LastStamp), Compacted: r.Compacted, OK: r.OK,
 				Entries: entriesFromWire(r.Entries, r.First, q, &e), Committed: r.Committed, Commit: r.Commit}
 		}
 	}
 	if present != 1 || m.Kind() != k {
-		return Message{}, fmt.Errorf("%v message must carry exactly its own payload (%d payloads present)", k, present)
+		return wire.Message{}, fmt.Errorf("%v message must carry exactly its own payload (%d payloads present)", k, present)
 	}
 	if e.err != nil {
-		return Message{}, fmt.Errorf("%v message: %w", k, e.err)
+		return wire.Message{}, fmt.Errorf("%v message: %w", k, e.err)
 	}
 	return m, nil
 }
@@ -229,8 +191,8 @@ func (e *stampErr) get(q qtRefs, w wStamp) edict.Stamp {
 	return s
 }
 
-// AppendSnapshotHeader validates h and appends its encoding to dst.
-func AppendSnapshotHeader(dst []byte, h SnapshotHeader) ([]byte, error) {
+// appendSnapshotHeader validates h and appends its encoding to dst.
+func appendSnapshotHeader(dst []byte, h wire.SnapshotHeader) ([]byte, error) {
 	w, err := snapshotHeaderToWire(h)
 	if err != nil {
 		return dst, err
@@ -238,7 +200,7 @@ func AppendSnapshotHeader(dst []byte, h SnapshotHeader) ([]byte, error) {
 	return appendBody(dst, "snapshot header", w)
 }
 
-func snapshotHeaderToWire(s SnapshotHeader) (*wSnapshotHeader, error) {
+func snapshotHeaderToWire(s wire.SnapshotHeader) (*wSnapshotHeader, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
@@ -249,28 +211,28 @@ func snapshotHeaderToWire(s SnapshotHeader) (*wSnapshotHeader, error) {
 	return w, nil
 }
 
-// DecodeSnapshotHeader decodes and validates a header encoded by
-// AppendSnapshotHeader.
-func DecodeSnapshotHeader(body []byte) (SnapshotHeader, error) {
+// decodeSnapshotHeader decodes and validates a header encoded by
+// appendSnapshotHeader.
+func decodeSnapshotHeader(body []byte) (wire.SnapshotHeader, error) {
 	var w wSnapshotHeader
 	if err := decodeBody("snapshot header", body, &w); err != nil {
-		return SnapshotHeader{}, err
+		return wire.SnapshotHeader{}, err
 	}
-	if len(w.Members) > MaxMembers || len(w.Learners) > MaxMembers {
-		return SnapshotHeader{}, fmt.Errorf("wire: decode snapshot header: %d members and %d learners, the limit is %d each", len(w.Members), len(w.Learners), MaxMembers)
+	if len(w.Members) > wire.MaxMembers || len(w.Learners) > wire.MaxMembers {
+		return wire.SnapshotHeader{}, fmt.Errorf("transport: decode snapshot header: %d members and %d learners, the limit is %d each", len(w.Members), len(w.Learners), wire.MaxMembers)
 	}
 	q, err := decodeQTs(w.QTs, maxQTs(0))
 	if err != nil {
-		return SnapshotHeader{}, fmt.Errorf("wire: decode snapshot header: %w", err)
+		return wire.SnapshotHeader{}, fmt.Errorf("transport: decode snapshot header: %w", err)
 	}
 	var e stampErr
-	s := SnapshotHeader{Epoch: w.Epoch, Reign: e.get(q, w.Reign), LastIndex: w.LastIndex, LastStamp: e.get(q, w.LastStamp), Size: w.Size}
+	s := wire.SnapshotHeader{Epoch: w.Epoch, Reign: e.get(q, w.Reign), LastIndex: w.LastIndex, LastStamp: e.get(q, w.LastStamp), Size: w.Size}
 	if e.err != nil {
-		return SnapshotHeader{}, fmt.Errorf("wire: decode snapshot header: %w", e.err)
+		return wire.SnapshotHeader{}, fmt.Errorf("transport: decode snapshot header: %w", e.err)
 	}
 	s.Members, s.Learners = idsFromWire(w.Members), idsFromWire(w.Learners)
 	if err := s.Validate(); err != nil {
-		return SnapshotHeader{}, fmt.Errorf("wire: decode snapshot header: %w", err)
+		return wire.SnapshotHeader{}, fmt.Errorf("transport: decode snapshot header: %w", err)
 	}
 	return s, nil
 }

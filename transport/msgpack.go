@@ -1,4 +1,4 @@
-package wire
+package transport
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
+	"github.com/edictlog/edictlog/wire"
 	"github.com/hashicorp/go-msgpack/v2/codec"
 )
 
@@ -238,7 +239,7 @@ func parseBin(raw []byte) ([]byte, error) {
 	return raw[hdr:len(raw):len(raw)], nil
 }
 
-func entriesToWire(es []Entry, t *qtTable) []wEntry {
+func entriesToWire(es []wire.Entry, t *qtTable) []wEntry {
 	if len(es) == 0 {
 		return nil
 	}
@@ -251,14 +252,14 @@ func entriesToWire(es []Entry, t *qtTable) []wEntry {
 }
 
 // entriesFromWire rebuilds entries whose first index is first.
-func entriesFromWire(w []wEntry, first uint64, q qtRefs, e *stampErr) []Entry {
+func entriesFromWire(w []wEntry, first uint64, q qtRefs, e *stampErr) []wire.Entry {
 	if len(w) == 0 {
 		return nil
 	}
-	es := make([]Entry, len(w))
+	es := make([]wire.Entry, len(w))
 	for i := range w {
 		we := &w[i]
-		es[i] = Entry{Index: first + uint64(i), Reign: e.get(q, we.Reign), Stamp: e.get(q, we.Stamp), Kind: EntryKind(we.Kind), Data: we.Data}
+		es[i] = wire.Entry{Index: first + uint64(i), Reign: e.get(q, we.Reign), Stamp: e.get(q, we.Stamp), Kind: wire.EntryKind(we.Kind), Data: we.Data}
 	}
 	return es
 }
