@@ -3,7 +3,7 @@ package edict
 import (
 	"fmt"
 
-	"github.com/edictlog/edictlog/internal/mpack"
+	"github.com/edictlog/edictlog/mpack"
 )
 
 // WireVersion is the first byte of every encoded Time, QT and Stamp. A
@@ -20,7 +20,7 @@ const MaxEncodedSize = 16 << 10
 // The encodings are the version byte and one msgpack value: the bytes
 // go-msgpack (github.com/hashicorp/go-msgpack/v2, WriteExt) writes for the
 // types and their codec tags, which wrote them until edict stopped
-// importing it (internal/mpack says why). A Time is the map {i, n}, a
+// importing it (mpack says why). A Time is the map {i, n}, a
 // Reading {p, t}, a QT an array of readings (nil for a nil QT), a Stamp
 // {c, e, q}: fields in the order of their names, as go-msgpack writes
 // them. The decoders read whatever go-msgpack could have written for the

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edictlog/edictlog/internal/mpack"
-	"github.com/edictlog/edictlog/internal/mpack/mpacktest"
+	"github.com/edictlog/edictlog/mpack"
+	"github.com/edictlog/edictlog/mpack/mpacktest"
 )
 
 // The encodings were go-msgpack's until edict stopped importing it; the

@@ -3,7 +3,7 @@
 // the log's Entry and its kinds, Position, EpochConfig, Membership (the
 // payload of config and stop edicts), the Batch a store makes durable, the
 // stable-key schema, and the codecs of the log's entries, stable records
-// and membership payloads, written by hand (internal/mpack). Messages are
+// and membership payloads, written by hand (mpack). Messages are
 // encoded by package transport, which sends them; wire holds the rules
 // every message obeys (Message.Validate), which transport's decoder checks.
 //

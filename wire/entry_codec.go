@@ -5,7 +5,7 @@ import (
 	"math"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/internal/mpack"
+	"github.com/edictlog/edictlog/mpack"
 )
 
 // EntryVersion is the first byte of every encoded entry. A decoder refuses
@@ -25,7 +25,7 @@ const MaxEntrySize = 16 << 20
 // (data, index, kind, reign, stamp) with Stamp as edict encodes it
 // (edict.AppendStampMsgpack: {c, e, q: [{p, t: {i, n}}]}), except that
 // empty data and an empty QT are always nil, one form each. It is written
-// and read by hand (internal/mpack) because it is on the hot path of
+// and read by hand (mpack) because it is on the hot path of
 // every append and read: the reflective codec works field by field
 // through reflection, and with the bounded MaxInitLen that hostile input
 // requires it reads a large Data in 64-byte growth steps, copying it over

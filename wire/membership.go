@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/internal/mpack"
+	"github.com/edictlog/edictlog/mpack"
 )
 
 // Membership is the payload of config and stop edicts (EntryConfig,

@@ -7,7 +7,7 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
-	"github.com/edictlog/edictlog/internal/mpack"
+	"github.com/edictlog/edictlog/mpack"
 )
 
 // Well-known stable keys: the schema of the stable store. The log keeps its
@@ -134,7 +134,7 @@ const MaxRecordSize = 64 << 10
 // The records below are the version byte and one msgpack map: the bytes
 // go-msgpack (github.com/hashicorp/go-msgpack/v2, WriteExt) writes for the
 // types and their codec tags (field names where they have none), which
-// wrote them until wire stopped importing it (internal/mpack says why).
+// wrote them until wire stopped importing it (mpack says why).
 // Fields go in the order of their names, an omitempty field only when it
 // is not empty; a nil list or map is nil, an empty one an empty array or
 // map. They are decoded in mpack.Codec mode, so whatever go-msgpack could

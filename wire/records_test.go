@@ -14,8 +14,8 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
-	"github.com/edictlog/edictlog/internal/mpack"
-	"github.com/edictlog/edictlog/internal/mpack/mpacktest"
+	"github.com/edictlog/edictlog/mpack"
+	"github.com/edictlog/edictlog/mpack/mpacktest"
 )
 
 // The records were go-msgpack's until wire stopped importing it; the

@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/edictlog/edictlog/internal/mpack"
-	"github.com/edictlog/edictlog/internal/mpack/mpacktest"
+	"github.com/edictlog/edictlog/mpack"
+	"github.com/edictlog/edictlog/mpack/mpacktest"
 )
 
 // go-msgpack, with the handle the records were written with, is the

@@ -21,6 +21,10 @@
 //
 // A Reader never panics and checks every length against the input left
 // before it allocates, so a hostile length costs nothing.
+//
+// The package is importable because edict and wire, which are, use it; it
+// promises no more than those records need, and no package of the
+// library's imports anything internal.
 package mpack
 
 import "math"
