@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -37,15 +38,33 @@ func TestMain(m *testing.M) {
 }
 
 // freePort picks a port that was free a moment ago.
+// freePort returns a port nothing listens on and that this test binary
+// has not handed out before: the kernel may give a port it just released
+// to the very next bind(0), so two picks in a row could name one port for
+// two listeners (TestEtcdctl once got a node's HTTP port as another's
+// raft port, and the second bind failed).
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedMu.Lock()
+	defer handedMu.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		if !handed[addr] {
+			handed[addr] = true
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
 }
+
+var (
+	handedMu sync.Mutex
+	handed   = map[string]bool{}
+)
 
 type proc struct {
 	id        int
