@@ -82,11 +82,11 @@ func (c *Core) Issue(now edict.Time) (edict.Stamp, error) {
 }
 
 // renewAt is when a leader starts renewing. §10.1 says before
-// E_p − (1+ρ)·d; we start at least three round trips early, and half a
-// renewal interval early, so that a lost message or a granter busy with
-// an fsync costs a retry, not the lease.
+// E_p − (1+ρ)·d; we start at least three round trips early, and RenewLead
+// early (¾ of a renewal interval by default), so that a lost message, a
+// busy granter or a stall of this process costs a retry, not the lease.
 func (c *Core) renewAt() edict.Time {
-	lead := max(edict.ScaleUp(3*c.cfg.RoundTrip, 1+c.cfg.Rho), c.cfg.RenewInterval/2)
+	lead := max(edict.ScaleUp(3*c.cfg.RoundTrip, 1+c.cfg.Rho), c.cfg.RenewLead)
 	return c.lease.expiry.Add(-lead)
 }
 

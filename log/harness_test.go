@@ -62,7 +62,10 @@ func (c *tcluster) boot(id edict.ProcessID, epochs []wire.EpochConfig) {
 		require.NoError(c.t, err)
 		reign = r
 	}
-	core, err := NewCore(CoreConfig{ID: id, Elect: elect.Config{Detector: det, Rand: rand.New(rand.NewPCG(uint64(id), c.inc[id]))}},
+	core, err := NewCore(CoreConfig{ID: id, Elect: elect.Config{Detector: det, Rand: rand.New(rand.NewPCG(uint64(id), c.inc[id])),
+		// The transcripts (testdata/*.txt) were written for a renewal
+		// half an interval early; their stories time lease ends by it.
+		RenewLead: 100 * time.Millisecond}},
 		State{Epochs: epochs, Records: recs, AcceptedReign: reign, Entries: slices.Clone(c.stored[id])}, c.reading(id))
 	require.NoError(c.t, err)
 	c.cores[id] = core

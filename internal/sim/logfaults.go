@@ -36,6 +36,9 @@ func (r *lrun) schedule() {
 	if sc.SuspendEvery > 0 {
 		r.every(sc.SuspendEvery, r.gst, r.suspendOne)
 	}
+	if sc.StarveEvery > 0 {
+		r.every(sc.StarveEvery, r.end, r.starveOne)
+	}
 	if sc.Partitions {
 		r.every(900*time.Millisecond, r.gst, func() { r.net.partitionRandomly(r.ids) })
 	}
@@ -372,4 +375,19 @@ func (r *lrun) describe() string {
 // every runs f at jittered intervals until until, or a violation.
 func (r *lrun) every(interval time.Duration, until int64, f func()) {
 	r.w.every(interval, until, func() bool { return r.violation != "" }, f)
+}
+
+// starveOne stops a running process, most often the leader, for a burst
+// of StarveMin..StarveMax in which it runs nothing: what it receives waits
+// and its timers fire late, but its clock goes on (unlike a suspend).
+func (r *lrun) starveOne() {
+	ps := r.runningProcs()
+	if len(ps) == 0 {
+		return
+	}
+	p := ps[r.w.rng.IntN(len(ps))]
+	if l := r.leader(); l != nil && l.frozenUntil <= r.w.now && r.w.chance(0.5) {
+		p = l
+	}
+	p.frozenUntil = r.w.now + int64(r.w.between(r.sc.StarveMin, r.sc.StarveMax))
 }

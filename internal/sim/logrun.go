@@ -440,7 +440,7 @@ func (r *lrun) onEvent(p *lproc, ev log.Event) {
 		r.epochGap.epochChanged(p)
 	case log.BecameLeader:
 		if r.sc.StableLeader && r.firstLeader != 0 {
-			r.fail("a second reign began (%v after %v), though nothing but slow disks (up to %v per write) befell the cluster", p.id, r.firstLeader, r.sc.SlowFsync)
+			r.fail("a second reign began (%v after %v), though nothing that should depose a leader befell the cluster (slow disks up to %v per write, CPU starvation up to %v)", p.id, r.firstLeader, r.sc.SlowFsync, r.sc.StarveMax)
 		}
 		if r.firstLeader == 0 {
 			r.firstLeader = p.id

@@ -106,6 +106,12 @@ type LogScenario struct {
 	Fsync     time.Duration
 	SlowDisks int
 	SlowFsync time.Duration
+	// StarveEvery is the mean spacing of CPU starvation bursts, for the
+	// whole run: a random process (most often the leader) runs nothing
+	// for StarveMin..StarveMax while its clock goes on, as under SIGSTOP
+	// or a CPU quota (issue 16's busy host).
+	StarveEvery          time.Duration
+	StarveMin, StarveMax time.Duration
 	// StableLeader checks that the first reign lasts the whole run: in a
 	// scenario with no fault that should depose a leader (a slow disk
 	// should not), a second process leading is a violation.
@@ -151,6 +157,11 @@ func LogScenarios() []LogScenario {
 		// each write taking up to 60% of a lease. Lease messages must not
 		// wait for it: one reign, and writes go on.
 		{Scenario: Scenario{Name: "log-slow-disk", N: 3}, SlowDisks: 3, SlowFsync: 250 * time.Millisecond, StableLeader: true},
+		// Issue 16: a busy host. Bursts of 10-100 ms in which a process
+		// (most often the leader) runs nothing, every 300 ms on average:
+		// one reign, and writes go on.
+		{Scenario: Scenario{Name: "log-cpu-starve", N: 3}, StarveEvery: 300 * time.Millisecond, StarveMin: 10 * time.Millisecond,
+			StarveMax: 100 * time.Millisecond, StableLeader: true},
 		{Scenario: Scenario{Name: "log-loss", Loss: 0.1, Duplicate: 0.05, LongDelay: 0.01}},
 		{Scenario: Scenario{Name: "log-partitions", Partitions: true, Loss: 0.02}},
 		{Scenario: Scenario{Name: "log-crashes", Crashes: true, Loss: 0.02}},
