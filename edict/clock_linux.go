@@ -89,10 +89,19 @@ func mustRead(id int32) int64 {
 }
 
 // Now implements Clock.
+//
+// The pair is read under the lock. Read before it, two goroutines racing
+// for the lock could apply their pairs out of order: the later pair's RAW
+// became the base and the earlier pair's BOOTTIME was paired with it, so
+// the next reading found BOOTTIME ahead of RAW by however long the loser
+// had waited, and a preemption of a millisecond there was taken for a
+// suspend. A leader then gave up a healthy lease ("the clock was suspended
+// while leading"): the Jepsen gray-failure nemeses found it on a busy host
+// (issue 16; TestNoFalseSuspendUnderConcurrentReaders).
 func (c *SystemClock) Now() Time {
-	raw, boot := readPair()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	raw, boot := readPair()
 	if raw <= c.last {
 		raw = c.last + 1
 	}
