@@ -176,7 +176,7 @@ func (r *lrun) start(p *lproc) {
 	members := rec.State.Epochs[len(rec.State.Epochs)-1].Members
 	p.detector = r.sc.newDetector(p.id, members, p.inc)
 	core, err := log.NewCore(log.CoreConfig{ID: p.id, MaxAppendEntries: r.sc.MaxAppendEntries, Elect: elect.Config{
-		Rho: r.sc.Rho, RoundTrip: r.sc.RoundTrip, RenewInterval: r.sc.RenewInterval, MaxLease: r.sc.MaxLease(),
+		Rho: r.sc.Rho, RoundTrip: r.sc.RoundTrip, RenewInterval: r.sc.RenewInterval, RenewLead: r.sc.RenewLead, MaxLease: r.sc.MaxLease(),
 		Detector: p.detector, Rand: p.rng,
 	}}, rec.State, p.now(r.w.now))
 	if err != nil {

@@ -140,7 +140,7 @@ func (r *run) start(p *process, epochs []elect.EpochConfig) {
 	p.detector = r.sc.newDetector(p.id, members, p.inc)
 	core, err := elect.New(elect.Config{
 		ID: p.id, Epochs: p.epochs, Mode: r.sc.Mode, Rho: r.sc.Rho, Skew: r.sc.Skew,
-		RoundTrip: r.sc.RoundTrip, RenewInterval: r.sc.RenewInterval, MaxLease: r.sc.MaxLease(),
+		RoundTrip: r.sc.RoundTrip, RenewInterval: r.sc.RenewInterval, RenewLead: r.sc.RenewLead, MaxLease: r.sc.MaxLease(),
 		Detector: p.detector, Rand: p.rng,
 	}, p.persistedRecords(), p.now(r.w.now))
 	if err != nil {

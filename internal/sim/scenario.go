@@ -21,6 +21,8 @@ type Scenario struct {
 	Rho           float64
 	RoundTrip     time.Duration // d
 	RenewInterval time.Duration // i
+	// RenewLead is elect.Config.RenewLead (0: its default).
+	RenewLead time.Duration
 	Skew          time.Duration // Δ, OQwBS only
 
 	// Network before GST.
