@@ -35,7 +35,8 @@
 // Node keeps are read from it at scrape time, never polled.
 //
 // Built with the tag jepsen, a process also carries the Jepsen harness's
-// fault hooks (faults_jepsen.go): it wraps its transport and clock so that
-// the harness can partition it, delay its messages and skew its clock
-// through /debug/jepsen/faults. A production build has none of it.
+// fault hooks (faults_jepsen.go): it wraps its transport, clock and store
+// so that the harness can partition it, delay its messages, skew its clock
+// and slow its disk's durable batches through /debug/jepsen/faults. A
+// production build has none of it.
 package process
