@@ -208,6 +208,10 @@ func (t *testCluster) StopDiskHog() (cluster.DiskHogStats, error) {
 	return st, err
 }
 
+func (t *testCluster) Metrics(ctx context.Context, id int) (map[string]float64, error) {
+	return t.c.Metrics(ctx, id)
+}
+
 func (t *testCluster) HookStats(ctx context.Context, id int) (cluster.HookStats, error) {
 	return t.c.HookStats(ctx, id)
 }

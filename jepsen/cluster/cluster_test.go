@@ -503,6 +503,17 @@ func TestPortableGrayFaults(t *testing.T) {
 	put(t, c.Node(leader(t, c)), "a", "2")
 	eventually(t, "the stalled node to catch up", 15*time.Second, func() bool { return get(c.Node(victim), "a") == "2" })
 
+	// The lease statistics the gray nemeses report are on /metrics.
+	m, err := c.Metrics(ctx, victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{`edictkv_leases_lost_total{cause="suspended"}`, "edictkv_reigns_started_total", "edictkv_unsynced_entries"} {
+		if _, ok := m[name]; !ok {
+			t.Fatalf("no %s among node %d's %d metrics", name, victim, len(m))
+		}
+	}
+
 	if _, err := c.ThrottleIO(victim, IOLimit{WriteIOPS: 10}); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("an I/O throttle in portable mode: %v", err)
 	}

@@ -1,12 +1,16 @@
 package cluster
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -70,6 +74,51 @@ func (c *Cluster) Stall(ctx context.Context, id int, d time.Duration) error {
 		return fmt.Errorf("cluster: continue node %d after a stall: %w", id, err)
 	}
 	return nil
+}
+
+// Metrics reads node id's /metrics: each sample's name with its labels, as
+// the Prometheus text format writes them (edictkv_leases_lost_total{cause="expired"}),
+// to its value. The gray nemeses read the lease statistics there to say
+// what a fault cost the leader.
+func (c *Cluster) Metrics(ctx context.Context, id int) (map[string]float64, error) {
+	c.mu.Lock()
+	n, err := c.node(id)
+	c.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.URL()+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: node %d metrics: %w", id, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("cluster: node %d metrics: %s", id, resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("cluster: node %d metrics: %w", id, err)
+	}
+	return out, nil
 }
 
 // DiskHogSpec describes the disk hog: a writer beside the nodes, on the

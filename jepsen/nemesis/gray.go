@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +17,56 @@ import (
 // write is lost, but a disk or a host is slow. A healthy leader must keep
 // its lease through them, and no write may fail for them; the checker
 // counts the time without a leader after each, like after any fault.
+
+// leaseSamples are the members' lease statistics a gray fault's summary
+// reports: what it cost the leader, if anything.
+var leaseSamples = []struct{ sample, what string }{
+	{`edictkv_leases_lost_total{cause="expired"}`, "expired"},
+	{`edictkv_leases_lost_total{cause="released"}`, "released"},
+	{`edictkv_leases_lost_total{cause="suspended"}`, "given up after a suspend"},
+	{"edictkv_reigns_started_total", "reigns started"},
+	{"edictkv_lease_renewals_late_total", "renewals late"},
+}
+
+// leaseReading is leaseSamples summed over the members that answered.
+type leaseReading struct {
+	sums     map[string]float64
+	answered []int
+}
+
+func readLeases(ctx context.Context, c Cluster) leaseReading {
+	r := leaseReading{sums: map[string]float64{}}
+	for _, id := range c.Members() {
+		mctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		m, err := c.Metrics(mctx, id)
+		cancel()
+		if err != nil {
+			continue
+		}
+		r.answered = append(r.answered, id)
+		for _, s := range leaseSamples {
+			r.sums[s.sample] += m[s.sample]
+		}
+	}
+	return r
+}
+
+// since says what changed from before to r: leases lost by cause, reigns
+// started and late renewals, over the members that answered both times.
+func (r leaseReading) since(before leaseReading) string {
+	if len(r.answered) == 0 || len(before.answered) == 0 {
+		return "lease statistics unread (no member answered /metrics)"
+	}
+	var parts []string
+	for _, s := range leaseSamples {
+		parts = append(parts, fmt.Sprintf("%.0f", max(r.sums[s.sample]-before.sums[s.sample], 0))+" "+s.what)
+	}
+	out := "during the fault, on the members: leases lost " + strings.Join(parts[:3], ", ") + "; " + strings.Join(parts[3:], ", ")
+	if !slices.Equal(r.answered, before.answered) {
+		out += fmt.Sprintf(" (members read: %v, then %v)", before.answered, r.answered)
+	}
+	return out
+}
 
 // grayTargets picks whom a gray fault hits, in turn: the leader, a
 // granter (a member that does not lead), every member.
@@ -50,6 +101,7 @@ type slowDisk struct {
 	n         int
 	targets   []int
 	throttled []int
+	before    leaseReading
 	summary   string
 }
 
@@ -72,6 +124,7 @@ func (s *slowDisk) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string
 	}
 	s.n++
 	s.targets, s.throttled = targets, nil
+	s.before = readLeases(ctx, c)
 	var errs []error
 	for _, id := range targets {
 		errs = append(errs, c.SetFsync(id, slowDiskSpec))
@@ -117,6 +170,7 @@ func (s *slowDisk) Stop(ctx context.Context, c Cluster) error {
 	if len(s.throttled) > 0 {
 		s.summary += fmt.Sprintf("; kernel I/O throttle lifted on %v", s.throttled)
 	}
+	s.summary += "; " + readLeases(ctx, c).since(s.before)
 	s.throttled = nil
 	return errors.Join(errs...)
 }
@@ -128,13 +182,17 @@ func (s *slowDisk) Summary() string { return s.summary }
 // 1 MiB blocks and fsynced, one after another (dd bs=1M count=300
 // conv=fsync in a loop). The nodes' own fsyncs then queue behind its
 // writeback. Stop stops it, removes its files, and says what it wrote.
-type diskHog struct{ summary string }
+type diskHog struct {
+	before  leaseReading
+	summary string
+}
 
 var diskHogSpec = cluster.DiskHogSpec{FileMB: 300}
 
 func (d *diskHog) Name() string { return "disk-hog" }
 
 func (d *diskHog) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, error) {
+	d.before = readLeases(ctx, c)
 	if err := c.StartDiskHog(diskHogSpec); err != nil {
 		return "", err
 	}
@@ -144,8 +202,8 @@ func (d *diskHog) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string,
 
 func (d *diskHog) Stop(ctx context.Context, c Cluster) error {
 	st, err := c.StopDiskHog()
-	d.summary = fmt.Sprintf("wrote %d MiB: %d whole files fsynced, the longest fsync %v, %v in all; files removed",
-		st.MB, st.Files, st.FsyncMax.Round(time.Millisecond), st.FsyncTime.Round(time.Millisecond))
+	d.summary = fmt.Sprintf("wrote %d MiB: %d whole files fsynced, the longest fsync %v, %v in all; files removed; %s",
+		st.MB, st.Files, st.FsyncMax.Round(time.Millisecond), st.FsyncTime.Round(time.Millisecond), readLeases(ctx, c).since(d.before))
 	return err
 }
 
@@ -165,6 +223,8 @@ type cpuStarve struct {
 	limited []int
 	cancel  context.CancelFunc
 	done    sync.WaitGroup
+
+	before leaseReading
 
 	mu      sync.Mutex
 	bursts  int
@@ -192,6 +252,7 @@ func (s *cpuStarve) Start(ctx context.Context, c Cluster, rng *rand.Rand) (strin
 		return "", err
 	}
 	s.targets, s.limited = targets, nil
+	s.before = readLeases(ctx, c)
 	s.mu.Lock()
 	s.bursts, s.stopped, s.longest, s.failed = 0, 0, 0, nil
 	s.mu.Unlock()
@@ -253,6 +314,8 @@ func (s *cpuStarve) Stop(ctx context.Context, c Cluster) error {
 	for _, id := range s.limited {
 		errs = append(errs, c.UnlimitCPU(id))
 	}
+	// Read once the nodes run freely again.
+	leases := readLeases(ctx, c).since(s.before)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.limited) > 0 {
@@ -266,6 +329,7 @@ func (s *cpuStarve) Stop(ctx context.Context, c Cluster) error {
 			s.summary += fmt.Sprintf("; some bursts failed: %v", errors.Join(s.failed...))
 		}
 	}
+	s.summary += "; " + leases
 	s.limited = nil
 	return errors.Join(errs...)
 }

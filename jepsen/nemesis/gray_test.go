@@ -53,6 +53,9 @@ func TestSlowDiskTargetsAndHeal(t *testing.T) {
 		require.NoError(t, s.Stop(context.Background(), f))
 		f.grayHealed(t, what)
 		assert.Contains(t, s.Summary(), "durable batches delayed")
+		// What the members' /metrics said the fault cost: the fake's
+		// counters rise by one at each of the five members per reading.
+		assert.Contains(t, s.Summary(), "leases lost 0 expired, 0 released, 25 given up after a suspend; 25 reigns started, 0 renewals late")
 	}
 }
 
@@ -70,6 +73,7 @@ func TestDiskHogStartsAndStops(t *testing.T) {
 	require.NoError(t, d.Stop(context.Background(), f))
 	f.grayHealed(t, what)
 	assert.Contains(t, d.(Summarized).Summary(), "wrote 400 MiB: 1 whole files fsynced")
+	assert.Contains(t, d.(Summarized).Summary(), "9 given up after a suspend") // three members, read twice
 	runFault(t, d, f, nil, rec)
 	f.grayHealed(t, "again")
 }
@@ -122,5 +126,6 @@ func TestCPUStarveBurstsAndHeal(t *testing.T) {
 			assert.Contains(t, what, "instead of a CPU quota")
 		}
 		assert.Contains(t, s.Summary(), "bursts, stopped")
+		assert.Contains(t, s.Summary(), "reigns started")
 	}
 }

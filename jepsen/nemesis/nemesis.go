@@ -94,6 +94,8 @@ type Cluster interface {
 	// StopDiskHog stops it and removes its files.
 	StartDiskHog(spec cluster.DiskHogSpec) error
 	StopDiskHog() (cluster.DiskHogStats, error)
+	// Metrics reads a node's /metrics (sample with labels → value).
+	Metrics(ctx context.Context, id int) (map[string]float64, error)
 	Status(ctx context.Context, id int) (cluster.Status, error)
 }
 

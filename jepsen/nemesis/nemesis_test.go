@@ -38,6 +38,7 @@ type fakeCluster struct {
 	hog               bool
 	stalls            []stall
 	stalling          int
+	scrapes           int
 	// failover: Block of the leader from everyone makes another lead.
 	failover bool
 	// Membership: processes started (id → running), learners, wiped
@@ -199,6 +200,17 @@ func (f *fakeCluster) Stall(ctx context.Context, id int, d time.Duration) error 
 	f.mu.Unlock()
 	return nil
 }
+
+// Metrics: each call finds one more lease lost after a suspend, and
+// one more reign, at every member.
+func (f *fakeCluster) Metrics(context.Context, int) (map[string]float64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.scrapes++
+	return map[string]float64{`edictkv_leases_lost_total{cause="suspended"}`: float64(f.scrapes),
+		"edictkv_reigns_started_total": float64(f.scrapes)}, nil
+}
+
 func (f *fakeCluster) StartDiskHog(cluster.DiskHogSpec) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
