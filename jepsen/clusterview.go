@@ -32,6 +32,10 @@ type testCluster struct {
 	paused  map[int]bool
 	rated   map[int]bool // clock rate not 1
 	delayed map[int]bool // a delay fault set
+	slowed  map[int]bool // an fsync delay set
+	ioLimit map[int]bool // the kernel's I/O throttle in force
+	cpuLim  map[int]bool // the kernel's CPU quota in force
+	hog     bool         // the disk hog runs
 }
 
 func startCluster(ctx context.Context, o Options) (*testCluster, error) {
@@ -50,7 +54,8 @@ func startCluster(ctx context.Context, o Options) (*testCluster, error) {
 		return nil, fmt.Errorf("jepsen: start cluster: %w", err)
 	}
 	tc := &testCluster{c: c, http: &http.Client{Timeout: 10 * time.Second},
-		down: map[int]bool{}, paused: map[int]bool{}, rated: map[int]bool{}, delayed: map[int]bool{}}
+		down: map[int]bool{}, paused: map[int]bool{}, rated: map[int]bool{}, delayed: map[int]bool{},
+		slowed: map[int]bool{}, ioLimit: map[int]bool{}, cpuLim: map[int]bool{}}
 	for i := 1; i <= o.Nodes; i++ {
 		tc.members = append(tc.members, i)
 	}
@@ -147,6 +152,64 @@ func (t *testCluster) WaitUp(ctx context.Context, id int) error { return t.c.Wai
 func (t *testCluster) SetDelay(id int, d cluster.Delay) error {
 	t.set(t.delayed, id, d != cluster.Delay{})
 	return t.c.SetDelay(id, d)
+}
+
+func (t *testCluster) SetFsync(id int, d cluster.Fsync) error {
+	t.set(t.slowed, id, d != cluster.Fsync{})
+	return t.c.SetFsync(id, d)
+}
+
+// ThrottleIO implements nemesis.Cluster. It counts as in force even when
+// it failed half way, so that healAll lifts whatever it left.
+func (t *testCluster) ThrottleIO(id int, l cluster.IOLimit) (string, error) {
+	t.set(t.ioLimit, id, true)
+	return t.c.ThrottleIO(id, l)
+}
+
+func (t *testCluster) UnthrottleIO(id int) error {
+	err := t.c.UnthrottleIO(id)
+	if err == nil {
+		t.set(t.ioLimit, id, false)
+	}
+	return err
+}
+
+func (t *testCluster) LimitCPU(id int, share float64) (string, error) {
+	t.set(t.cpuLim, id, true)
+	return t.c.LimitCPU(id, share)
+}
+
+func (t *testCluster) UnlimitCPU(id int) error {
+	err := t.c.UnlimitCPU(id)
+	if err == nil {
+		t.set(t.cpuLim, id, false)
+	}
+	return err
+}
+
+// Stall implements nemesis.Cluster; it leaves nothing to heal (the process
+// is continued before it returns).
+func (t *testCluster) Stall(ctx context.Context, id int, d time.Duration) error {
+	return t.c.Stall(ctx, id, d)
+}
+
+func (t *testCluster) StartDiskHog(spec cluster.DiskHogSpec) error {
+	t.mu.Lock()
+	t.hog = true
+	t.mu.Unlock()
+	return t.c.StartDiskHog(spec)
+}
+
+func (t *testCluster) StopDiskHog() (cluster.DiskHogStats, error) {
+	st, err := t.c.StopDiskHog()
+	t.mu.Lock()
+	t.hog = false
+	t.mu.Unlock()
+	return st, err
+}
+
+func (t *testCluster) Metrics(ctx context.Context, id int) (map[string]float64, error) {
+	return t.c.Metrics(ctx, id)
 }
 
 func (t *testCluster) HookStats(ctx context.Context, id int) (cluster.HookStats, error) {
@@ -311,6 +374,9 @@ func (t *testCluster) forget(id int) {
 	delete(t.paused, id)
 	delete(t.rated, id)
 	delete(t.delayed, id)
+	delete(t.slowed, id)
+	delete(t.ioLimit, id)
+	delete(t.cpuLim, id)
 }
 
 // Wipe implements nemesis.Cluster: a killed node loses its disk. It stays
@@ -372,12 +438,29 @@ func (t *testCluster) Transfer(ctx context.Context, to int) error {
 }
 
 // healAll undoes every fault still in force: the network, paused and
-// killed processes, clock rates, delays.
+// killed processes, clock rates, delays, slow fsyncs, the kernel's
+// throttles, the disk hog.
 func (t *testCluster) healAll(ctx context.Context) error {
 	t.mu.Lock()
 	paused, down, rated, delayed := keys(t.paused), keys(t.down), keys(t.rated), keys(t.delayed)
+	slowed, ioLimit, cpuLim, hog := keys(t.slowed), keys(t.ioLimit), keys(t.cpuLim), t.hog
 	t.mu.Unlock()
 	errs := []error{t.c.Heal()}
+	if hog {
+		_, err := t.StopDiskHog()
+		errs = append(errs, err)
+	}
+	// The throttles first: a process held to a sliver of CPU would be
+	// slow to answer the rest.
+	for _, id := range cpuLim {
+		errs = append(errs, t.UnlimitCPU(id))
+	}
+	for _, id := range ioLimit {
+		errs = append(errs, t.UnthrottleIO(id))
+	}
+	for _, id := range slowed {
+		errs = append(errs, t.SetFsync(id, cluster.Fsync{}))
+	}
 	for _, id := range paused {
 		errs = append(errs, t.Resume(id))
 	}

@@ -110,6 +110,30 @@ func TestJepsenSnapshotBounceDelay(t *testing.T) {
 	assert.Positive(t, events, "the scripted nemeses recorded their steps")
 }
 
+// The gray failures of issue 16 in one 30 s scenario: slow fsyncs (and
+// the kernel's I/O throttle where netns mode offers it), a writer beside
+// the nodes on their disk, CPU starvation in SIGSTOP bursts. Safe, a
+// leader within the bound after each, every member ready after the final
+// heal; each fault's stop says what it cost the leader.
+func TestJepsenGrayFailures(t *testing.T) {
+	res := scenario(t, Options{Workload: "register", Nemeses: []string{"slow-disk", "disk-hog", "cpu-starve"}})
+	require.NotNil(t, res.Register)
+	assert.Equal(t, check.Valid, res.Valid, "anomaly: %s", res.Register.Anomaly)
+	assert.Positive(t, res.Register.Checked)
+	stopped := map[string]int{}
+	for _, e := range res.Nemesis {
+		if e.F == "stop" {
+			assert.NotContains(t, e.Detail, "stop failed", "%s healed", e.Nemesis)
+			assert.Contains(t, e.Detail, "during the fault, on the members: leases lost", e.Nemesis)
+			stopped[e.Nemesis]++
+			t.Logf("%s stopped: %s", e.Nemesis, e.Detail)
+		}
+	}
+	for _, name := range []string{"slow-disk", "disk-hog", "cpu-starve"} {
+		assert.Positive(t, stopped[name], "%s ran and stopped", name)
+	}
+}
+
 // Killing nodes loses no acknowledged add.
 func TestJepsenSetUnderKills(t *testing.T) {
 	res := scenario(t, Options{Workload: "set", Nemeses: []string{"kill"}})

@@ -32,6 +32,7 @@ run clock            0 --time 60s --nemesis clock --workload register
 run membership       0 --time 90s --nemesis membership --workload register
 run transfer         0 --time 60s --nemesis transfer --workload register
 run set-kill         0 --time 90s --nemesis kill --workload set
+run gray             0 --time 90s --nemesis slow-disk,disk-hog,cpu-starve --workload register
 run combined         0 --time 60s --nemesis partition,kill,pause,clock --workload register
 run combined-follower 0 --time 60s --nemesis partition,kill,pause,clock --workload register --read follower
 run beyond-rho       1 --time 60s --nemesis clock-beyond-rho --workload register --read lease

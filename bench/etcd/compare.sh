@@ -23,17 +23,33 @@
 #      before/after, as the anchor script etcd-3node.sh does;
 #   4. stops exactly the processes it started (SIGTERM, SIGKILL after STOP_TIMEOUT)
 #      and deletes the cluster's data dir.
+#   5. counts, per workload, the requests that failed (the benchmark's "Error
+#      distribution") and the changes of leader (the largest increase, over the
+#      members, of the counter each member keeps: etcd_server_leader_changes_seen_total
+#      on etcd's /metrics, edictkv_leader_changes_seen_total on edictkv's, which
+#      counts as etcd's does), read right before and right after the benchmark.
 # Any benchmark error ("Error distribution" in its report), a benchmark that fails
 # or times out, or a server that dies makes the script fail loudly (exit 1) naming
 # the system and workload and quoting the error text (CONTINUE_ON_ERROR=1: mark
 # the figure ERR, carry on, still exit 1 at the end).
 #
+# HOG=disk|cpu runs a hog beside the servers during each benchmark (started right
+# before it, stopped right after), the same for both systems in the same run:
+#   disk  a writer on the filesystem of TMP_PARENT: dd if=/dev/zero bs=1M
+#         count=HOG_DISK_MB conv=fsync into a file, removed, again, in a loop
+#   cpu   HOG_CPU_PROCS (default: nproc) busy loops, `yes > /dev/null`
+# With a hog, failed requests are the measurement, not an error: they are counted
+# in the table and the RESULT line and do not make the script exit 1 (a benchmark
+# that fails or times out, or a server that dies, still does).
+#
 # Output: progress on stderr; on stdout a markdown table of the medians over ROUNDS
 # (workload | etcd req/s (p50/p99) | edictkv req/s (p50/p99) | ratio of req/s |
-# server CPU ms per request for both), then one machine-readable line
+# server CPU ms per request for both | failed requests and leader changes for both,
+# summed over the rounds), then one machine-readable line
 #   RESULT key=value ...
 # with every median (<sys>_<workload>_{rps,p50_ms,p99_ms,cpu_ms_per_req}, and
-# ratio_<workload>_rps = edictkv/etcd).
+# ratio_<workload>_rps = edictkv/etcd), the sums <sys>_<workload>_{failed,
+# leader_changes}, and hog=<HOG>.
 #
 # Env (defaults):
 #   ROUNDS=1                 repetitions of the whole thing (median reported)
@@ -55,6 +71,9 @@
 #   CONTINUE_ON_ERROR=0      1: record ERR for a failed workload and go on
 #   ETCD_EXTRA_FLAGS=""      extra flags for every etcd member
 #   EDICTKV_EXTRA_FLAGS=""   extra flags for every edictkv process
+#   HOG=none                 disk or cpu: a hog beside the servers during each benchmark
+#   HOG_DISK_MB=300          HOG=disk: the size of each file written and fsynced
+#   HOG_CPU_PROCS=$(nproc)   HOG=cpu: busy loops
 #
 # Needs: go, jq, ss, curl, /usr/bin/time, getconf.
 #
@@ -62,6 +81,7 @@
 #   bash bench/etcd/compare.sh
 #   ROUNDS=3 bash bench/etcd/compare.sh
 #   WORKLOADS="put64" TOTAL=50000 bash bench/etcd/compare.sh
+#   ROUNDS=3 HOG=disk bash bench/etcd/compare.sh
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -90,6 +110,9 @@ KEEP_TMP=${KEEP_TMP:-0}
 CONTINUE_ON_ERROR=${CONTINUE_ON_ERROR:-0}
 ETCD_EXTRA_FLAGS=${ETCD_EXTRA_FLAGS:-}
 EDICTKV_EXTRA_FLAGS=${EDICTKV_EXTRA_FLAGS:-}
+HOG=${HOG:-none}
+HOG_DISK_MB=${HOG_DISK_MB:-300}
+HOG_CPU_PROCS=${HOG_CPU_PROCS:-$(nproc)}
 
 SYSTEMS=(etcd edictkv)
 N=3 # members per cluster
@@ -104,6 +127,9 @@ done
 for w in $WORKLOADS; do
   case $w in put64 | put1 | range_l64 | range_s64 | range_l1 | range_s1) ;; *) die "unknown workload $w" ;; esac
 done
+case $HOG in none | disk | cpu) ;; *) die "HOG=$HOG: none, disk or cpu" ;; esac
+[[ $HOG != disk ]] || command -v dd >/dev/null || die "missing tool: dd (HOG=disk)"
+[[ $HOG != cpu ]] || command -v yes >/dev/null || die "missing tool: yes (HOG=cpu)"
 
 # ---------------------------------------------------------------------------
 # Binaries. install.sh is idempotent (skips binaries already at ETCD_VERSION), so
@@ -271,6 +297,7 @@ cleanup() {
       tail -n 15 "$f" >&2
     done
   fi
+  hog_stop
   stop_cluster
   if [[ -n $WORK ]]; then
     if [[ $KEEP_TMP == 1 ]]; then log "kept $WORK"; else rm -rf "$WORK"; fi
@@ -279,6 +306,51 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------------------
+# The hog (HOG=disk|cpu). HOG_PIDS holds exactly the hog processes this script
+# started: for disk, the loop's subshell, which kills its own dd when told to stop
+# (a dd cut short leaves its file, removed with it: its unsynced pages are dropped,
+# not written after the workload); for cpu, the busy loops.
+# ---------------------------------------------------------------------------
+HOG_PIDS=()
+
+# hog_disk_loop FILE: dd into FILE with one fsync at the end, remove it, again.
+hog_disk_loop() {
+  local f=$1 dd_pid=""
+  trap '[[ -n $dd_pid ]] && kill "$dd_pid" 2>/dev/null; wait 2>/dev/null; rm -f "$f"; exit 0' TERM
+  while :; do
+    dd if=/dev/zero of="$f" bs=1M count="$HOG_DISK_MB" conv=fsync status=none &
+    dd_pid=$!
+    wait "$dd_pid" || true
+    rm -f "$f"
+  done
+}
+
+hog_start() {
+  local i
+  case $HOG in
+    disk)
+      mkdir -p "$WORK/hog"
+      hog_disk_loop "$WORK/hog/dd" >/dev/null 2>&1 &
+      HOG_PIDS+=($!) ;;
+    cpu)
+      for ((i = 0; i < HOG_CPU_PROCS; i++)); do
+        yes >/dev/null &
+        HOG_PIDS+=($!)
+      done ;;
+  esac
+  return 0
+}
+
+hog_stop() {
+  ((${#HOG_PIDS[@]} > 0)) || return 0
+  local pid
+  for pid in "${HOG_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${HOG_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  HOG_PIDS=()
+  [[ -z $WORK ]] || rm -rf "${WORK:?}/hog"
+}
 
 # ---------------------------------------------------------------------------
 # Measuring.
@@ -298,24 +370,71 @@ host_ticks() { awk '/^cpu / {t=0; for (i=2;i<=NF;i++) t+=$i; print t-$5-$6, t}' 
 declare -A R   # R[round,sys,workload,metric] = value
 ERRORS=0
 
+# leader_changes SYS -> each member's changes-of-leader counter, space-separated
+# ("na" for a member whose /metrics did not answer). Both count alike: each time
+# the leader a member knows of becomes another member (or the same after none).
+leader_changes() {
+  local urls=() u v
+  if [[ $1 == etcd ]]; then
+    IFS=, read -ra urls <<<"$EPS"
+  else
+    urls=("${HTTPS[@]}")
+  fi
+  for u in "${urls[@]}"; do
+    v=$(curl -s --max-time 5 "http://$u/metrics" |
+      awk '$1 == "etcd_server_leader_changes_seen_total" || $1 == "edictkv_leader_changes_seen_total" {print $2; exit}') || true
+    printf '%s ' "${v:-na}"
+  done
+}
+
+# max_delta "BEFORE..." "AFTER..." -> the largest increase over the members ("na"
+# if no member answered both times)
+max_delta() {
+  awk -v a="$1" -v b="$2" 'BEGIN {
+    n = split(a, x, " "); split(b, y, " "); m = -1
+    for (i = 1; i <= n; i++) if (x[i] != "na" && y[i] != "na" && y[i] - x[i] > m) m = y[i] - x[i]
+    print (m < 0 ? "na" : m) }'
+}
+
+# failed_requests OUTFILE -> the requests the benchmark's "Error distribution" lists
+# ("  [count]<TAB>error" lines), 0 without one
+failed_requests() {
+  tr '\r' '\n' <"$1" | awk '/^Error distribution:/ {on = 1; next}
+    on && /^ *\[[0-9]+\]/ {gsub(/[][ ]/, "", $1); n += $1; next}
+    on && NF {on = 0}
+    END {print n + 0}'
+}
+
 # run_bench ROUND SYS WORKLOAD NREQ benchmark-args... : one benchmark invocation;
 # stores rps, p50_ms, p99_ms, cpu_s, cpu_ms_per_req, busy_pct, cli_cpu_s in R.
 run_bench() {
   local round=$1 sys=$2 w=$3 nreq=$4
   shift 4
-  local out="$WORK/r$round-$sys-$w.txt" c0 c1 h0 h1 k=$round,$sys,$w
+  local out="$WORK/r$round-$sys-$w.txt" c0 c1 h0 h1 k=$round,$sys,$w lc0 lc1 ok=1
   check_alive "$sys" "before $w"
+  lc0=$(leader_changes "$sys")
+  hog_start
   c0=$(srv_cpu_ticks); h0=$(host_ticks)
-  if ! /usr/bin/time -f '%U %S' -o "$out.time" \
-    timeout "$BENCH_TIMEOUT" "$BIN/benchmark" --precise "$@" >"$out" 2>&1; then
+  /usr/bin/time -f '%U %S' -o "$out.time" \
+    timeout "$BENCH_TIMEOUT" "$BIN/benchmark" --precise "$@" >"$out" 2>&1 || ok=0
+  c1=$(srv_cpu_ticks); h1=$(host_ticks)
+  hog_stop
+  lc1=$(leader_changes "$sys")
+  R[$k,leader_changes]=$(max_delta "$lc0" "$lc1")
+  R[$k,failed]=$(failed_requests "$out")
+  if [[ $ok == 0 ]]; then
     bench_failed "$sys" "$w" "benchmark exited non-zero or timed out after ${BENCH_TIMEOUT}s" "$out" "$k"
     return 0
   fi
-  c1=$(srv_cpu_ticks); h1=$(host_ticks)
   check_alive "$sys" "after $w"
-  if grep -q 'Error distribution' "$out"; then
+  if [[ $HOG == none ]] && grep -q 'Error distribution' "$out"; then
     bench_failed "$sys" "$w" "benchmark reported errors" "$out" "$k"
     return 0
+  fi
+  local failed=${R[$k,failed]}
+  if ((failed > 0)); then
+    log "$sys / $w: $failed requests failed beside the $HOG hog (counted, not fatal):"
+    tr '\r' '\n' <"$out" | sed -n '/^Error distribution:/,/^ *$/p' | head -n 12 >&2
   fi
   # The report follows "Summary:"; progress bars use \r, hence the tr.
   local rps p50 p99
@@ -331,8 +450,8 @@ run_bench() {
   R[$k,cpu_ms_per_req]=$(awk -v a="$c0" -v b="$c1" -v t="$CLK_TCK" -v n="$nreq" 'BEGIN{printf "%.4f", 1000*(b-a)/t/n}')
   R[$k,busy_pct]=$(echo "$h0 $h1" | awk '{printf "%.1f", 100*($3-$1)/($4-$2)}')
   R[$k,cli_cpu_s]=$(awk 'NF==2 {printf "%.2f", $1+$2}' "$out.time")
-  log "$(printf '%-8s %-10s %9.1f req/s  p50 %7.3f ms  p99 %7.3f ms  server CPU %6.2f s (%.4f ms/req)  host busy %s%%' \
-    "$sys" "$w" "$rps" "$p50" "$p99" "${R[$k,cpu_s]}" "${R[$k,cpu_ms_per_req]}" "${R[$k,busy_pct]}")"
+  log "$(printf '%-8s %-10s %9.1f req/s  p50 %7.3f ms  p99 %7.3f ms  server CPU %6.2f s (%.4f ms/req)  host busy %s%%  failed %s  leader changes %s' \
+    "$sys" "$w" "$rps" "$p50" "$p99" "${R[$k,cpu_s]}" "${R[$k,cpu_ms_per_req]}" "${R[$k,busy_pct]}" "${R[$k,failed]}" "${R[$k,leader_changes]}")"
 }
 
 # bench_failed SYS WORKLOAD WHY OUTFILE KEY: fail loudly with the benchmark's own
@@ -413,6 +532,25 @@ median_of() {
   printf '%s\n' "${vals[@]}" | sort -g | awk '{a[NR]=$1} END {m = (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2; print m}'
 }
 
+# sum_of SYS WORKLOAD METRIC -> sum over rounds of numeric values ("na" if none)
+sum_of() {
+  local r v t=0 any=0
+  for ((r = 1; r <= ROUNDS; r++)); do
+    v=${R[$r,$1,$2,$3]:-}
+    [[ $v =~ ^[0-9]+$ ]] || continue
+    t=$((t + v)) any=1
+  done
+  ((any)) && echo "$t" || echo na
+}
+
+hog_label() {
+  case $HOG in
+    none) echo "no hog" ;;
+    disk) echo "beside each benchmark a disk hog on $TMP_PARENT (dd bs=1M count=$HOG_DISK_MB conv=fsync, in a loop)" ;;
+    cpu) echo "beside each benchmark a CPU hog ($HOG_CPU_PROCS × yes > /dev/null)" ;;
+  esac
+}
+
 label() {
   case $1 in
     put64) echo "put, $CLIENTS clients ($TOTAL)" ;;
@@ -437,11 +575,12 @@ num() { [[ $1 =~ ^[0-9.]+$ ]]; }
 print_report() {
   local w e k cpu_e cpu_k ratio
   echo
-  echo "etcd $ETCD_VERSION vs edictkv ($(cd "$REPO_ROOT" && go list -m)), 3 members each on 127.0.0.1, fsync on;"
-  echo "etcd's benchmark tool, keys $KEY_SIZE B, values $VAL_SIZE B; median of $ROUNDS round(s); $(nproc) CPUs; $(date -u +%F\ %H:%MZ)"
+  echo "etcd $ETCD_VERSION vs edictkv ($(cd "$REPO_ROOT" && GOWORK=off go list -m)), 3 members each on 127.0.0.1, fsync on;"
+  echo "etcd's benchmark tool, keys $KEY_SIZE B, values $VAL_SIZE B; median of $ROUNDS round(s); $(nproc) CPUs; $(date -u +%F\ %H:%MZ);"
+  echo "$(hog_label). Failed requests and leader changes: summed over the rounds."
   echo
-  echo "| workload | etcd req/s (p50/p99) | edictkv req/s (p50/p99) | ratio edictkv/etcd (req/s) | server CPU ms/req etcd | server CPU ms/req edictkv |"
-  echo "|---|---|---|---|---|---|"
+  echo "| workload | etcd req/s (p50/p99) | edictkv req/s (p50/p99) | ratio edictkv/etcd (req/s) | server CPU ms/req etcd | server CPU ms/req edictkv | failed etcd | failed edictkv | leader changes etcd | leader changes edictkv |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
   for w in $WORKLOADS; do
     e=$(median_of etcd "$w" rps); k=$(median_of edictkv "$w" rps)
     ratio=na
@@ -449,18 +588,20 @@ print_report() {
     cpu_e=$(median_of etcd "$w" cpu_ms_per_req); cpu_k=$(median_of edictkv "$w" cpu_ms_per_req)
     num "$cpu_e" && cpu_e=$(awk -v x="$cpu_e" 'BEGIN{printf "%.3f", x}')
     num "$cpu_k" && cpu_k=$(awk -v x="$cpu_k" 'BEGIN{printf "%.3f", x}')
-    echo "| $(label "$w") | $(cell etcd "$w") | $(cell edictkv "$w") | $ratio | $cpu_e | $cpu_k |"
+    echo "| $(label "$w") | $(cell etcd "$w") | $(cell edictkv "$w") | $ratio | $cpu_e | $cpu_k |" \
+      "$(sum_of etcd "$w" failed) | $(sum_of edictkv "$w" failed) | $(sum_of etcd "$w" leader_changes) | $(sum_of edictkv "$w" leader_changes) |"
   done
   echo
 
   local res="RESULT rounds=$ROUNDS etcd_version=$ETCD_VERSION clients=$CLIENTS conns=$CONNS total=$TOTAL total1=$TOTAL1"
-  res+=" read_total=$READ_TOTAL read_total1=$READ_TOTAL1 key_size=$KEY_SIZE val_size=$VAL_SIZE errors=$ERRORS"
+  res+=" read_total=$READ_TOTAL read_total1=$READ_TOTAL1 key_size=$KEY_SIZE val_size=$VAL_SIZE errors=$ERRORS hog=$HOG"
   local s m r changed
   for w in $WORKLOADS; do
     for s in "${SYSTEMS[@]}"; do
       for m in rps p50_ms p99_ms cpu_s cpu_ms_per_req busy_pct cli_cpu_s; do
         res+=" ${s}_${w}_${m}=$(median_of "$s" "$w" "$m")"
       done
+      res+=" ${s}_${w}_failed=$(sum_of "$s" "$w" failed) ${s}_${w}_leader_changes=$(sum_of "$s" "$w" leader_changes)"
       changed=0
       for ((r = 1; r <= ROUNDS; r++)); do [[ -n ${R[$r,$s,$w,leader_changed]:-} ]] && changed=$((changed + 1)); done
       ((changed == 0)) || res+=" ${s}_${w}_leader_changed_rounds=$changed"
@@ -478,7 +619,7 @@ main() {
   T_START=$SECONDS
   build_binaries
   WORK=$(mktemp -d "$TMP_PARENT/edictlog-etcd-compare.XXXXXX")
-  log "work dir $WORK; ROUNDS=$ROUNDS WORKLOADS=\"$WORKLOADS\""
+  log "work dir $WORK; ROUNDS=$ROUNDS WORKLOADS=\"$WORKLOADS\" HOG=$HOG"
   local round order
   for ((round = 1; round <= ROUNDS; round++)); do
     # alternate which system goes first

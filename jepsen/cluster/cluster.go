@@ -2,8 +2,11 @@
 // Jepsen-style test: it builds the binary (with the build tag jepsen, which
 // compiles in the fault hooks of cmd/edictkv/internal/process/faults_jepsen.go), starts
 // processes 1..N, and injects faults: network partitions, SIGKILL and
-// restart, SIGSTOP and SIGCONT, clock rate drift, message delay, and the
-// loss of a node's disk (Wipe). It also starts the processes that
+// restart, SIGSTOP and SIGCONT (held, or in bursts: Stall), clock rate
+// drift, message delay, slow fsyncs, the loss of a node's disk (Wipe), and
+// the gray failures of a busy host: a writer beside the nodes on their
+// filesystem (StartDiskHog), and in netns mode the kernel's own I/O and
+// CPU throttles (ThrottleIO, LimitCPU). It also starts the processes that
 // membership changes add (AddProcess, and Rejoin for a wiped node).
 //
 // There are two modes.
@@ -27,9 +30,14 @@
 // cannot be told of a partition; it is given its blocked list when it is
 // restarted (through the environment, before its first message) or resumed.
 //
-// Clock drift (SetClockRate) goes through /debug/jepsen/faults in both
-// modes. Each process's stdout and stderr go to Dir/n<ID>.log, which Close
-// keeps.
+// Clock drift (SetClockRate), message delay (SetDelay) and slow fsyncs
+// (SetFsync) go through /debug/jepsen/faults in both modes. Each process's
+// stdout and stderr go to Dir/n<ID>.log, which Close keeps.
+//
+// Every fault is undone by its own call (Heal, Restart, Resume, a rate of
+// 1, the zero Delay or Fsync, UnthrottleIO, UnlimitCPU, StopDiskHog), and
+// Close undoes what the host keeps after the processes die (the cgroups,
+// the disk hog's files).
 package cluster
 
 import (
@@ -124,6 +132,9 @@ type Node struct {
 	paused bool
 	rate   float64 // clock rate last set (1: normal)
 	delay  Delay   // the delay fault last set (zero: none)
+	fsync  Fsync   // the fsync fault last set (zero: none)
+	// cgroups are the kernel throttles in force, by controller.
+	cgroups map[string]*cgroupHold
 }
 
 // URL is the node's HTTP base URL (http://host:port).
@@ -142,6 +153,8 @@ type Cluster struct {
 	// cut, if set, is a partition that groups cannot express (a ring, a
 	// bridge): whom each node may not talk to, symmetric.
 	cut map[int][]int
+	// hog is the disk hog running, if any.
+	hog *diskHog
 }
 
 // ErrNoLeader is returned by Leader when no live node claims to lead.
@@ -318,13 +331,14 @@ func (c *Cluster) spawn(n *Node) error {
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = os.Environ()
-	// The partition (portable mode), clock rate and delay in force, from
-	// the first message on.
+	// The partition (portable mode), clock rate, delay and fsync delay in
+	// force, from the first message and the first write on.
 	init := struct {
 		Blocked   []int   `json:"blocked"`
 		ClockRate float64 `json:"clock_rate"`
 		Delay     Delay   `json:"delay"`
-	}{Blocked: []int{}, ClockRate: n.rate, Delay: n.delay}
+		Fsync     Fsync   `json:"fsync"`
+	}{Blocked: []int{}, ClockRate: n.rate, Delay: n.delay, Fsync: n.fsync}
 	if c.net == nil {
 		init.Blocked = c.blockedFor(n.ID)
 	}
@@ -658,9 +672,9 @@ func (c *Cluster) signalLocked(id int, sig syscall.Signal, verb string) (*Node, 
 	return n, nil
 }
 
-// Resume SIGCONTs a paused node's process and tells it of the clock rate
-// and delay in force (and in portable mode of the partition), which may
-// have changed while it was stopped.
+// Resume SIGCONTs a paused node's process and tells it of the clock rate,
+// delay and fsync delay in force (and in portable mode of the partition),
+// which may have changed while it was stopped.
 func (c *Cluster) Resume(id int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -670,7 +684,7 @@ func (c *Cluster) Resume(id int) error {
 	}
 	n.paused = false
 	c.log.Info("node resumed", "node", id)
-	body := map[string]any{"clock_rate": n.rate, "delay": n.delay}
+	body := map[string]any{"clock_rate": n.rate, "delay": n.delay, "fsync": n.fsync}
 	if c.net == nil {
 		body["blocked"] = c.blockedFor(id)
 	}
@@ -727,8 +741,8 @@ func (c *Cluster) SetDelay(id int, d Delay) error {
 }
 
 // HookStats is what a node's fault hook counted (process.FaultStatsJSON):
-// the delay's counts since it was last set, the snapshot counts since the
-// process started.
+// the delay's and the fsync delay's counts since each was last set, the
+// snapshot counts since the process started.
 type HookStats struct {
 	Held               uint64 `json:"held"`
 	Duplicated         uint64 `json:"duplicated"`
@@ -739,6 +753,11 @@ type HookStats struct {
 	SnapshotsSending   int64  `json:"snapshots_sending"`
 	SnapshotsInstalled uint64 `json:"snapshots_installed"`
 	SnapshotsFailed    uint64 `json:"snapshots_failed"`
+	// The fsync delay's counts since it was last set: batches delayed,
+	// the delay added in all, batches waiting now.
+	FsyncDelayed uint64 `json:"fsync_delayed"`
+	FsyncDelayMS uint64 `json:"fsync_delay_ms"`
+	FsyncWaiting int64  `json:"fsync_waiting"`
 }
 
 // HookStats asks a node's GET /debug/jepsen/faults for its counts.
@@ -995,9 +1014,14 @@ func (c *Cluster) liveMembers(ctx context.Context) []int {
 	return nil
 }
 
-// Close kills every process and, in netns mode, removes the namespaces,
-// bridge and rules. The logs and data stay in Dir.
+// Close stops the disk hog, kills every process, removes the cgroups of
+// the throttles in force and, in netns mode, the namespaces, bridge and
+// rules. The logs and data stay in Dir.
 func (c *Cluster) Close() error {
+	var errs []error
+	if _, err := c.StopDiskHog(); err != nil && !errors.Is(err, errNoHog) {
+		errs = append(errs, err)
+	}
 	c.mu.Lock()
 	var dones []chan struct{}
 	for _, n := range c.nodes {
@@ -1007,7 +1031,6 @@ func (c *Cluster) Close() error {
 		}
 	}
 	c.mu.Unlock()
-	var errs []error
 	for _, d := range dones {
 		select {
 		case <-d:
@@ -1015,6 +1038,13 @@ func (c *Cluster) Close() error {
 			errs = append(errs, errors.New("cluster: a process did not die within 10s of SIGKILL"))
 		}
 	}
+	c.mu.Lock()
+	for _, n := range c.nodes {
+		for ctl := range n.cgroups {
+			errs = append(errs, c.releaseCgroupLocked(n, ctl))
+		}
+	}
+	c.mu.Unlock()
 	if c.net != nil {
 		errs = append(errs, c.net.close())
 	}

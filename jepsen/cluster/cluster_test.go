@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -419,5 +420,185 @@ func TestPortableBounceAndDelay(t *testing.T) {
 	}
 	if _, err := c.SnapshotCounts(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// procState is the state letter of a process in /proc/PID/stat (T:
+// stopped), "" if it cannot be read.
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	_, rest, ok := strings.Cut(string(b), ") ")
+	if !ok || rest == "" {
+		return ""
+	}
+	return rest[:1]
+}
+
+// The gray faults on real processes, in portable mode: the fsync delay
+// (kept across a bounce), stalls that always end continued, the disk hog
+// and its clean-up; the kernel's throttles say they need netns mode.
+func TestPortableGrayFaults(t *testing.T) {
+	c := start(t, ModePortable, 3)
+	ld := leader(t, c)
+	victim := ld%3 + 1
+	if err := c.SetFsync(victim, Fsync{MinMS: 60, MaxMS: 80}); err != nil {
+		t.Fatal(err)
+	}
+	put(t, c.Node(ld), "a", "1")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eventually(t, "the victim's batches delayed", 15*time.Second, func() bool {
+		st, err := c.HookStats(ctx, victim)
+		return err == nil && st.FsyncDelayed > 0 && st.FsyncDelayMS >= 60*st.FsyncDelayed
+	})
+	if _, err := c.Bounce(victim); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitUp(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Get(c.Node(victim).URL() + "/debug/jepsen/faults")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Fsync Fsync `json:"fsync"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&f)
+	resp.Body.Close()
+	if err != nil || f.Fsync != (Fsync{MinMS: 60, MaxMS: 80}) {
+		t.Fatalf("the restarted node's fsync delay is %+v (%v)", f.Fsync, err)
+	}
+	if err := c.SetFsync(victim, Fsync{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A stall stops the process for its time and always continues it,
+	// even when its context ends first.
+	pid := c.PID(victim)
+	stalled := make(chan string, 1)
+	go func() {
+		time.Sleep(60 * time.Millisecond)
+		stalled <- procState(pid)
+	}()
+	if err := c.Stall(ctx, victim, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if st := <-stalled; st != "T" {
+		t.Fatalf("during a stall the process is in state %q, not stopped", st)
+	}
+	if st := procState(pid); st == "T" || st == "" {
+		t.Fatalf("after a stall the process is in state %q", st)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	begin := time.Now()
+	err = c.Stall(short, victim, time.Minute)
+	cancelShort()
+	if err != nil || time.Since(begin) > 5*time.Second || procState(pid) == "T" {
+		t.Fatalf("a stall cut short by its context: %v after %v, state %q", err, time.Since(begin), procState(pid))
+	}
+	put(t, c.Node(leader(t, c)), "a", "2")
+	eventually(t, "the stalled node to catch up", 15*time.Second, func() bool { return get(c.Node(victim), "a") == "2" })
+
+	// The lease statistics the gray nemeses report are on /metrics.
+	m, err := c.Metrics(ctx, victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{`edictkv_leases_lost_total{cause="suspended"}`, "edictkv_reigns_started_total", "edictkv_unsynced_entries"} {
+		if _, ok := m[name]; !ok {
+			t.Fatalf("no %s among node %d's %d metrics", name, victim, len(m))
+		}
+	}
+
+	if _, err := c.ThrottleIO(victim, IOLimit{WriteIOPS: 10}); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("an I/O throttle in portable mode: %v", err)
+	}
+	if _, err := c.LimitCPU(victim, 0.1); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("a CPU quota in portable mode: %v", err)
+	}
+
+	// The disk hog writes and fsyncs whole files beside the nodes, and
+	// leaves nothing behind.
+	if err := c.StartDiskHog(DiskHogSpec{FileMB: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StartDiskHog(DiskHogSpec{FileMB: 4}); err == nil {
+		t.Fatal("two disk hogs at once")
+	}
+	time.Sleep(500 * time.Millisecond)
+	put(t, c.Node(leader(t, c)), "a", "3")
+	st, err := c.StopDiskHog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Files == 0 || st.MB < 4 || st.FsyncMax <= 0 {
+		t.Fatalf("the disk hog wrote %+v", st)
+	}
+	if _, err := os.Stat(st.Dir); !os.IsNotExist(err) {
+		t.Fatalf("the disk hog's folder is still there: %v", err)
+	}
+	if _, err := c.StopDiskHog(); err == nil {
+		t.Fatal("stopped a disk hog twice")
+	}
+}
+
+// The kernel's throttles in netns mode: the process moves into a cgroup
+// of its own and back out when the throttle is lifted, or when the
+// cluster closes; the cluster keeps working under them.
+func TestNetnsThrottles(t *testing.T) {
+	netnsOK(t)
+	c := start(t, ModeNetns, 3)
+	ld := leader(t, c)
+	inGroup := func(id int) bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", c.PID(id)))
+		return err == nil && strings.Contains(string(b), cgroupPrefix)
+	}
+	desc, err := c.ThrottleIO(ld, IOLimit{WriteBPS: 4 << 20, WriteIOPS: 25})
+	if errors.Is(err, ErrUnsupported) {
+		t.Skipf("no I/O throttle here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("leader %d: %s", ld, desc)
+	if !inGroup(ld) {
+		t.Fatal("the throttled process is in no cgroup of the harness")
+	}
+	put(t, c.Node(ld), "a", "1")
+	dir := c.Node(ld).cgroups["io"].dir
+	if err := c.UnthrottleIO(ld); err != nil {
+		t.Fatal(err)
+	}
+	if inGroup(ld) {
+		t.Fatal("the process stayed in the throttle's cgroup")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the throttle's cgroup %s is still there: %v", dir, err)
+	}
+
+	victim := ld%3 + 1
+	desc, err = c.LimitCPU(victim, 0.1)
+	if errors.Is(err, ErrUnsupported) {
+		t.Skipf("no CPU quota here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("node %d: %s", victim, desc)
+	if !inGroup(victim) {
+		t.Fatal("the limited process is in no cgroup of the harness")
+	}
+	put(t, c.Node(leader(t, c)), "a", "2")
+	eventually(t, "the limited node to catch up", 15*time.Second, func() bool { return get(c.Node(victim), "a") == "2" })
+	dir = c.Node(victim).cgroups["cpu"].dir
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("Close left the quota's cgroup %s: %v", dir, err)
 	}
 }

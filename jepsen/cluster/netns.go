@@ -256,8 +256,8 @@ func ownerAlive(tag string) bool {
 	return syscall.Kill(pid, 0) == nil
 }
 
-// cleanupLeftovers removes the namespaces, veths and bridges of earlier
-// runs whose owner process is gone.
+// cleanupLeftovers removes the namespaces, veths, bridges and cgroups of
+// earlier runs whose owner process is gone.
 func cleanupLeftovers(ctx context.Context, log *slog.Logger) {
 	dead := map[string]bool{}
 	isDead := func(tag string) bool {
@@ -309,6 +309,7 @@ func cleanupLeftovers(ctx context.Context, log *slog.Logger) {
 			}
 		}
 	}
+	cleanupCgroups(log, isDead)
 	if ents, err := os.ReadDir(ownerDir); err == nil {
 		for _, e := range ents {
 			if tag, ok := strings.CutSuffix(e.Name(), ".pid"); ok {

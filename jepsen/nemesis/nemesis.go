@@ -6,13 +6,17 @@
 // lost its disk added back; alone, under a partition, while a member is
 // killed, during a leadership transfer), leadership transfers, message
 // delay, duplication and
-// reordering, instant kill-and-restart of the leader's granters, and
-// snapshot installs under load. Faults that act in several steps record
-// each step, timestamped, as an event of the nemesis.
+// reordering, instant kill-and-restart of the leader's granters, snapshot
+// installs under load, and the gray failures of issue 16: slow fsyncs
+// (with the kernel's I/O throttle where it offers one), a writer beside
+// the nodes on their disk, and CPU starvation (SIGSTOP bursts, or the
+// kernel's CPU quota). Faults that act in several steps record each step,
+// timestamped, as an event of the nemesis.
 //
 // Every fault is undone by its own stop, and Heal undoes whatever is left,
-// so a test always ends with every node up, connected, at clock rate 1
-// and without message delay.
+// so a test always ends with every node up, connected, at clock rate 1,
+// without message delay or slow fsyncs, unthrottled, and no writer beside
+// them.
 package nemesis
 
 import (
@@ -70,6 +74,28 @@ type Cluster interface {
 	SetDelay(id int, d cluster.Delay) error
 	// HookStats reads a node's fault-hook counters.
 	HookStats(ctx context.Context, id int) (cluster.HookStats, error)
+	// SetFsync sets a node's fsync delay (the zero Fsync: none).
+	SetFsync(id int, d cluster.Fsync) error
+	// ThrottleIO bounds a node's writes to its disk with the kernel's
+	// throttle, and describes it; an error wrapping
+	// cluster.ErrUnsupported says why it cannot here. UnthrottleIO lifts
+	// it.
+	ThrottleIO(id int, l cluster.IOLimit) (string, error)
+	UnthrottleIO(id int) error
+	// LimitCPU holds a node to share of one CPU with the kernel's quota,
+	// and describes it; cluster.ErrUnsupported as for ThrottleIO.
+	// UnlimitCPU lifts it.
+	LimitCPU(id int, share float64) (string, error)
+	UnlimitCPU(id int) error
+	// Stall stops a node's process for d and continues it, even if ctx
+	// ends first.
+	Stall(ctx context.Context, id int, d time.Duration) error
+	// StartDiskHog starts a writer beside the nodes on their filesystem;
+	// StopDiskHog stops it and removes its files.
+	StartDiskHog(spec cluster.DiskHogSpec) error
+	StopDiskHog() (cluster.DiskHogStats, error)
+	// Metrics reads a node's /metrics (sample with labels → value).
+	Metrics(ctx context.Context, id int) (map[string]float64, error)
 	Status(ctx context.Context, id int) (cluster.Status, error)
 }
 
@@ -191,6 +217,7 @@ func (s *Schedule) logf(format string, args ...any) {
 
 // Known lists the faults ByName builds, for help texts.
 const Known = "partition, kill, pause, clock, clock-beyond-rho, membership, transfer, delay, bounce, snapshot-install, " +
+	"slow-disk, disk-hog, cpu-starve, " +
 	"member-add, member-remove, member-replace, member-remove-leader, member-rejoin, member-partition, member-kill, member-transfer"
 
 // ByName builds the faults --nemesis names; rho is the cluster's drift
@@ -217,6 +244,12 @@ func ByName(names []string, rho float64, lease time.Duration) ([]Fault, error) {
 			out = append(out, &bounce{lease: lease})
 		case "snapshot-install":
 			out = append(out, &snapshotInstall{})
+		case "slow-disk":
+			out = append(out, &slowDisk{})
+		case "disk-hog":
+			out = append(out, &diskHog{})
+		case "cpu-starve":
+			out = append(out, &cpuStarve{})
 		default:
 			if plans := membershipFaults[n]; plans != nil {
 				out = append(out, &membership{name: n, plans: plans})

@@ -28,6 +28,17 @@ type fakeCluster struct {
 	rates   map[int]float64
 	delays  map[int]cluster.Delay
 	bounces []int // in order
+	// Gray failures: fsync delays, the kernel's throttles in force (ok:
+	// the kernel offers them), the disk hog, stalls (in order, and how
+	// many are under way).
+	fsyncs            map[int]cluster.Fsync
+	ioThrottled       map[int]bool
+	cpuLimited        map[int]bool
+	throttleOK, cpuOK bool
+	hog               bool
+	stalls            []stall
+	stalling          int
+	scrapes           int
 	// failover: Block of the leader from everyone makes another lead.
 	failover bool
 	// Membership: processes started (id → running), learners, wiped
@@ -41,7 +52,8 @@ type fakeCluster struct {
 
 func newFake(n int) *fakeCluster {
 	f := &fakeCluster{leader: 1, down: map[int]string{}, rates: map[int]float64{}, delays: map[int]cluster.Delay{},
-		procs: map[int]bool{}, wiped: map[int]bool{}, maxSize: n}
+		procs: map[int]bool{}, wiped: map[int]bool{}, maxSize: n,
+		fsyncs: map[int]cluster.Fsync{}, ioThrottled: map[int]bool{}, cpuLimited: map[int]bool{}}
 	for i := 1; i <= n; i++ {
 		f.members = append(f.members, i)
 	}
@@ -124,11 +136,112 @@ func (f *fakeCluster) SetDelay(id int, d cluster.Delay) error {
 	return nil
 }
 
-// HookStats: a stream is always in flight, and some messages were held.
+// HookStats: a stream is always in flight, and some messages and
+// batches were held.
 func (f *fakeCluster) HookStats(context.Context, int) (cluster.HookStats, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return cluster.HookStats{Held: 3, SnapshotsHolding: 1}, nil
+	return cluster.HookStats{Held: 3, SnapshotsHolding: 1, FsyncDelayed: 2, FsyncDelayMS: 300}, nil
+}
+
+type stall struct {
+	id int
+	d  time.Duration
+}
+
+func (f *fakeCluster) SetFsync(id int, d cluster.Fsync) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fsyncs[id] = d
+	return nil
+}
+
+// ThrottleIO: unsupported unless throttleOK, as in portable mode.
+func (f *fakeCluster) ThrottleIO(id int, l cluster.IOLimit) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.throttleOK {
+		return "", fmt.Errorf("%w: portable mode", cluster.ErrUnsupported)
+	}
+	f.ioThrottled[id] = true
+	return "throttled", nil
+}
+func (f *fakeCluster) UnthrottleIO(id int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.ioThrottled, id)
+	return nil
+}
+func (f *fakeCluster) LimitCPU(id int, share float64) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.cpuOK {
+		return "", fmt.Errorf("%w: portable mode", cluster.ErrUnsupported)
+	}
+	f.cpuLimited[id] = true
+	return "quota", nil
+}
+func (f *fakeCluster) UnlimitCPU(id int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.cpuLimited, id)
+	return nil
+}
+
+// Stall takes the time it is asked for, or less if ctx ends.
+func (f *fakeCluster) Stall(ctx context.Context, id int, d time.Duration) error {
+	f.mu.Lock()
+	f.stalls = append(f.stalls, stall{id, d})
+	f.stalling++
+	f.mu.Unlock()
+	sleepCtx(ctx, d)
+	f.mu.Lock()
+	f.stalling--
+	f.mu.Unlock()
+	return nil
+}
+
+// Metrics: each call finds one more lease lost after a suspend, and
+// one more reign, at every member.
+func (f *fakeCluster) Metrics(context.Context, int) (map[string]float64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.scrapes++
+	return map[string]float64{`edictkv_leases_lost_total{cause="suspended"}`: float64(f.scrapes),
+		"edictkv_reigns_started_total": float64(f.scrapes)}, nil
+}
+
+func (f *fakeCluster) StartDiskHog(cluster.DiskHogSpec) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.hog {
+		return fmt.Errorf("a hog runs already")
+	}
+	f.hog = true
+	return nil
+}
+func (f *fakeCluster) StopDiskHog() (cluster.DiskHogStats, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.hog {
+		return cluster.DiskHogStats{}, fmt.Errorf("no hog")
+	}
+	f.hog = false
+	return cluster.DiskHogStats{Files: 1, MB: 400}, nil
+}
+
+// healed checks that no gray failure is left in force.
+func (f *fakeCluster) grayHealed(t *testing.T, what string) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, d := range f.fsyncs {
+		assert.Zero(t, d, "%s: node %d's fsyncs are slow", what, id)
+	}
+	assert.Empty(t, f.ioThrottled, "%s: I/O throttled", what)
+	assert.Empty(t, f.cpuLimited, "%s: CPU limited", what)
+	assert.False(t, f.hog, "%s: the disk hog runs", what)
+	assert.Zero(t, f.stalling, "%s: a node is stopped", what)
 }
 
 // Status: every member follows f.leader, and the leader's log is compacted
@@ -281,10 +394,11 @@ func TestPartitionShapes(t *testing.T) {
 // cluster healed.
 func TestScheduleRecordsAndHeals(t *testing.T) {
 	f := newFake(5)
-	faults, err := ByName([]string{"kill", "pause", "clock", "clock-beyond-rho", "transfer", "membership", "delay", "bounce", "snapshot-install"}, 0.001, 100*time.Millisecond)
+	faults, err := ByName([]string{"kill", "pause", "clock", "clock-beyond-rho", "transfer", "membership", "delay", "bounce", "snapshot-install",
+		"slow-disk", "disk-hog", "cpu-starve"}, 0.001, 100*time.Millisecond)
 	require.NoError(t, err)
 	rec := history.NewRecorder(nil)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	s := &Schedule{Faults: faults, Quiet: 10 * time.Millisecond, Hold: 20 * time.Millisecond, Seed: 3}
 	require.NoError(t, s.Run(ctx, f, rec))
@@ -308,7 +422,8 @@ func TestScheduleRecordsAndHeals(t *testing.T) {
 	for id, d := range f.delays {
 		assert.Zero(t, d, "node %d's delay is off", id)
 	}
-	for _, name := range []string{"delay", "bounce", "snapshot-install"} {
+	f.grayHealed(t, "after the schedule")
+	for _, name := range []string{"delay", "bounce", "snapshot-install", "slow-disk", "disk-hog", "cpu-starve"} {
 		found := false
 		for _, iv := range iv {
 			found = found || iv.Nemesis == name

@@ -26,12 +26,17 @@
 //     (which releases any lease it still holds), and only then leaves
 //     gossip, so that the others never count it dead while it might lead.
 //
-// Its metrics — the Node's state, the reigns it started, the store's
-// append and fsync times — are exported beside the HTTP and etcd APIs'
-// request metrics, on the HTTP API's /metrics.
+// Its metrics — the Node's state, the reigns it started and the changes
+// of leader it saw, its lease statistics (renewals, late renewals, leases
+// lost by cause, the age of each peer's last grant) and storage statistics
+// (the unsynced backlog, slow writes, shed appends, throttled proposals),
+// the store's append and fsync times — are exported beside the HTTP and
+// etcd APIs' request metrics, on the HTTP API's /metrics. Statistics the
+// Node keeps are read from it at scrape time, never polled.
 //
 // Built with the tag jepsen, a process also carries the Jepsen harness's
-// fault hooks (faults_jepsen.go): it wraps its transport and clock so that
-// the harness can partition it, delay its messages and skew its clock
-// through /debug/jepsen/faults. A production build has none of it.
+// fault hooks (faults_jepsen.go): it wraps its transport, clock and store
+// so that the harness can partition it, delay its messages, skew its clock
+// and slow its disk's durable batches through /debug/jepsen/faults. A
+// production build has none of it.
 package process

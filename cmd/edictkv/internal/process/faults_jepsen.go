@@ -13,8 +13,11 @@ package process
 // would; clock_rate makes the Node's clock run at that rate relative to
 // real time from now on, continuously (no jump at a change); delay holds,
 // duplicates and reorders the log messages this process receives, and
-// holds incoming snapshot streams (DelayJSON). The answer to both methods
-// also carries stats: what the delay did since it was last set, and the
+// holds incoming snapshot streams (DelayJSON); fsync adds a delay before
+// every durable batch the log writes (FsyncJSON), as a slow disk would.
+// The answer to both methods
+// also carries stats: what the delay and the fsync delay did since each
+// was last set, and the
 // snapshot streams this process sent and received since it started. Every
 // snapshot stream sent is also logged ("jepsen snapshot sent", with
 // installed true or false) so that the harness can count installs across
@@ -54,6 +57,7 @@ type FaultsJSON struct {
 	Blocked   *[]uint64  `json:"blocked,omitempty"`
 	ClockRate *float64   `json:"clock_rate,omitempty"`
 	Delay     *DelayJSON `json:"delay,omitempty"`
+	Fsync     *FsyncJSON `json:"fsync,omitempty"`
 	// Stats is only in answers (ignored in a POST).
 	Stats *FaultStatsJSON `json:"stats,omitempty"`
 }
@@ -104,6 +108,36 @@ func (d DelayJSON) validate() error {
 	return nil
 }
 
+// FsyncJSON is the slow-disk fault (jepsen builds only): before every
+// durable batch of the log (log.Store.StoreBatch: the entries, and the
+// records stored with them, each written with one fsync) the process waits
+// a uniform time in [MinMS, MaxMS], as if the write and its fsync took that
+// much longer. The wait is in the store, under the Node's persister and
+// under the timing of edictkv_append_seconds and the Node's storage
+// statistics, so everything that watches the disk sees it. The other
+// writes (the incarnation at start, compaction, snapshots) are left alone:
+// the issue is a disk too slow for the log's own writes. The wait ends
+// early once the process's server has stopped, so that a shutdown never
+// waits for it. The zero FsyncJSON turns the fault off.
+type FsyncJSON struct {
+	MinMS int `json:"min_ms,omitempty"`
+	MaxMS int `json:"max_ms,omitempty"`
+}
+
+func (d FsyncJSON) validate() error {
+	if d.MinMS < 0 || d.MaxMS < 0 || d.MinMS > maxDelayMS || d.MaxMS > maxDelayMS {
+		return fmt.Errorf("fsync: delays must be within [0, %d] ms", maxDelayMS)
+	}
+	if d.MaxMS > 0 && d.MinMS > d.MaxMS {
+		return errors.New("fsync: min_ms exceeds max_ms")
+	}
+	return nil
+}
+
+// on reports whether the fault adds anything: a lone min_ms is a fixed
+// delay.
+func (d FsyncJSON) on() bool { return d.MinMS > 0 || d.MaxMS > 0 }
+
 // FaultStatsJSON counts what the faults did (jepsen builds only). Held,
 // Duplicated, Reordered and SnapshotsHeld count since the delay was last
 // set; the snapshot counts since the process started.
@@ -123,6 +157,12 @@ type FaultStatsJSON struct {
 	SnapshotsSending   int64  `json:"snapshots_sending"`
 	SnapshotsInstalled uint64 `json:"snapshots_installed"`
 	SnapshotsFailed    uint64 `json:"snapshots_failed"`
+	// FsyncDelayed counts the durable batches the fsync fault delayed,
+	// and FsyncDelayMS the delay it added to them in all, since it was
+	// last set; FsyncWaiting is how many wait right now.
+	FsyncDelayed uint64 `json:"fsync_delayed"`
+	FsyncDelayMS uint64 `json:"fsync_delay_ms"`
+	FsyncWaiting int64  `json:"fsync_waiting"`
 }
 
 // faultHooks holds one process's injected faults.
@@ -134,7 +174,11 @@ type faults struct {
 	stopped sync.Once
 	blocked atomic.Pointer[map[edict.ProcessID]bool]
 	delay   atomic.Pointer[delayState]
+	fsync   atomic.Pointer[fsyncState]
 	clock   rateClock
+	// fsyncWaiting counts the batches waiting in the fsync delay, across
+	// settings.
+	fsyncWaiting atomic.Int64
 
 	snapsHolding, snapsSending                 atomic.Int64
 	snapsReceived, snapsInstalled, snapsFailed atomic.Uint64
@@ -147,6 +191,12 @@ type delayState struct {
 	held, duplicated, reordered, snapsHeld atomic.Uint64
 }
 
+// fsyncState is one setting of the fsync fault and what it has done.
+type fsyncState struct {
+	FsyncJSON
+	delayed, delayedNanos atomic.Uint64
+}
+
 func (d *delayState) on() bool {
 	return d.P > 0 || d.Dup > 0 || d.Reorder > 0 || d.SnapshotMS > 0
 }
@@ -155,6 +205,7 @@ func newFaultHooks(p *Process) faultHooks {
 	f := &faults{log: p.log.With("component", "jepsen-faults"), stop: make(chan struct{})}
 	f.blocked.Store(&map[edict.ProcessID]bool{})
 	f.delay.Store(&delayState{})
+	f.fsync.Store(&fsyncState{})
 	f.clock.rate = 1
 	if env := os.Getenv(FaultsEnv); env != "" {
 		var init FaultsJSON
@@ -175,8 +226,15 @@ func newFaultHooks(p *Process) faultHooks {
 				f.delay.Store(&delayState{DelayJSON: *d})
 			}
 		}
+		if d := init.Fsync; d != nil {
+			if err := d.validate(); err != nil {
+				f.log.Error("ignoring bad fsync in "+FaultsEnv, "err", err)
+			} else {
+				f.fsync.Store(&fsyncState{FsyncJSON: *d})
+			}
+		}
 		f.log.Warn("jepsen faults from the environment", "blocked", f.blockedList(), "clock_rate", f.clock.rate,
-			"delay", f.delay.Load().DelayJSON)
+			"delay", f.delay.Load().DelayJSON, "fsync", f.fsync.Load().FsyncJSON)
 	}
 	return faultHooks{f}
 }
@@ -202,6 +260,37 @@ func (f *faults) blockedList() []uint64 {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// wrapStore returns s with the fsync fault in front of its durable
+// batches.
+func (f *faults) wrapStore(s StatsStore) StatsStore { return &slowStore{StatsStore: s, f: f} }
+
+// slowStore delays every durable batch under the fsync fault in force
+// (FsyncJSON).
+type slowStore struct {
+	StatsStore
+	f *faults
+}
+
+// StoreBatch implements log.LogStore: the wait, then the write. The
+// setting is read once per batch, so a change applies from the next one.
+func (s *slowStore) StoreBatch(b wire.Batch) error {
+	if st := s.f.fsync.Load(); st.on() {
+		d := uniformMS(st.MinMS, max(st.MinMS, st.MaxMS))
+		s.f.fsyncWaiting.Add(1)
+		start := time.Now()
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-s.f.stop:
+			t.Stop()
+		}
+		s.f.fsyncWaiting.Add(-1)
+		st.delayed.Add(1)
+		st.delayedNanos.Add(uint64(time.Since(start)))
+	}
+	return s.StatsStore.StoreBatch(b)
 }
 
 func (f *faults) wrapTransport(t *transport.TCP) log.Transport {
@@ -244,6 +333,12 @@ func (f *faults) routes(s *httpapi.Server) {
 				return
 			}
 		}
+		if req.Fsync != nil {
+			if err := req.Fsync.validate(); err != nil {
+				httpapi.WriteError(w, http.StatusBadRequest, httpapi.CodeInvalidRequest, err.Error())
+				return
+			}
+		}
 		if req.Blocked != nil {
 			f.setBlocked(*req.Blocked)
 		}
@@ -253,8 +348,11 @@ func (f *faults) routes(s *httpapi.Server) {
 		if req.Delay != nil {
 			f.delay.Store(&delayState{DelayJSON: *req.Delay})
 		}
+		if req.Fsync != nil {
+			f.fsync.Store(&fsyncState{FsyncJSON: *req.Fsync})
+		}
 		cur := f.current()
-		f.log.Warn("jepsen faults set", "blocked", *cur.Blocked, "clock_rate", *cur.ClockRate, "delay", *cur.Delay)
+		f.log.Warn("jepsen faults set", "blocked", *cur.Blocked, "clock_rate", *cur.ClockRate, "delay", *cur.Delay, "fsync", *cur.Fsync)
 		httpapi.WriteJSON(w, http.StatusOK, cur)
 	}))
 }
@@ -268,11 +366,15 @@ func (f *faults) current() FaultsJSON {
 	rate := f.clock.getRate()
 	d := f.delay.Load()
 	dj := d.DelayJSON
+	fs := f.fsync.Load()
+	fj := fs.FsyncJSON
 	st := FaultStatsJSON{Held: d.held.Load(), Duplicated: d.duplicated.Load(), Reordered: d.reordered.Load(),
 		SnapshotsHeld: d.snapsHeld.Load(), SnapshotsHolding: f.snapsHolding.Load(),
 		SnapshotsReceived: f.snapsReceived.Load(), SnapshotsSending: f.snapsSending.Load(),
-		SnapshotsInstalled: f.snapsInstalled.Load(), SnapshotsFailed: f.snapsFailed.Load()}
-	return FaultsJSON{Blocked: &bl, ClockRate: &rate, Delay: &dj, Stats: &st}
+		SnapshotsInstalled: f.snapsInstalled.Load(), SnapshotsFailed: f.snapsFailed.Load(),
+		FsyncDelayed: fs.delayed.Load(), FsyncDelayMS: fs.delayedNanos.Load() / uint64(time.Millisecond),
+		FsyncWaiting: f.fsyncWaiting.Load()}
+	return FaultsJSON{Blocked: &bl, ClockRate: &rate, Delay: &dj, Fsync: &fj, Stats: &st}
 }
 
 // faultyTransport drops every message and snapshot stream to or from a

@@ -239,3 +239,111 @@ func TestFaultsSnapshotHeldAndCounted(t *testing.T) {
 		return do(t, "GET", c.url(f, "/v1/kv/last?consistency=stale"), "").status == 200
 	})
 }
+
+// The fsync fault delays every durable batch of the process it is set on:
+// its writes wait for it, the append histogram and the Node's storage
+// statistics see it (a slow write counted, entries waiting for their
+// fsync), the hook counts it; writes still succeed, and the zero setting
+// turns it off and starts the counts afresh.
+func TestFaultsFsyncDelay(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	l := c.leader()
+	f := c.follower(l)
+	for _, id := range []edict.ProcessID{l, f} {
+		got := setFaults(t, c, id, `{"fsync":{"min_ms":150,"max_ms":300}}`)
+		if got.Fsync == nil || *got.Fsync != (FsyncJSON{MinMS: 150, MaxMS: 300}) {
+			t.Fatalf("POST answered %+v", got.Fsync)
+		}
+	}
+	// The leader's own batch and a quorum's: at least the injected
+	// minimum, since the leader counts its own write toward the commit.
+	start := time.Now()
+	putEventually(t, c, l, "k", "v0")
+	if d := time.Since(start); d < 150*time.Millisecond {
+		t.Fatalf("a write took %v under a 150 ms fsync delay at the leader", d)
+	}
+	// Writers keep entries coming while the follower's /metrics is read:
+	// some are waiting for its slow fsync.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				req, _ := http.NewRequest("PUT", c.url(l, fmt.Sprintf("/v1/kv/w%d-%d", w, i)), strings.NewReader("v"))
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	eventually(t, "entries waiting for the follower's fsync", func() bool {
+		return metric(t, scrape(t, c, f), "edictkv_unsynced_entries") > 0
+	})
+	close(stop)
+	wg.Wait()
+
+	for _, id := range []edict.ProcessID{l, f} {
+		var got FaultsJSON
+		do(t, "GET", c.url(id, "/debug/jepsen/faults"), "").json(t, &got)
+		if got.Stats.FsyncDelayed == 0 || got.Stats.FsyncDelayMS < 150*got.Stats.FsyncDelayed {
+			t.Fatalf("process %d: %d batches delayed by %d ms in all, under a 150-300 ms delay", id, got.Stats.FsyncDelayed, got.Stats.FsyncDelayMS)
+		}
+		m := scrape(t, c, id)
+		// A quarter of the 420 ms lease is 105 ms: every delayed batch is
+		// a slow write, and lands above the 0.1024 s bucket.
+		if v := metric(t, m, "edictkv_slow_writes_total"); v == 0 {
+			t.Errorf("process %d counts no slow write", id)
+		}
+		total := metric(t, m, "edictkv_append_seconds_count")
+		fast := metric(t, m, `edictkv_append_seconds_bucket{le="0.1024"}`)
+		if total-fast < float64(got.Stats.FsyncDelayed)/2 {
+			t.Errorf("process %d: %g of %g appends took over 0.1 s, with %d delayed", id, total-fast, total, got.Stats.FsyncDelayed)
+		}
+	}
+	// The other follower's disk is healthy.
+	for id := range c.procs {
+		if id != l && id != f {
+			var got FaultsJSON
+			do(t, "GET", c.url(id, "/debug/jepsen/faults"), "").json(t, &got)
+			if got.Stats.FsyncDelayed != 0 || got.Fsync.on() {
+				t.Fatalf("process %d, not slowed: %+v %+v", id, got.Fsync, got.Stats)
+			}
+		}
+	}
+
+	for _, id := range []edict.ProcessID{l, f} {
+		got := setFaults(t, c, id, `{"fsync":{}}`)
+		if *got.Fsync != (FsyncJSON{}) || got.Stats.FsyncDelayed != 0 {
+			t.Fatalf("after turning the fsync delay off: %+v %+v", got.Fsync, got.Stats)
+		}
+	}
+	putEventually(t, c, c.leader(), "k", "last")
+	for _, bad := range []string{`{"fsync":{"min_ms":-1}}`, `{"fsync":{"min_ms":300,"max_ms":100}}`, `{"fsync":{"max_ms":600000}}`} {
+		mustStatus(t, do(t, "POST", c.url(l, "/debug/jepsen/faults"), bad), 400)
+	}
+}
+
+// A process started with the fsync fault in its environment is slow from
+// its first batch, as one restarted during a slow-disk fault must be.
+func TestFaultsFsyncFromEnvironment(t *testing.T) {
+	t.Setenv(FaultsEnv, `{"fsync":{"min_ms":120}}`)
+	c := startCluster(t, 1, nil)
+	c.leader()
+	var got FaultsJSON
+	do(t, "GET", c.url(1, "/debug/jepsen/faults"), "").json(t, &got)
+	if *got.Fsync != (FsyncJSON{MinMS: 120}) || got.Stats.FsyncDelayed == 0 {
+		t.Fatalf("from the environment: %+v %+v", got.Fsync, got.Stats)
+	}
+	start := time.Now()
+	putEventually(t, c, 1, "k", "v")
+	if d := time.Since(start); d < 120*time.Millisecond {
+		t.Fatalf("a write took %v under a fixed 120 ms fsync delay", d)
+	}
+}

@@ -16,6 +16,8 @@ type faultHooks struct{}
 
 func newFaultHooks(*Process) faultHooks { return faultHooks{} }
 
+func (faultHooks) wrapStore(s StatsStore) StatsStore { return s }
+
 func (faultHooks) wrapTransport(t *transport.TCP) log.Transport { return t }
 
 func (faultHooks) wrapClock(c edict.Clock) edict.Clock { return c }

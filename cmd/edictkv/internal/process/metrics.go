@@ -1,6 +1,10 @@
 package process
 
 import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -13,66 +17,104 @@ import (
 )
 
 // metrics are the process's own, beside the APIs' request metrics in the
-// same registry: the Node's state, the reigns it started, the store's
-// timings.
+// same registry: the Node's state, the reigns it started and the leaders it
+// saw, its lease and storage statistics, the store's timings.
 type metrics struct {
-	reigns *reignCounter
+	leaders *leaderCounter
 }
 
-// reignCounter counts the reigns this process started. Its filter sees
-// every event the Node announces, as it is sent, whether or not a
-// channel has room: it counts the BecameLeader events there and takes
-// none (log.Observer). A reign under way when the count starts is
-// counted from Status; each reign once, by its stamp.
-type reignCounter struct {
+// leaderCounter counts the reigns this process started and the changes of
+// leader it saw. Its filter sees every event the Node announces, as it is
+// sent, whether or not a channel has room: it counts the leader events
+// there and takes none (log.Observer). A reign under way, or a leader
+// known, when the count starts is counted from Status; each reign once, by
+// its stamp.
+//
+// A change of leader is counted as etcd counts
+// etcd_server_leader_changes_seen_total, so that the two compare: each time
+// the leader this process knows of becomes a process other than the last
+// one it knew, including the first one it learns of and the same process
+// again after a time with none (a leader that stepped down and leads
+// again). Followers learn of a leader from its appends, so a reign of the
+// same leader that follows without a gap is not a change.
+type leaderCounter struct {
 	obs *log.Observer
 
-	mu   sync.Mutex
-	last edict.Stamp
-	n    uint64
+	mu         sync.Mutex
+	lastReign  edict.Stamp
+	reigns     uint64
+	lastLeader edict.ProcessID
+	changes    uint64
 }
 
-func newReignCounter(node *log.Node) *reignCounter {
-	c := &reignCounter{}
+func newLeaderCounter(node *log.Node) *leaderCounter {
+	c := &leaderCounter{}
 	c.obs = node.Observe(make(chan log.Event, 1), func(ev log.Event) bool {
-		if ev.Kind == log.BecameLeader {
-			c.see(ev.Reign)
+		switch ev.Kind {
+		case log.BecameLeader:
+			c.seeReign(ev.Reign)
+			c.seeLeader(ev.Leader)
+		case log.LeaderChanged:
+			c.seeLeader(ev.Leader)
+		case log.SteppedDown:
+			c.seeLeader(edict.None)
 		}
 		return false
 	})
-	// Read after subscribing: a reign announced since is seen twice, and
-	// counted once.
-	if st := node.Status(); st.IsLeader {
-		c.see(st.Reign)
+	// Read after subscribing: a reign or leader announced since is seen
+	// twice, and counted once.
+	st := node.Status()
+	if st.IsLeader {
+		c.seeReign(st.Reign)
 	}
+	c.seeLeader(st.Leader)
 	return c
 }
 
-func (c *reignCounter) see(reign edict.Stamp) {
+func (c *leaderCounter) seeReign(reign edict.Stamp) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !reign.Equal(c.last) {
-		c.last = reign
-		c.n++
+	if !reign.Equal(c.lastReign) {
+		c.lastReign = reign
+		c.reigns++
 	}
 }
 
-func (c *reignCounter) count() float64 {
+func (c *leaderCounter) seeLeader(p edict.ProcessID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return float64(c.n)
+	if p != c.lastLeader && p != edict.None {
+		c.changes++
+	}
+	c.lastLeader = p
+}
+
+func (c *leaderCounter) reignCount() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return float64(c.reigns)
+}
+
+func (c *leaderCounter) changeCount() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return float64(c.changes)
 }
 
 // newMetrics registers the process's metrics in reg: those of node and of
-// store. Values that are state (lease, indexes) are read from the Node at
-// scrape time; events are counted as they happen.
+// store. Values that are state (lease, indexes, backlog) and the Node's own
+// counters are read from the Node at scrape time; leader events are
+// counted as they happen.
 func newMetrics(reg prometheus.Registerer, node *log.Node, store *TimedStore) (*metrics, error) {
 	m := &metrics{}
-	m.reigns = newReignCounter(node)
-	reigns := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edictkv_reigns_started_total",
-		Help: "Reigns (runs of leadership) this process started."}, m.reigns.count)
+	m.leaders = newLeaderCounter(node)
 	status := func(f func(log.Status) float64) func() float64 { return func() float64 { return f(node.Status()) } }
-	cs := []prometheus.Collector{reigns,
+	cs := []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edictkv_reigns_started_total",
+			Help: "Reigns (runs of leadership) this process started."}, m.leaders.reignCount),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edictkv_leader_changes_seen_total",
+			Help: "Changes of the leader this process knows of to another process (or to the same one after none), as etcd_server_leader_changes_seen_total counts them."},
+			m.leaders.changeCount),
 		gauge("edictkv_is_leader", "1 while this process holds the lease and leads.", status(func(st log.Status) float64 { return b2f(st.IsLeader) })),
 		gauge("edictkv_lease_remaining_seconds", "How long this process's lease still runs (0 when not leading).", status(func(st log.Status) float64 {
 			if !st.IsLeader {
@@ -86,19 +128,89 @@ func newMetrics(reg prometheus.Registerer, node *log.Node, store *TimedStore) (*
 		gauge("edictkv_commit_index", "The highest index known committed.", status(func(st log.Status) float64 { return float64(st.Commit) })),
 		gauge("edictkv_applied_index", "The highest index applied to the state machine.", status(func(st log.Status) float64 { return float64(st.Applied) })),
 		gauge("edictkv_last_index", "The last index in this process's log.", status(func(st log.Status) float64 { return float64(st.LastIndex) })),
+		newNodeStats(node),
 	}
 	cs = append(cs, store.collectors()...)
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			m.close()
-			return nil, err
+			return nil, fmt.Errorf("process: metrics: %w", err)
 		}
 	}
 	return m, nil
 }
 
-// close ends the subscription that counts reigns.
-func (m *metrics) close() { m.reigns.obs.Cancel() }
+// close ends the subscription that counts reigns and leader changes.
+func (m *metrics) close() { m.leaders.obs.Cancel() }
+
+// nodeStats exports the Node's lease and storage statistics
+// (log.Node.LeaseStats, StorageStats), read once per scrape: the signs of a
+// gray failure — a busy or starved process renewing late, a slow disk
+// leaving entries waiting for their fsync, flow control holding proposals
+// back — before they cost a lease.
+type nodeStats struct {
+	node *log.Node
+
+	renewals, renewalsLate, lost, grantAge   *prometheus.Desc
+	backlogEntries, backlogBytes, slowWrites *prometheus.Desc
+	shed, throttled                          *prometheus.Desc
+}
+
+func newNodeStats(node *log.Node) *nodeStats {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	return &nodeStats{node: node,
+		renewals: d("edictkv_lease_renewals_total", "Lease renewals this process started as leader."),
+		renewalsLate: d("edictkv_lease_renewals_late_total",
+			"Lease renewals started more than a round trip after they were due: the process was busy or starved."),
+		lost: d("edictkv_leases_lost_total",
+			"Leases this process lost, by cause: expired (ran out unrenewed), released (given up: step-down, transfer, shutdown, epoch end), suspended (given up after a host suspend).",
+			"cause"),
+		grantAge: d("edictkv_lease_grant_age_seconds",
+			"Time since each peer last granted this process a lease (renewals included); it grows while this process does not lead.",
+			"peer"),
+		backlogEntries: d("edictkv_unsynced_entries", "Log entries handed to the store and not yet durable (waiting for their fsync)."),
+		backlogBytes:   d("edictkv_unsynced_bytes", "Payload bytes of the entries handed to the store and not yet durable."),
+		slowWrites:     d("edictkv_slow_writes_total", "Durable writes that took longer than a quarter of the lease (each also logged)."),
+		shed: d("edictkv_appends_shed_total",
+			"Appends with entries this process dropped as a follower while its unsynced backlog was at its bound (the leader sends them again)."),
+		throttled: d("edictkv_proposals_throttled_total",
+			"Times this process, leading, stopped taking proposals because its unsynced backlog was at its bound."),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (s *nodeStats) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{s.renewals, s.renewalsLate, s.lost, s.grantAge,
+		s.backlogEntries, s.backlogBytes, s.slowWrites, s.shed, s.throttled} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector: one reading of each of the
+// Node's statistics per scrape, so the figures of one scrape agree.
+func (s *nodeStats) Collect(ch chan<- prometheus.Metric) {
+	ls := s.node.LeaseStats()
+	ss := s.node.StorageStats()
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	counter(s.renewals, ls.Renewals)
+	counter(s.renewalsLate, ls.RenewalsLate)
+	counter(s.lost, ls.LostExpired, "expired")
+	counter(s.lost, ls.LostReleased, "released")
+	counter(s.lost, ls.LostSuspended, "suspended")
+	for _, p := range slices.Sorted(maps.Keys(ls.SinceLastGrant)) {
+		ch <- prometheus.MustNewConstMetric(s.grantAge, prometheus.GaugeValue, ls.SinceLastGrant[p].Seconds(),
+			strconv.FormatUint(uint64(p), 10))
+	}
+	ch <- prometheus.MustNewConstMetric(s.backlogEntries, prometheus.GaugeValue, float64(ss.BacklogEntries))
+	ch <- prometheus.MustNewConstMetric(s.backlogBytes, prometheus.GaugeValue, float64(ss.BacklogBytes))
+	counter(s.slowWrites, ss.SlowWrites)
+	counter(s.shed, ss.AppendsShed)
+	counter(s.throttled, ss.Throttled)
+}
 
 func gauge(name, help string, f func() float64) prometheus.Collector {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
