@@ -23,7 +23,7 @@ type Scenario struct {
 	RenewInterval time.Duration // i
 	// RenewLead is elect.Config.RenewLead (0: its default).
 	RenewLead time.Duration
-	Skew          time.Duration // Δ, OQwBS only
+	Skew      time.Duration // Δ, OQwBS only
 
 	// Network before GST.
 	MinDelay, MaxDelay time.Duration
