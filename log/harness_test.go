@@ -63,9 +63,10 @@ func (c *tcluster) boot(id edict.ProcessID, epochs []wire.EpochConfig) {
 		reign = r
 	}
 	core, err := NewCore(CoreConfig{ID: id, Elect: elect.Config{Detector: det, Rand: rand.New(rand.NewPCG(uint64(id), c.inc[id])),
-		// The transcripts (testdata/*.txt) were written for a renewal
-		// half an interval early; their stories time lease ends by it.
-		RenewLead: 100 * time.Millisecond}},
+		// The transcripts (testdata/*.txt) were written for a 200 ms
+		// renewal interval and a renewal half an interval early; their
+		// stories time lease ends by them.
+		RenewInterval: 200 * time.Millisecond, RenewLead: 100 * time.Millisecond}},
 		State{Epochs: epochs, Records: recs, AcceptedReign: reign, Entries: slices.Clone(c.stored[id])}, c.reading(id))
 	require.NoError(c.t, err)
 	c.cores[id] = core

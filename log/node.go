@@ -327,7 +327,12 @@ func (n *Node) onEvent(ev Event) {
 	case BecameLeader:
 		n.log.Info("became leader", "epoch", ev.Epoch, "reign", ev.Reign.String())
 	case SteppedDown:
-		n.log.Warn("stepped down", "reason", ev.Reason, "epoch", ev.Epoch)
+		// What the lease core saw, so that a step-down under a gray
+		// failure says whether renewals came late (this process was
+		// starved) or on time (its granters or the network were slow).
+		st := n.core.el.Stats()
+		n.log.Warn("stepped down", "reason", ev.Reason, "epoch", ev.Epoch, "renewals", st.Renewals, "renewals_late", st.RenewalsLate,
+			"lost_expired", st.LostExpired, "lost_released", st.LostReleased, "lost_suspended", st.LostSuspended)
 	case ConfigChanged:
 		if ev.Membership != nil {
 			n.log.Info("configuration", "epoch", ev.Epoch, "members", ev.Membership.Config.Members, "learners", ev.Membership.Config.Learners)

@@ -100,7 +100,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	detector := fs.String("detector", "memberlist", "weak leader election: memberlist (gossip's with --gossip-addr, else lowest-live), lowest-live, or one of the papers' ("+strings.Join(detectors.Names(), ", ")+"); see docs/detectors.md")
 	clusterKey := fs.String("cluster-key", "", "gossip encryption key: base64 or hex of 16, 24 or 32 bytes (every process the same)")
 	rho := fs.Float64("rho", 1e-3, "clock drift bound ρ every process's clock must meet")
-	lease := fs.Duration("lease", 0, "longest lease a leader holds (0: the library default, 420ms)")
+	lease := fs.Duration("lease", 0, "longest lease a leader holds (0: the library default, 620ms)")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate for mutual TLS between processes")
 	tlsKey := fs.String("tls-key", "", "PEM private key for --tls-cert")
 	tlsCA := fs.String("tls-ca", "", "PEM CA bundle that signs every member's certificate")

@@ -296,7 +296,7 @@ func TestFaultsFsyncDelay(t *testing.T) {
 			t.Fatalf("process %d: %d batches delayed by %d ms in all, under a 150-300 ms delay", id, got.Stats.FsyncDelayed, got.Stats.FsyncDelayMS)
 		}
 		m := scrape(t, c, id)
-		// A quarter of the 420 ms lease is 105 ms: every delayed batch is
+		// A quarter of the 620 ms lease is 155 ms: nearly every delayed batch is
 		// a slow write, and lands above the 0.1024 s bucket.
 		if v := metric(t, m, "edictkv_slow_writes_total"); v == 0 {
 			t.Errorf("process %d counts no slow write", id)

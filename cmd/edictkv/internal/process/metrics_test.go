@@ -64,7 +64,7 @@ func TestNodeStatsMetrics(t *testing.T) {
 			continue
 		}
 		age := metric(t, m, fmt.Sprintf(`edictkv_lease_grant_age_seconds{peer="%d"}`, id))
-		// A lease is 420 ms; renewals come well within it. Generous: the
+		// A lease is 620 ms; renewals come well within it. Generous: the
 		// machine is shared.
 		if age < 0 || age > 5 {
 			t.Errorf("peer %d last granted %gs ago, at a leader that renews", id, age)
