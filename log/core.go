@@ -185,7 +185,7 @@ func (c *Core) Ready() Ready {
 	r := c.ready
 	c.ready = Ready{}
 	c.stored = c.log.lastIndex()
-	if !batchEmpty(&r.Batch) || len(r.Messages) > 0 {
+	if !r.Batch.Empty() || len(r.Messages) > 0 {
 		c.syncSeq++
 		r.Sync = c.syncSeq
 		c.syncs = append(c.syncs, pendingSync{seq: c.syncSeq, upTo: c.stored})

@@ -137,10 +137,10 @@ func (p *persister) run() {
 // store writes one batch, reporting a failure to the loop, which stops
 // the Node: nothing that waited for the batch has left.
 func (p *persister) store(b wire.Batch) error {
-	if batchEmpty(&b) {
+	if b.Empty() {
 		return nil
 	}
-	start := p.n.clockNow()
+	start := time.Now()
 	err := p.n.cfg.Store.StoreBatch(b)
 	p.n.observeFsync(start, len(b.Entries))
 	if err != nil {
@@ -188,8 +188,6 @@ func appendOnly(b, c wire.Batch) (wire.Batch, bool) {
 	}
 	return out, true
 }
-
-func (n *Node) clockNow() time.Time { return time.Now() }
 
 // observeFsync records how long a durable write took, and says so when it
 // took long enough to threaten the lease: a granter or leader whose disk is

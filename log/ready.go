@@ -38,7 +38,7 @@ type Ready struct {
 
 // IsEmpty reports whether there is nothing to do.
 func (r *Ready) IsEmpty() bool {
-	return len(r.Immediate) == 0 && batchEmpty(&r.Batch) && len(r.Messages) == 0 && len(r.Apply) == 0 &&
+	return len(r.Immediate) == 0 && r.Batch.Empty() && len(r.Messages) == 0 && len(r.Apply) == 0 &&
 		len(r.Reads) == 0 && len(r.Snapshots) == 0 && len(r.Events) == 0
 }
 
@@ -156,8 +156,4 @@ type Event struct {
 	// Membership is the configuration a ConfigChanged event makes known,
 	// with the addresses of the processes it adds.
 	Membership *wire.Membership
-}
-
-func batchEmpty(b *wire.Batch) bool {
-	return b.Reset == nil && b.TruncateFrom == 0 && len(b.Entries) == 0 && len(b.Stable) == 0 && len(b.Delete) == 0
 }

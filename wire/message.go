@@ -232,10 +232,16 @@ func (a *Append) Validate() error {
 	if err := checkStamps(a.Reign, a.PrevStamp); err != nil {
 		return err
 	}
-	for i := range a.Entries {
-		e := &a.Entries[i]
-		if want := a.PrevIndex + 1 + uint64(i); e.Index != want {
-			return fmt.Errorf("entry %d has index %d, want %d (entries must follow prevIndex %d contiguously)", i, e.Index, want, a.PrevIndex)
+	return checkRun(a.Entries, a.PrevIndex+1)
+}
+
+// checkRun checks that es are well-formed entries at consecutive indexes
+// from first: what an Append and a FetchReply carry.
+func checkRun(es []Entry, first uint64) error {
+	for i := range es {
+		e := &es[i]
+		if want := first + uint64(i); e.Index != want {
+			return fmt.Errorf("entry %d has index %d, want %d (entries must follow one another contiguously from index %d)", i, e.Index, want, first)
 		}
 		if err := e.Check(); err != nil {
 			return err
@@ -435,16 +441,7 @@ func (r *FetchReply) Validate() error {
 	if first == 0 || first > math.MaxUint64-uint64(len(r.Entries)-1) {
 		return fmt.Errorf("entries from index %d", first)
 	}
-	for i := range r.Entries {
-		e := &r.Entries[i]
-		if want := first + uint64(i); e.Index != want {
-			return fmt.Errorf("entry %d has index %d, want %d (entries must be contiguous)", i, e.Index, want)
-		}
-		if err := e.Check(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return checkRun(r.Entries, first)
 }
 
 // SnapshotHeader heads a streamed snapshot: what the Size bytes that follow

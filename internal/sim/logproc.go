@@ -168,7 +168,7 @@ func (r *lrun) finishWrite(p *lproc, life uint64) {
 		r.crashNow(p)
 		return
 	}
-	if !batchEmpty(j.batch) {
+	if !j.batch.Empty() {
 		r.checkStored(p, j.batch)
 		if err := p.store.StoreBatch(j.batch); err != nil {
 			r.fail("%v: store batch: %v", p.id, err)
@@ -199,8 +199,6 @@ func (r *lrun) finishWrite(p *lproc, life uint64) {
 		d.Synced(j.seq)
 	})
 }
-
-func batchEmpty(b wire.Batch) bool { return b.Empty() }
 
 func (e simEnv) Apply(es []wire.Entry) {
 	r, p := e.r, e.p
