@@ -61,11 +61,16 @@ type Core struct {
 	leaderSeen     edict.Time
 	fallbackJitter time.Duration
 
-	lease    leaseState
-	attempt  *attempt
-	backoff  edict.Time // no new attempt before this reading
-	verifies map[edict.ProcessID]edict.Time
-	wedges   map[uint64]*wedging
+	lease   leaseState
+	attempt *attempt
+	// completed is the last attempt that completed: a grant for it that
+	// arrives after the quorum did still tells Stats.LastGrant the peer
+	// grants, so a peer that is always the slower one is not reported as
+	// never granting.
+	completed *attempt
+	backoff   edict.Time // no new attempt before this reading
+	verifies  map[edict.ProcessID]edict.Time
+	wedges    map[uint64]*wedging
 	// terminatedBelow: every epoch below it is TERMINATED, known here or
 	// not (learnTerminated; persisted as EpochRecord.Runs).
 	terminatedBelow uint64

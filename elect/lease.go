@@ -203,7 +203,11 @@ func (c *Core) start(now edict.Time, renewal bool) {
 func (c *Core) onGrantReply(now edict.Time, m Message) {
 	a := c.attempt
 	if a == nil || m.Epoch != a.epoch || m.Start != a.start && !mutated(RuleReplyAttempt) {
-		return // a reply to an aborted or superseded instance
+		if d := c.completed; m.Type == MsgGrant && d != nil && m.Epoch == d.epoch && m.Start == d.start &&
+			c.epochs[d.epoch] != nil && c.epochs[d.epoch].qs.IsMember(m.From) {
+			c.noteGrant(now, m.From) // late for the quorum, but a grant
+		}
+		return // a reply to an aborted, superseded or completed instance
 	}
 	qs := c.epochs[a.epoch].qs
 	if !qs.IsMember(m.From) {
@@ -226,10 +230,7 @@ func (c *Core) onGrantReply(now edict.Time, m Message) {
 		return
 	}
 	a.grants = append(a.grants, edict.Reading{Process: m.From, T: m.T})
-	if c.stats.LastGrant == nil {
-		c.stats.LastGrant = map[edict.ProcessID]edict.Time{}
-	}
-	c.stats.LastGrant[m.From] = now
+	c.noteGrant(now, m.From)
 	if m.From != c.id {
 		if a.positions == nil {
 			a.positions = map[edict.ProcessID]Position{}
@@ -244,6 +245,14 @@ func (c *Core) onGrantReply(now edict.Time, m Message) {
 		return
 	}
 	c.complete(now, a, qt)
+}
+
+// noteGrant records for Stats that from granted to this process at now.
+func (c *Core) noteGrant(now edict.Time, from edict.ProcessID) {
+	if c.stats.LastGrant == nil {
+		c.stats.LastGrant = map[edict.ProcessID]edict.Time{}
+	}
+	c.stats.LastGrant[from] = now
 }
 
 // quorumFloor is the fewest processes that can form a quorum: a lower
@@ -261,6 +270,7 @@ func quorumFloor(qs edict.QuorumSystem) int {
 // complete is step 8: E_p := Start_p + (1−ρ)δ (or + δ under OQwBS).
 func (c *Core) complete(now edict.Time, a *attempt, qt edict.QT) {
 	c.attempt = nil
+	c.completed = a
 	wasLeader := c.lease.valid(now) && c.lease.epoch == a.epoch
 	if !wasLeader && c.lease.qt != nil && a.start.Before(c.lease.expiry) {
 		// Started while leader, completed after the lease lapsed: it can

@@ -55,10 +55,20 @@ func TestNodeStatsMetrics(t *testing.T) {
 
 	// Renewals follow each other a fraction of a lease apart; grants come
 	// back with each.
-	eventually(t, "the leader to renew its lease", func() bool {
-		return metric(t, scrape(t, c, first), "edictkv_lease_renewals_total") >= 2
+	// Every peer's grant is counted, the quorum's and the late one's.
+	var m map[string]float64
+	eventually(t, "the leader to renew its lease, granted by every peer", func() bool {
+		m = scrape(t, c, first)
+		if metric(t, m, "edictkv_lease_renewals_total") < 2 {
+			return false
+		}
+		for id := range c.procs {
+			if _, ok := m[fmt.Sprintf(`edictkv_lease_grant_age_seconds{peer="%d"}`, id)]; id != first && !ok {
+				return false
+			}
+		}
+		return true
 	})
-	m := scrape(t, c, first)
 	for id := range c.procs {
 		if id == first {
 			continue
