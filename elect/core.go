@@ -174,6 +174,9 @@ func (c *Core) Step(now edict.Time, m Message) error {
 		kind = Lagging
 	}
 	c.cfg.Detector.Observe(Observation{Kind: kind, Process: m.From, At: now})
+	if kind == Heard && m.Type == MsgGrantRequest && !m.Wedge || kind == Heard && mutated(RuleStandAside) {
+		c.cfg.Detector.Observe(Observation{Kind: Campaigned, Process: m.From, At: now})
+	}
 	switch m.Type {
 	case MsgGrantRequest, MsgGrant, MsgNack, MsgRelease, MsgRevoke:
 		c.deliver(now, m)

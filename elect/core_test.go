@@ -374,3 +374,59 @@ func TestStatsCountLeasesByCause(t *testing.T) {
 	assert.Equal(t, uint64(1), st.LostReleased)
 	assert.Zero(t, st.LostExpired+st.LostSuspended)
 }
+
+// A leader that lost its lease through its own slowness — its renewal
+// started late and did not complete — stands aside for MaxLease, sending
+// nothing, so that its granters see the grants lapse and a healthy member
+// takes over; without that evidence (its granters or the network were
+// slow) it does not stand aside. Jepsen's CPU quota on the leader showed
+// the old way: the renewal's grants, handled after the lease ended, made
+// it try again at once, win the lease back from granters that had just
+// granted to it, and lose it again — five times in three seconds.
+func TestStarvedLeaderStandsAside(t *testing.T) {
+	for _, late := range []bool{true, false} {
+		c := newCluster(t, 1, 2, 3)
+		c.elect(1)
+		at := c.cores[1].renewAt().Nanos
+		c.now = at
+		if late {
+			c.now = at + int64(2*c.cores[1].RoundTrip())
+		}
+		c.tick(1) // the renewal: 2 and 3 grant, but the grants reach 1 only after its lease ended
+		var replies []Message
+		c.deliver(func(m Message) bool {
+			if m.To == 1 {
+				replies = append(replies, m)
+				return false
+			}
+			return true
+		})
+		c.now = c.cores[1].lease.expiry.Nanos + int64(time.Millisecond)
+		c.tick(1)
+		c.queue = replies
+		c.deliver(nil)
+		st := c.cores[1].Stats()
+		require.Equal(t, uint64(1), st.LostExpired)
+		if late {
+			assert.Equal(t, uint64(1), st.LostLate)
+		} else {
+			assert.Zero(t, st.LostLate)
+		}
+		// Run everyone for 2·MaxLease, every process ticking each 5 ms.
+		leaders := map[edict.ProcessID]bool{}
+		for end := c.now + int64(2*c.cores[1].MaxLease()); c.now < end; c.advance(5 * time.Millisecond) {
+			for _, id := range []edict.ProcessID{1, 2, 3} {
+				c.tick(id)
+				c.deliver(nil)
+				if c.cores[id].IsLeader(c.reading(id)) {
+					leaders[id] = true
+				}
+			}
+		}
+		if late {
+			assert.Equal(t, map[edict.ProcessID]bool{2: true}, leaders, "late, 1 stands aside and 2, the lowest unsuspected, leads")
+		} else {
+			assert.NotEmpty(t, leaders, "on time, no standing aside: the election goes on as before")
+		}
+	}
+}

@@ -20,7 +20,7 @@ const (
 	Heard
 	// LeaseLapsed: this process granted to the process and the grant
 	// expired unrenewed; DESIGN §4 counts that as a suspicion until the
-	// process is heard from again.
+	// process asks for the lease again (Campaigned).
 	LeaseLapsed
 	// LeaderSeen: the process holds (or was just granted) the lease.
 	LeaderSeen
@@ -28,6 +28,15 @@ const (
 	// knows has ended: it missed the change and cannot lead until it
 	// catches up. Suspected until heard from in a later epoch (Heard).
 	Lagging
+	// Campaigned: the process asked for the lease (a grant request, not
+	// a wedge), so it wants to lead; it follows the message's Heard. It,
+	// not any message, ends a LeaseLapsed suspicion: a process whose lease
+	// lapsed and that only answers — standing aside after losing its lease
+	// to its own slowness, or following another leader — is not one to
+	// wait for. Were a grant reply enough, a starved ex-leader answering a
+	// candidate's request would make that candidate name it weak leader
+	// again and give up campaigning (the simulator's log-quota-leader).
+	Campaigned
 )
 
 // Observation is one input to a Detector.
@@ -43,7 +52,7 @@ type Observation struct {
 // protocol's safety depends on it — but after GST it must settle on one
 // live process, or Eventual Election (eq. 5) fails.
 //
-// The elect core feeds it Heard, LeaseLapsed and LeaderSeen observations;
+// The elect core feeds it Heard, Campaigned, LeaseLapsed and LeaderSeen observations;
 // the runtime or simulator feeds ProcessUp and ProcessDown from a failure
 // detector. A Detector used by the pure core must itself be deterministic.
 type Detector interface {
@@ -55,8 +64,8 @@ type Detector interface {
 
 // LowestLive is the weak leader election of §9: the lowest-id member that
 // is not suspected. A member is suspected while the failure detector says
-// it is down; after a lease we granted it lapsed unrenewed, until it is
-// heard from again — memberlist alone needs seconds to declare a death,
+// it is down; after a lease we granted it lapsed unrenewed, until it asks
+// for the lease again (Campaigned) — memberlist alone needs seconds to declare a death,
 // the lapse is known at once; and, with SuspectAfter set, when nothing was
 // heard from it for that long. The last rule matters without an external
 // failure detector: a dead process that never led never lapses. It also
@@ -107,9 +116,10 @@ func (d *LowestLive) Observe(o Observation) {
 			d.leader = edict.None
 		}
 	case Heard:
-		delete(d.lapsed, o.Process)
 		delete(d.lagging, o.Process)
 		d.heard[o.Process] = o.At
+	case Campaigned:
+		delete(d.lapsed, o.Process)
 	case Lagging:
 		d.lagging[o.Process] = true
 		d.heard[o.Process] = o.At

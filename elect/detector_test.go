@@ -16,10 +16,14 @@ func TestLowestLive(t *testing.T) {
 	d.Observe(Observation{Kind: ProcessDown, Process: 1, At: at(1)})
 	assert.Equal(t, edict.ProcessID(2), d.WeakLeader(at(2)))
 
-	// A lapsed lease is a suspicion until the process is heard from.
+	// A lapsed lease is a suspicion until the process asks for the lease
+	// again; a message that is not a campaign (a grant reply from a
+	// process standing aside) does not end it.
 	d.Observe(Observation{Kind: LeaseLapsed, Process: 2, At: at(3)})
 	assert.Equal(t, edict.ProcessID(3), d.WeakLeader(at(4)), "self is never suspected")
 	d.Observe(Observation{Kind: Heard, Process: 2, At: at(5)})
+	assert.Equal(t, edict.ProcessID(3), d.WeakLeader(at(5)), "heard, but not campaigning")
+	d.Observe(Observation{Kind: Campaigned, Process: 2, At: at(5)})
 	assert.Equal(t, edict.ProcessID(2), d.WeakLeader(at(6)))
 
 	// Stability: a live lease holder keeps the role against a recovered

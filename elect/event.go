@@ -98,6 +98,11 @@ type Stats struct {
 	// shutdown, an ending epoch); LostSuspended, given up because the
 	// host was suspended while leading (ReleaseSuspended).
 	LostExpired, LostReleased, LostSuspended uint64
+	// LostLate counts the LostExpired leases this process lost through
+	// its own slowness (a renewal that started late, an end noticed late),
+	// after each of which it stood aside for MaxLease so that a healthy
+	// member could lead.
+	LostLate uint64
 	// LastGrant is, per peer, the reading at which this process last
 	// received its grant (renewals included).
 	LastGrant map[edict.ProcessID]edict.Time

@@ -22,6 +22,16 @@ type leaseState struct {
 	since   edict.Time
 	counter uint64 // EC_p
 	lost    bool   // LeaseLost already reported for this lease
+	// renewedAt is Start_p of the lease's last renewal attempt: if it is
+	// before renewAt when the lease ends, the renewal that was due never
+	// started (standAsideIfLate).
+	renewedAt edict.Time
+	// renewLate: the last renewal's first attempt started more than a
+	// round trip after it was due.
+	renewLate bool
+	// stoodAside: this process stood aside when the lease ended
+	// (standAside), once.
+	stoodAside bool
 }
 
 func (l *leaseState) held() bool                { return l.qt != nil && !l.lost }
@@ -126,11 +136,18 @@ func (c *Core) maybeStart(now edict.Time) {
 	}
 	if c.lease.valid(now) {
 		if at := c.renewAt(); !now.Before(at) {
-			if late, _ := now.Sub(at); late > c.cfg.RoundTrip {
-				// The tick that should have started it came late: this
-				// process was busy or starved (a slow disk used to do it).
-				c.stats.RenewalsLate++
+			if c.lease.renewedAt.Before(at) {
+				// The first attempt of this renewal (a retry after one
+				// that failed is late by design). Did the tick that
+				// should have started it come late? Then this process
+				// was busy or starved (a slow disk used to do it).
+				late, _ := now.Sub(at)
+				c.lease.renewLate = late > c.cfg.RoundTrip
+				if c.lease.renewLate {
+					c.stats.RenewalsLate++
+				}
 			}
+			c.lease.renewedAt = now
 			c.stats.Renewals++
 			c.start(now, true)
 		}
@@ -166,6 +183,10 @@ func (c *Core) drawFallbackJitter() {
 // transfer's target takes over (DESIGN §6).
 func (c *Core) Campaign(now edict.Time) {
 	c.advance(now)
+	// A lease that ended is reported first, so that its standing aside
+	// (standAsideIfLate) comes before this campaign, which overrides it,
+	// rather than after, cancelling it.
+	c.checkLease(now)
 	es := c.epochs[c.active]
 	if es == nil || !es.qs.IsMember(c.id) || c.lease.valid(now) || es.heard {
 		return
@@ -274,7 +295,18 @@ func (c *Core) complete(now edict.Time, a *attempt, qt edict.QT) {
 	wasLeader := c.lease.valid(now) && c.lease.epoch == a.epoch
 	if !wasLeader && c.lease.qt != nil && a.start.Before(c.lease.expiry) {
 		// Started while leader, completed after the lease lapsed: it can
-		// neither continue the reign nor start one (DESIGN §6). Try again.
+		// neither continue the reign nor start one (DESIGN §6). Try
+		// again, unless this process is standing aside (standAsideIfLate):
+		// then its grants run out at their granters, who see the lapse.
+		// The end is reported first: a process starved through its
+		// lease's end handles what waited (these grants) before its tick.
+		// That its renewal's grants came back too late to keep the lease
+		// is itself evidence of its slowness.
+		c.checkLease(now)
+		c.standAside(now)
+		if now.Before(c.backoff) {
+			return
+		}
 		c.start(now, false)
 		return
 	}
@@ -324,9 +356,57 @@ func (c *Core) checkLease(now edict.Time) {
 			*c.releaseCause++
 		} else {
 			c.stats.LostExpired++
+			c.standAsideIfLate(now)
 		}
 		c.lease.lost = true
 		c.event(Event{Kind: LeaseLost, Epoch: c.lease.epoch, Leader: c.id})
+	}
+}
+
+// standAsideIfLate keeps a leader whose lease ran out through its own
+// slowness out of the next election for MaxLease. The evidence is local:
+// its last renewal started more than a round trip late, or the one due
+// never started, or it noticed the end more than a round trip late — its
+// ticks came late, so it was busy or starved (a CPU quota, a stalled
+// host) — or the renewal's grants, asked
+// for RenewLead before the end, came back only after it. (A renewal whose
+// grants never come — a partition — is not evidence: the process seeks
+// the lease again as before.) Campaigning again at once, as it
+// otherwise would (it is still its own weak leader, and its request makes
+// the granters hear it, lifting their suspicion), wins the lease back only
+// to lose it again: under a CPU quota a leader lost it five times in three
+// seconds in Jepsen, each loss leaving its clients' writes unknown. Standing
+// aside, it sends nothing: the granters' grants to it run out unrenewed,
+// their detectors suspect it (LeaseLapsed), and a healthy member takes
+// over. A renewal in flight is dropped, not revoked — a revocation is news
+// from the process and would end that suspicion. If no one else leads by
+// then, it campaigns again, so this delays an election by at most MaxLease
+// and never prevents one. Alone in its quorum system it has no one to
+// stand aside for. Safety does not depend on it: it only holds back this
+// process's own attempts (Campaign, a transfer's, still goes ahead).
+func (c *Core) standAsideIfLate(now edict.Time) {
+	if c.successorKnown(c.lease.epoch) || c.wedges[c.lease.epoch] != nil {
+		return // the epoch is ending: the lease was let lapse
+	}
+	noticed, _ := now.Sub(c.lease.expiry)
+	if c.lease.renewLate || c.lease.renewedAt.Before(c.renewAt()) || noticed > c.cfg.RoundTrip {
+		c.standAside(now)
+	}
+}
+
+// standAside is standAsideIfLate's action, once per lease.
+func (c *Core) standAside(now edict.Time) {
+	if c.lease.stoodAside || mutated(RuleStandAside) {
+		return
+	}
+	if es := c.epochs[c.lease.epoch]; es == nil || len(es.qs.Members()) < 2 {
+		return
+	}
+	c.lease.stoodAside = true
+	c.stats.LostLate++
+	c.attempt = nil
+	if until := now.Add(c.cfg.MaxLease); c.backoff.Before(until) {
+		c.backoff = until
 	}
 }
 

@@ -21,6 +21,10 @@ const (
 	// epoch before it TERMINATED, those it never knew included
 	// (lowestUnterminated).
 	RuleNoEpochSkip = "no-epoch-skip"
+	// RuleStandAside, a liveness rule: a leader that lost its lease
+	// through its own slowness stands aside for MaxLease, and only a
+	// campaign ends a lapse suspicion (standAsideIfLate, Campaigned).
+	RuleStandAside = "stand-aside"
 )
 
-var mutationRules = []string{RuleQuarantineGrants, RuleWedgeOnEpochChange, RuleReplyAttempt, RuleCampaignFallback, RuleNoEpochSkip}
+var mutationRules = []string{RuleQuarantineGrants, RuleWedgeOnEpochChange, RuleReplyAttempt, RuleCampaignFallback, RuleNoEpochSkip, RuleStandAside}

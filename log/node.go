@@ -332,7 +332,7 @@ func (n *Node) onEvent(ev Event) {
 		// starved) or on time (its granters or the network were slow).
 		st := n.core.el.Stats()
 		n.log.Warn("stepped down", "reason", ev.Reason, "epoch", ev.Epoch, "renewals", st.Renewals, "renewals_late", st.RenewalsLate,
-			"lost_expired", st.LostExpired, "lost_released", st.LostReleased, "lost_suspended", st.LostSuspended)
+			"lost_expired", st.LostExpired, "lost_late", st.LostLate, "lost_released", st.LostReleased, "lost_suspended", st.LostSuspended)
 	case ConfigChanged:
 		if ev.Membership != nil {
 			n.log.Info("configuration", "epoch", ev.Epoch, "members", ev.Membership.Config.Members, "learners", ev.Membership.Config.Learners)

@@ -9,7 +9,7 @@
 // lowest-id member of the current epoch. In every case only a process that
 // memberlist considers alive, that gossips the current epoch and whose
 // lease to us has not lapsed unrenewed (the lease core's LeaseLapsed,
-// cleared by Heard) qualifies — memberlist alone needs about a second to
+// cleared when it asks for the lease again: Campaigned) qualifies — memberlist alone needs about a second to
 // declare a death; a lapse is known at once. Preferring the lease holder is
 // what keeps a recovered lower id from unseating a live leader.
 //

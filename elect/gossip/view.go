@@ -52,7 +52,7 @@ func (v *view) observe(o elect.Observation) {
 		if v.leader == o.Process {
 			v.leader = edict.None
 		}
-	case elect.Heard:
+	case elect.Campaigned:
 		delete(v.lapsed, o.Process)
 	case elect.LeaseLapsed:
 		v.lapsed[o.Process] = true

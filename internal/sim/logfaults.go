@@ -39,6 +39,9 @@ func (r *lrun) schedule() {
 	if sc.StarveEvery > 0 {
 		r.every(sc.StarveEvery, r.end, r.starveOne)
 	}
+	if sc.QuotaLeader > 0 {
+		r.w.at(int64(time.Second), r.quotaLeader)
+	}
 	if sc.Partitions {
 		r.every(900*time.Millisecond, r.gst, func() { r.net.partitionRandomly(r.ids) })
 	}
@@ -390,4 +393,42 @@ func (r *lrun) starveOne() {
 		p = l
 	}
 	p.frozenUntil = r.w.now + int64(r.w.between(r.sc.StarveMin, r.sc.StarveMax))
+}
+
+// quotaLeader holds the leader of the moment to a CPU quota for
+// QuotaLeader: it runs 10 ms at a time, frozen 90–400 ms between. The
+// simulator's processes do their work in no time, so a quota of 10 ms in
+// every 100 ms alone would cost nothing; the longer stops stand for the
+// backlog a real process builds at 10% of a CPU (its clients' requests,
+// its garbage collector), which Jepsen saw cost a lease about once a
+// second. Leadership may change once meanwhile, no more (checked in
+// onEvent).
+func (r *lrun) quotaLeader() {
+	l := r.leader()
+	if l == nil {
+		r.w.after(50*time.Millisecond, r.quotaLeader)
+		return
+	}
+	r.quota = &quota{id: l.id, from: r.w.now, until: r.w.now + int64(r.sc.QuotaLeader)}
+
+	var burst func()
+	burst = func() {
+		if r.w.now >= r.quota.until {
+			return
+		}
+		stop := r.w.between(90*time.Millisecond, 400*time.Millisecond)
+		if p := r.procs[r.quota.id]; p.up {
+			p.frozenUntil = max(p.frozenUntil, r.w.now+int64(stop))
+		}
+		r.w.after(stop+10*time.Millisecond, burst)
+	}
+	burst()
+}
+
+// quota is the CPU quota quotaLeader holds a leader to, and the reigns
+// that began meanwhile.
+type quota struct {
+	id          edict.ProcessID
+	from, until int64
+	reigns      []edict.ProcessID
 }

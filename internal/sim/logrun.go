@@ -46,6 +46,7 @@ type lrun struct {
 	// firstLeader is the first process that led (StableLeader).
 	slowDisk    map[edict.ProcessID]bool
 	firstLeader edict.ProcessID
+	quota       *quota // QuotaLeader's, once it began
 	sc          LogScenario
 	net         *network
 	procs       map[edict.ProcessID]*lproc
@@ -439,6 +440,13 @@ func (r *lrun) onEvent(p *lproc, ev log.Event) {
 	case log.EpochChanged:
 		r.epochGap.epochChanged(p)
 	case log.BecameLeader:
+		if q := r.quota; q != nil && r.w.now < q.until {
+			q.reigns = append(q.reigns, p.id)
+			if len(q.reigns) > 1 {
+				r.fail("while %v was held to a 10%% CPU quota (from t=%v), leadership changed %d times (reigns of %v): a starved leader must hand over once, not win back a lease it cannot keep",
+					q.id, time.Duration(q.from), len(q.reigns), q.reigns)
+			}
+		}
 		if r.sc.StableLeader && r.firstLeader != 0 {
 			r.fail("a second reign began (%v after %v), though nothing that should depose a leader befell the cluster (slow disks up to %v per write, CPU starvation up to %v)", p.id, r.firstLeader, r.sc.SlowFsync, r.sc.StarveMax)
 		}

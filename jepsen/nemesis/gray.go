@@ -26,6 +26,7 @@ var leaseSamples = []struct{ sample, what string }{
 	{`edictkv_leases_lost_total{cause="suspended"}`, "given up after a suspend"},
 	{"edictkv_reigns_started_total", "reigns started"},
 	{"edictkv_lease_renewals_late_total", "renewals late"},
+	{"edictkv_leases_lost_late_total", "leases lost to the leader's own slowness (it stood aside)"},
 }
 
 // leaseReading is leaseSamples summed over the members that answered.

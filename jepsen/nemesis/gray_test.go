@@ -55,7 +55,7 @@ func TestSlowDiskTargetsAndHeal(t *testing.T) {
 		assert.Contains(t, s.Summary(), "durable batches delayed")
 		// What the members' /metrics said the fault cost: the fake's
 		// counters rise by one at each of the five members per reading.
-		assert.Contains(t, s.Summary(), "leases lost 0 expired, 0 released, 25 given up after a suspend; 25 reigns started, 0 renewals late")
+		assert.Contains(t, s.Summary(), "leases lost 0 expired, 0 released, 25 given up after a suspend; 25 reigns started, 0 renewals late, 0 leases lost to the leader's own slowness (it stood aside)")
 	}
 }
 

@@ -152,6 +152,7 @@ type nodeStats struct {
 	node *log.Node
 
 	renewals, renewalsLate, lost, grantAge   *prometheus.Desc
+	lostLate                                 *prometheus.Desc
 	backlogEntries, backlogBytes, slowWrites *prometheus.Desc
 	shed, throttled                          *prometheus.Desc
 }
@@ -167,6 +168,8 @@ func newNodeStats(node *log.Node) *nodeStats {
 		lost: d("edictkv_leases_lost_total",
 			"Leases this process lost, by cause: expired (ran out unrenewed), released (given up: step-down, transfer, shutdown, epoch end), suspended (given up after a host suspend).",
 			"cause"),
+		lostLate: d("edictkv_leases_lost_late_total",
+			"Of the leases lost expired, those this process lost through its own slowness (a renewal started late, the end noticed late); after each it stood aside for a lease so that a healthy member could lead."),
 		grantAge: d("edictkv_lease_grant_age_seconds",
 			"Time since each peer last granted this process a lease (renewals included); it grows while this process does not lead.",
 			"peer"),
@@ -182,7 +185,7 @@ func newNodeStats(node *log.Node) *nodeStats {
 
 // Describe implements prometheus.Collector.
 func (s *nodeStats) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{s.renewals, s.renewalsLate, s.lost, s.grantAge,
+	for _, d := range []*prometheus.Desc{s.renewals, s.renewalsLate, s.lost, s.lostLate, s.grantAge,
 		s.backlogEntries, s.backlogBytes, s.slowWrites, s.shed, s.throttled} {
 		ch <- d
 	}
@@ -201,6 +204,7 @@ func (s *nodeStats) Collect(ch chan<- prometheus.Metric) {
 	counter(s.lost, ls.LostExpired, "expired")
 	counter(s.lost, ls.LostReleased, "released")
 	counter(s.lost, ls.LostSuspended, "suspended")
+	counter(s.lostLate, ls.LostLate)
 	for _, p := range slices.Sorted(maps.Keys(ls.SinceLastGrant)) {
 		ch <- prometheus.MustNewConstMetric(s.grantAge, prometheus.GaugeValue, ls.SinceLastGrant[p].Seconds(),
 			strconv.FormatUint(uint64(p), 10))

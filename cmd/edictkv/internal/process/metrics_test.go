@@ -81,7 +81,7 @@ func TestNodeStatsMetrics(t *testing.T) {
 		}
 	}
 	for _, name := range []string{`edictkv_leases_lost_total{cause="expired"}`, `edictkv_leases_lost_total{cause="released"}`,
-		`edictkv_leases_lost_total{cause="suspended"}`, "edictkv_lease_renewals_late_total", "edictkv_unsynced_entries",
+		`edictkv_leases_lost_total{cause="suspended"}`, "edictkv_leases_lost_late_total", "edictkv_lease_renewals_late_total", "edictkv_unsynced_entries",
 		"edictkv_unsynced_bytes", "edictkv_slow_writes_total", "edictkv_appends_shed_total", "edictkv_proposals_throttled_total"} {
 		if v := metric(t, m, name); v != 0 && !strings.HasPrefix(name, "edictkv_lease_renewals_late") && !strings.HasPrefix(name, "edictkv_unsynced") {
 			// Nothing was lost, shed or throttled, and no write on a
