@@ -16,8 +16,12 @@
 //   - A refusal made before anything was written — not the leader, a
 //     reign not started, a leadership transfer, an ending epoch — is a
 //     *NotLeaderError naming where to retry; nothing else is. A write
-//     that may or may not commit wraps ErrOutcomeUnknown, never a plain
-//     failure. After the Node stops, calls fail with ErrShutdown.
+//     appended and then replaced by a new reign's edict fails with
+//     ErrNotCommitted (it never takes effect); one that may or may not
+//     commit wraps ErrOutcomeUnknown, never a plain failure. A leader's
+//     step-down does not end its pending writes: each is answered when
+//     its index is applied, or when its context ends (unknown). After
+//     the Node stops, calls fail with ErrShutdown.
 //   - Status is a consistent snapshot of the Node's view, published after
 //     every step of its loop.
 //   - Observe delivers the Node's events (leadership, epoch and

@@ -1,7 +1,6 @@
 package log
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -54,9 +53,12 @@ type Env interface {
 //     first gives up a lease a suspend of the host may have outlived, so
 //     nothing that rests on the lease is decided on a stale one.
 //   - A write is answered once: with the state machine's answer when its
-//     own entry is applied; with an error when another entry took its
-//     index; with ErrOutcomeUnknown when its reign ended before it was
-//     known committed, or when the Driver closes.
+//     own entry is applied; with ErrNotCommitted when another entry is
+//     applied at its index; with ErrOutcomeUnknown when a snapshot covers
+//     its index, or when the Driver closes. Its reign ending does not
+//     answer it: its index is applied sooner or later under the next
+//     leader, and an answer then is definite where one at the step-down
+//     could only be "unknown".
 //   - A lease read is answered only if the lease still holds when its
 //     index is applied; a follower read only once the leader's index is.
 //
@@ -203,11 +205,20 @@ func (d *Driver) Applied(index uint64, results []ApplyResult) {
 			w.finish(res, nil)
 		} else {
 			// Another edict took the index: this write's entry was
-			// replaced before it committed, so it never will.
-			w.finish(ApplyResult{}, errors.New("log: write lost to a new reign before it committed"))
+			// replaced before it committed, so it never will (an
+			// edict commits only at the index it was appended at).
+			w.finish(ApplyResult{}, ErrNotCommitted)
 		}
 	}
 	if index > d.applied {
+		// Indexes applied without a result came from a snapshot: what
+		// stood there is not known here.
+		for idx, w := range d.pending {
+			if idx <= index {
+				delete(d.pending, idx)
+				w.finish(ApplyResult{}, ErrOutcomeUnknown)
+			}
+		}
 		d.applied = index
 		d.core.Applied(d.Now(), index)
 	}
@@ -287,20 +298,9 @@ func (d *Driver) HandleReady() {
 }
 
 func (d *Driver) onEvent(ev Event) {
-	if ev.Kind == SteppedDown {
-		// Writes appended but not known committed may still commit under
-		// the next leader, or not: their outcome is unknown. Those
-		// already committed were handed to the state machine and are
-		// answered when it has applied them: a step-down right after a
-		// commit — as every membership change ends with, when the leader
-		// wedges its epoch — must not report a committed write as unknown.
-		for idx, w := range d.pending {
-			if idx > d.core.commit {
-				delete(d.pending, idx)
-				w.finish(ApplyResult{}, ErrOutcomeUnknown)
-			}
-		}
-	}
+	// A step-down answers no write (see Driver): those appended but not
+	// known committed may still commit under the next leader, or not,
+	// and this process learns which when it applies their indexes.
 	d.env.Event(ev)
 }
 

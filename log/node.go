@@ -15,10 +15,15 @@ import (
 )
 
 var (
-	// ErrOutcomeUnknown: the write may or may not commit — the leader lost
-	// its lease, or the context ended, after the write was appended. Never
-	// reported as a failure (DESIGN §6).
+	// ErrOutcomeUnknown: the write may or may not commit — the context
+	// ended after the write was appended and before its index was
+	// applied here, or a snapshot covered its index. Never reported as a
+	// failure (DESIGN §6).
 	ErrOutcomeUnknown = errors.New("log: outcome unknown")
+	// ErrNotCommitted: the write was appended, and then another edict
+	// committed at its index — a new reign replaced it before it
+	// committed — so it never takes effect, and retrying it is safe.
+	ErrNotCommitted = errors.New("log: write not committed: a new reign's edict took its index")
 	// ErrShutdown: the Node has stopped.
 	ErrShutdown = errors.New("log: node shut down")
 )

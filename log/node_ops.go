@@ -33,10 +33,13 @@ type ApplyResult struct {
 }
 
 // Apply replicates cmd and returns once the state machine has applied it.
-// The context's deadline covers the whole operation, commit included. If
-// the leader loses its lease or ctx ends after the write was appended, the
-// error wraps ErrOutcomeUnknown: the write may still commit. A process
-// that does not lead returns a *NotLeaderError naming the leader.
+// The context's deadline covers the whole operation, commit included. A
+// write whose leader loses its lease after appending it is not given up:
+// it is answered when its index is applied here, under whichever leader —
+// with the state machine's answer if its own edict committed there, with
+// ErrNotCommitted if another did. If ctx ends first, the error wraps
+// ErrOutcomeUnknown: the write may still commit. A process that does not
+// lead returns a *NotLeaderError naming the leader.
 func (n *Node) Apply(ctx context.Context, cmd []byte) (ApplyResult, error) {
 	return n.submit(ctx, &proposal{kind: wire.EntryCommand, data: cmd, done: make(chan struct{})})
 }

@@ -104,12 +104,13 @@ func (r *lrun) submit(p *lproc, op *clientOp) {
 				r.completeWrite(op, res.Response)
 			case errors.Is(err, log.ErrOutcomeUnknown):
 				r.unknownOp(op)
-			case !appended:
-				r.finishOp(op, regOutput{}, true) // refused: certainly no effect
+			case !appended, errors.Is(err, log.ErrNotCommitted):
+				// Refused, or another edict committed at its index:
+				// certainly no effect, and the history says so, so a
+				// write reported lost that did take effect is caught.
+				r.finishOp(op, regOutput{}, true)
 			default:
-				// Another entry took its index: it never commits. The
-				// history still allows it no effect only, as unknown.
-				r.unknownOp(op)
+				r.fail("write %v answered with an error that is neither unknown nor definite: %v", op, err)
 			}
 		})
 		if !op.done {

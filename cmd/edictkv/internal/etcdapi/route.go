@@ -171,6 +171,9 @@ func (s *Server) statusOf(method string, err error) error {
 	case errors.Is(err, log.ErrOutcomeUnknown), errors.Is(err, context.DeadlineExceeded):
 		s.log.Warn("request outcome unknown", "method", method, "err", err)
 		return rpctypes.ErrGRPCTimeout
+	case errors.Is(err, log.ErrNotCommitted):
+		// Appended, then replaced by a new reign's edict: no effect.
+		return rpctypes.ErrGRPCLeaderChanged
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, log.ErrShutdown):

@@ -39,6 +39,7 @@ const (
 	CodeNoLeader         = "no_leader"
 	CodeNotLeader        = "not_leader"
 	CodeOutcomeUnknown   = "outcome_unknown"
+	CodeNotCommitted     = "not_committed"
 	CodeMethod           = "method_not_allowed"
 	CodeNoEndpoint       = "no_endpoint"
 	CodeShuttingDown     = "shutting_down"

@@ -317,6 +317,9 @@ func (s *Server) failure(what string, err error) *apiError {
 	case errors.Is(err, log.ErrOutcomeUnknown):
 		return errorf(http.StatusGatewayTimeout, CodeOutcomeUnknown,
 			fmt.Sprintf("%s: the outcome is unknown (it may still commit); read the key to find out: %v", what, err))
+	case errors.Is(err, log.ErrNotCommitted):
+		return errorf(http.StatusServiceUnavailable, CodeNotCommitted,
+			fmt.Sprintf("%s: not committed: the leader lost its lease and a new reign's edict took the write's place; it had no effect, retry it", what))
 	case errors.Is(err, log.ErrShutdown):
 		return errorf(http.StatusServiceUnavailable, CodeShuttingDown, fmt.Sprintf("%s: process %d is shutting down", what, s.cfg.ID))
 	case errors.Is(err, context.DeadlineExceeded):
