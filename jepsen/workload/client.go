@@ -122,7 +122,8 @@ func writeOutcome(code int, body []byte, err error) outcome {
 		return outcome{typ: history.Fail, err: errorText(code, body)}
 	case http.StatusServiceUnavailable:
 		// no_leader and shutting_down: refused before anything was
-		// appended.
+		// appended; not_committed: appended, then another edict
+		// committed at its index, so it never takes effect.
 		return outcome{typ: history.Fail, err: errorText(code, body)}
 	}
 	return outcome{typ: history.Info, err: errorText(code, body)}
