@@ -36,7 +36,9 @@
 // while no leader is known. Errors are etcd's where
 // etcd has one, so clientv3's error values match: "no leader" when none is
 // known within LeaderWait (nothing was written); "request timed out" when
-// a write's outcome is unknown (it may still commit); "duplicate key",
+// a write's outcome is unknown (it may still commit); "leader changed"
+// when a new reign's edict took a pending write's index (no effect);
+// "duplicate key",
 // "too many operations", "key is not provided". Keys under
 // kvfsm.SystemPrefix belong to edictkv and are refused.
 package etcdapi
