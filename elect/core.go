@@ -225,8 +225,10 @@ func (c *Core) Tick(now edict.Time) {
 func (c *Core) tick(now edict.Time) {
 	c.tickProtocol(now)
 	c.checkLapses(now)
-	c.checkAttempt(now)
+	// The lease's end first: a process that stands aside drops its
+	// renewal rather than revoke it (standAsideIfLate).
 	c.checkLease(now)
+	c.checkAttempt(now)
 	c.retryWedges(now)
 	c.maybeStart(now)
 }

@@ -430,3 +430,40 @@ func TestStarvedLeaderStandsAside(t *testing.T) {
 		}
 	}
 }
+
+// A renewal whose grants come back after the attempt's patience ran out
+// still renews the lease: the attempt is not abandoned while the lease
+// holds, the silent granters are asked again in the same instance, and
+// the late grants count. Beside a disk hog, a leader whose renewals were
+// each abandoned just before their grants arrived lost its lease with
+// every granter answering.
+func TestLateGrantsStillRenew(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	c.elect(1)
+	old := c.cores[1].lease.expiry
+	c.now = c.cores[1].renewAt().Nanos
+	c.tick(1)
+	var late []Message
+	c.deliver(func(m Message) bool {
+		if m.To == 1 && m.From != 1 {
+			late = append(late, m) // the granters answer; the answers are slow
+			return false
+		}
+		return true
+	})
+	require.NotEmpty(t, late)
+	c.now = c.cores[1].attempt.giveUp.Nanos + 1
+	c.tick(1) // patience runs out: ask 2 and 3 again
+	asked := 0
+	for _, m := range c.queue {
+		if m.Type == MsgGrantRequest && m.From == 1 && m.To != 1 {
+			asked++
+			assert.Equal(t, late[0].Start, m.Start, "the same instance")
+		}
+	}
+	assert.Equal(t, 2, asked)
+	assert.Equal(t, uint64(1), c.cores[1].Stats().Renewals, "one renewal, asked twice")
+	c.queue = append(late, c.queue...)
+	c.deliver(nil)
+	assert.True(t, c.cores[1].lease.expiry.After(old), "the late grants renewed the lease")
+}

@@ -51,6 +51,9 @@ type attempt struct {
 	refusals  int
 	wait      time.Duration // longest remaining grant a nack reported
 	renewal   bool
+	// replied: the members whose grant or nack arrived (checkAttempt asks
+	// again those that did not).
+	replied map[edict.ProcessID]bool
 }
 
 // IsLeader reports C_p < E_p, which by (13) implies isLeader_p (eq. 12). The
@@ -208,12 +211,7 @@ func (c *Core) start(now edict.Time, renewal bool) {
 	case BoundedSkew:
 		a.deadline = now.Add(delta)
 	}
-	// Give up early only when replies are clearly lost: a slow round trip
-	// (a granter in an fsync) must not abort attempt after attempt.
-	a.giveUp = now.Add(edict.ScaleUp(max(4*c.cfg.RoundTrip, delta/4), 1+c.cfg.Rho))
-	if a.giveUp.After(a.deadline) {
-		a.giveUp = a.deadline
-	}
+	a.giveUp = c.patience(now, a)
 	c.attempt = a
 	for _, q := range c.epochs[a.epoch].qs.Members() {
 		c.send(now, Message{Type: MsgGrantRequest, From: c.id, To: q, Epoch: a.epoch, Start: now, Delta: delta})
@@ -239,6 +237,13 @@ func (c *Core) onGrantReply(now edict.Time, m Message) {
 			return // duplicate
 		}
 	}
+	if a.replied == nil {
+		a.replied = map[edict.ProcessID]bool{}
+	}
+	if m.Type == MsgNack && a.replied[m.From] {
+		return // a member refuses once per instance, however often asked
+	}
+	a.replied[m.From] = true
 	if m.Type == MsgNack {
 		a.refusals++
 		a.wait = max(a.wait, m.Remaining)
@@ -322,11 +327,42 @@ func (c *Core) complete(now edict.Time, a *attempt, qt edict.QT) {
 	c.event(Event{Kind: LeaseAcquired, Epoch: a.epoch, QT: qt, Reign: c.lease.reign, NewReign: !wasLeader, Expiry: c.lease.expiry, Start: a.start, Leader: c.id, Positions: a.positions})
 }
 
-// checkAttempt gives up an attempt that has not completed in time.
-func (c *Core) checkAttempt(now edict.Time) {
-	if a := c.attempt; a != nil && !now.Before(a.giveUp) {
-		c.fail(now)
+// patience is when an attempt started (or asked again) at now stops
+// waiting for its replies. Give up early only when replies are clearly
+// lost: a slow round trip (a granter in an fsync) must not abort attempt
+// after attempt.
+func (c *Core) patience(now edict.Time, a *attempt) edict.Time {
+	at := now.Add(edict.ScaleUp(max(4*c.cfg.RoundTrip, a.delta/4), 1+c.cfg.Rho))
+	if at.After(a.deadline) {
+		return a.deadline
 	}
+	return at
+}
+
+// checkAttempt gives up an attempt that has not completed in time — but
+// not a renewal while the lease holds. Its replies are more likely late
+// than lost (granters on a loaded host, behind their appends), and a new
+// attempt would throw away the grants on their way: a leader beside a
+// disk hog lost its lease so, each renewal aborted before its grants came
+// back. It asks again the members that have not answered, in the same
+// instance (p, Start_p) — a granter answers it as it would a copy the
+// network made, which the protocol already tolerates — and waits again.
+// The lease's end, or enough refusals, still end it (fail).
+func (c *Core) checkAttempt(now edict.Time) {
+	a := c.attempt
+	if a == nil || now.Before(a.giveUp) {
+		return
+	}
+	if a.renewal && c.lease.valid(now) && now.Before(a.deadline) && !mutated(RuleRenewalPatience) {
+		for _, q := range c.epochs[a.epoch].qs.Members() {
+			if !a.replied[q] {
+				c.send(now, Message{Type: MsgGrantRequest, From: c.id, To: q, Epoch: a.epoch, Start: a.start, Delta: a.delta})
+			}
+		}
+		a.giveUp = c.patience(now, a)
+		return
+	}
+	c.fail(now)
 }
 
 // fail aborts the attempt. A process without a lease revokes the grants it

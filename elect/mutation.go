@@ -25,6 +25,10 @@ const (
 	// through its own slowness stands aside for MaxLease, and only a
 	// campaign ends a lapse suspicion (standAsideIfLate, Campaigned).
 	RuleStandAside = "stand-aside"
+	// RuleRenewalPatience, a liveness rule: a renewal is not given up
+	// while the lease holds; its silent granters are asked again in the
+	// same instance (checkAttempt).
+	RuleRenewalPatience = "renewal-patience"
 )
 
-var mutationRules = []string{RuleQuarantineGrants, RuleWedgeOnEpochChange, RuleReplyAttempt, RuleCampaignFallback, RuleNoEpochSkip, RuleStandAside}
+var mutationRules = []string{RuleQuarantineGrants, RuleWedgeOnEpochChange, RuleReplyAttempt, RuleCampaignFallback, RuleNoEpochSkip, RuleStandAside, RuleRenewalPatience}
