@@ -12,12 +12,15 @@ type Clock interface {
 	// between samples the clock advances at a rate within 1±ρ of real time
 	// (eq. 15) — the assumption the configured ρ documents.
 	Now() Time
-	// Suspended reports whether, after the reading since was taken, the
-	// clock may have run slower than real time by more than ρ allows (a
-	// host suspend or VM freeze that the raw clock does not count). A
-	// leader treats its lease as expired when it does: a leader must never
-	// see time pass slower than it does (DESIGN §3). Granters ignore it: a
-	// granter whose clock stops only holds its grant longer.
+	// Suspended reports whether, between the reading since and the
+	// clock's latest reading, the clock may have run slower than real
+	// time by more than ρ allows (a host suspend or VM freeze that the raw
+	// clock does not count). It judges as of the latest reading, so a
+	// caller takes one with Now first, as log.Driver does on every input;
+	// it need not read the clock again, which on Linux costs three system
+	// calls. A leader treats its lease as expired when it does: a leader
+	// must never see time pass slower than it does (DESIGN §3). Granters
+	// ignore it: a granter whose clock stops only holds its grant longer.
 	Suspended(since Time) bool
 }
 

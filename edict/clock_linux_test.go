@@ -44,6 +44,7 @@ func TestNoFalseSuspendUnderConcurrentReaders(t *testing.T) {
 	deadline := time.Now().Add(time.Second)
 	var suspended bool
 	for time.Now().Before(deadline) && !suspended {
+		c.Now()
 		suspended = c.Suspended(since)
 		time.Sleep(time.Millisecond)
 	}
