@@ -164,3 +164,19 @@ func TestWritePendingAtStepDownIsAnsweredByTheNextReign(t *testing.T) {
 		}
 	}
 }
+
+// A follower cut off from its leader stops naming it once a lease's
+// length has passed without a word from it: Status.Leader is what
+// readiness and routing trust (TestNoLeader saw a lone survivor of a
+// dead leader stay ready for good).
+func TestStatusForgetsASilentLeader(t *testing.T) {
+	c := newTCluster(t, 1, 2, 3)
+	c.settle(time.Second, nil)
+	require.Equal(t, edict.ProcessID(1), c.leader())
+	assert.Equal(t, edict.ProcessID(1), c.cores[2].Status(c.reading(2)).Leader)
+	c.down[1], c.down[3] = true, true
+	c.settle(c.cores[2].el.MaxLease()/2, nil)
+	assert.Equal(t, edict.ProcessID(1), c.cores[2].Status(c.reading(2)).Leader, "half a lease of silence: still named")
+	c.settle(c.cores[2].el.MaxLease(), nil)
+	assert.Equal(t, edict.None, c.cores[2].Status(c.reading(2)).Leader, "a lease and more of silence: none known")
+}
