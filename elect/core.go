@@ -174,7 +174,7 @@ func (c *Core) Step(now edict.Time, m Message) error {
 		kind = Lagging
 	}
 	c.cfg.Detector.Observe(Observation{Kind: kind, Process: m.From, At: now})
-	if kind == Heard && m.Type == MsgGrantRequest && !m.Wedge || kind == Heard && mutated(RuleStandAside) {
+	if kind == Heard && (m.Type == MsgGrantRequest && !m.Wedge || mutated(RuleStandAside)) {
 		c.cfg.Detector.Observe(Observation{Kind: Campaigned, Process: m.From, At: now})
 	}
 	switch m.Type {

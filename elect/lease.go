@@ -404,18 +404,18 @@ func (c *Core) checkLease(now edict.Time) {
 // its last renewal started more than a round trip late, or the one due
 // never started, or it noticed the end more than a round trip late — its
 // ticks came late, so it was busy or starved (a CPU quota, a stalled
-// host) — or the renewal's grants, asked
-// for RenewLead before the end, came back only after it. (A renewal whose
-// grants never come — a partition — is not evidence: the process seeks
-// the lease again as before.) Campaigning again at once, as it
-// otherwise would (it is still its own weak leader, and its request makes
-// the granters hear it, lifting their suspicion), wins the lease back only
-// to lose it again: under a CPU quota a leader lost it five times in three
-// seconds in Jepsen, each loss leaving its clients' writes unknown. Standing
-// aside, it sends nothing: the granters' grants to it run out unrenewed,
-// their detectors suspect it (LeaseLapsed), and a healthy member takes
-// over. A renewal in flight is dropped, not revoked — a revocation is news
-// from the process and would end that suspicion. If no one else leads by
+// host) — or the renewal's grants, asked for RenewLead before the end,
+// came back only after it. (A renewal whose grants never come — a
+// partition — is not evidence: the process seeks the lease again as
+// before.) Campaigning again at once, as it otherwise would (it is still
+// its own weak leader, and its request is a campaign, which ends the
+// granters' suspicion), wins the lease back only to lose it again: under
+// a CPU quota a leader lost it five times in three seconds in Jepsen, each
+// loss leaving its clients' writes unknown. Standing aside, it sends
+// nothing: the granters' grants to it run out unrenewed, their detectors
+// suspect it (LeaseLapsed), and a healthy member takes over. A renewal in
+// flight is dropped, not revoked: a granter takes a revoked grant as given
+// up, not lapsed, and would suspect nothing. If no one else leads by
 // then, it campaigns again, so this delays an election by at most MaxLease
 // and never prevents one. Alone in its quorum system it has no one to
 // stand aside for. Safety does not depend on it: it only holds back this

@@ -38,22 +38,7 @@ func drive(c *tcluster, id edict.ProcessID) *driven {
 
 func (x *driven) Send(m wire.Message) { x.c.queue = append(x.c.queue, m) }
 func (x *driven) Persist(seq uint64, b wire.Batch, after []wire.Message) {
-	log := x.c.stored[x.id]
-	if b.Reset != nil {
-		log = nil
-	}
-	if b.TruncateFrom != 0 {
-		for i, e := range log {
-			if e.Index >= b.TruncateFrom {
-				log = log[:i]
-				break
-			}
-		}
-	}
-	x.c.stored[x.id] = append(log, b.Entries...)
-	for k, v := range b.Stable {
-		x.c.stable[x.id][k] = v
-	}
+	x.c.store(x.id, b)
 	x.c.queue = append(x.c.queue, after...)
 	x.synced = append(x.synced, seq)
 }

@@ -91,24 +91,7 @@ func (c *tcluster) collect(id edict.ProcessID) {
 			return
 		}
 		c.queue = append(c.queue, rd.Immediate...)
-		b := rd.Batch
-		log := c.stored[id]
-		if b.Reset != nil {
-			log = nil
-		}
-		if b.TruncateFrom != 0 {
-			for i, e := range log {
-				if e.Index >= b.TruncateFrom {
-					log = log[:i]
-					break
-				}
-			}
-		}
-		log = append(log, b.Entries...)
-		c.stored[id] = log
-		for k, v := range b.Stable {
-			c.stable[id][k] = v
-		}
+		c.store(id, rd.Batch)
 		c.queue = append(c.queue, rd.Messages...)
 		for _, e := range rd.Apply {
 			c.applied[id] = append(c.applied[id], e)
@@ -124,6 +107,26 @@ func (c *tcluster) collect(id edict.ProcessID) {
 		if n := len(c.applied[id]); n > 0 {
 			core.Applied(c.reading(id), c.applied[id][n-1].Index)
 		}
+	}
+}
+
+// store makes b durable in id's stores, as a synchronous store would.
+func (c *tcluster) store(id edict.ProcessID, b wire.Batch) {
+	log := c.stored[id]
+	if b.Reset != nil {
+		log = nil
+	}
+	if b.TruncateFrom != 0 {
+		for i, e := range log {
+			if e.Index >= b.TruncateFrom {
+				log = log[:i]
+				break
+			}
+		}
+	}
+	c.stored[id] = append(log, b.Entries...)
+	for k, v := range b.Stable {
+		c.stable[id][k] = v
 	}
 }
 
