@@ -24,10 +24,10 @@ const testMaxLease = 650 * time.Millisecond
 
 // TransferLeadership returns once the target leads. Writes acknowledged
 // before and after are applied on every node; a write racing the transfer
-// either succeeds, or fails with an error that says it was not appended
+// either succeeds, or fails with an error that says it never takes effect
 // (a NotLeaderError, wrapping ErrTransferring and naming the target while
-// the transfer runs) — and then it is indeed absent — or
-// says its outcome is unknown. Nothing acknowledged is lost.
+// the transfer runs, or ErrNotCommitted when the new reign overwrote it) —
+// and then it is indeed absent — or says its outcome is unknown. Nothing acknowledged is lost.
 func TestNodeTransferLeadership(t *testing.T) {
 	c := newNetCluster(t, 3)
 	want := map[string]string{}
@@ -46,6 +46,7 @@ func TestNodeTransferLeadership(t *testing.T) {
 	var (
 		outcomes  []outcome
 		successes atomic.Int64
+		refusals  atomic.Int64
 		stop      = make(chan struct{})
 		done      = make(chan struct{})
 	)
@@ -69,6 +70,9 @@ func TestNodeTransferLeadership(t *testing.T) {
 			if err == nil {
 				successes.Add(1)
 			} else {
+				if nl := (*log.NotLeaderError)(nil); errors.As(err, &nl) || errors.Is(err, log.ErrNotCommitted) {
+					refusals.Add(1)
+				}
 				time.Sleep(time.Millisecond) // the old leader refuses at once
 			}
 		}
@@ -83,8 +87,17 @@ func TestNodeTransferLeadership(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	require.NoError(t, old.TransferLeadership(ctx, target.id))
+	refusedBefore := refusals.Load()
 	t.Logf("transfer %v→%v returned after %v", old.id, target.id, time.Since(start))
-	time.Sleep(50 * time.Millisecond) // let the racing writer meet the new state
+	// Let the racing writer meet the new state. A write pending at the
+	// transfer is answered only when the new reign applies its index, so the
+	// writer may wait a while before it sees the first refusal.
+	eventually(t, 10*time.Second, func() error {
+		if refusals.Load() == refusedBefore {
+			return errors.New("the old leader has refused no write since the transfer")
+		}
+		return nil
+	})
 	close(stop)
 	<-done
 
@@ -116,6 +129,9 @@ func TestNodeTransferLeadership(t *testing.T) {
 			want[o.key] = "v" + o.key
 		case errors.Is(o.err, log.ErrOutcomeUnknown):
 			unknown = append(unknown, o.key)
+		case errors.Is(o.err, log.ErrNotCommitted):
+			// Appended by the old reign, then overwritten by the new one.
+			refused = append(refused, o.key)
 		case errors.As(o.err, &nl):
 			// One check finds every refusal; a transfer's names its target.
 			if errors.Is(o.err, log.ErrTransferring) {
