@@ -17,8 +17,9 @@ import (
 //     process first reported the index committed;
 //   - epochMembers: each epoch's members, from epoch 0 and every
 //     configuration a process learned;
-//   - maxAccepted, maxEpoch: per process, the highest acceptedReign it
-//     stored and the highest epoch it was active in, across restarts.
+//   - maxAccepted, storedEpoch: per process, the highest acceptedReign it
+//     stored and the highest epoch its stores make it active in, across
+//     restarts; memAccepted, memEpoch: the same in memory, this life.
 
 // check runs the per-event checks on p, which is up and has just carried
 // out its Ready cycles.
@@ -28,7 +29,7 @@ func (r *lrun) check(p *lproc) {
 	}
 	st := p.core.Status(p.now(r.w.now))
 	r.checkMonotone(p, st.AcceptedReign, "in memory")
-	r.checkEpoch(p, st.Epoch)
+	r.checkEpoch(p, st.Epoch, "in memory")
 	r.checkOneLeader(p)
 	if r.leaderAfterGST == 0 && r.w.now >= r.gst && p.core.CanServeLease(p.now(r.w.now)) {
 		r.leaderAfterGST = r.w.now
@@ -164,12 +165,29 @@ func (r *lrun) checkMonotone(p *lproc, reign edict.Stamp, where string) {
 	}
 }
 
-// checkEpoch checks that p's active epoch never goes back, restarts
-// included.
-func (r *lrun) checkEpoch(p *lproc, epoch uint64) {
-	if prev := r.maxEpochOf[p.id]; epoch < prev {
-		r.fail("log safety: %v's active epoch went back from %d to %d: %s", p.id, prev, epoch, p.core.Debug(p.now(r.w.now)))
+// checkEpoch checks that p's active epoch never goes back: in memory
+// within a life, and in what its stores hold across lives. As with
+// acceptedReign, memory runs ahead of the disk: the records that moved p
+// to a new epoch (its predecessor TERMINATED, the config) wait in a batch
+// on their way to the store, and a crash before the write completes
+// leaves p in the old epoch when it restarts. That costs nothing: what it
+// did in the new epoch meanwhile it did only in memory or as a granter
+// (its restart quarantine covers grants it forgot), and the old epoch's
+// wedged members still refuse every quorum there. A life's memory starts
+// from the stores' epoch at least (restart), so a record the runtime
+// wrote and recovery ignores — or one it never wrote at all before
+// reporting its write done — is still caught. The stored epoch advances
+// when a batch completes: to the epoch p was in when it handed the batch
+// over (storedEpochAt), which that batch's records and the earlier ones
+// must reproduce.
+func (r *lrun) checkEpoch(p *lproc, epoch uint64, where string) {
+	max := r.memEpoch
+	if where == "stored" {
+		max = r.storedEpoch
+	}
+	if prev := max[p.id]; epoch < prev {
+		r.fail("log safety: %v's active epoch went back (%s) from %d to %d: %s", p.id, where, prev, epoch, p.core.Debug(p.now(r.w.now)))
 		return
 	}
-	r.maxEpochOf[p.id] = epoch
+	max[p.id] = epoch
 }

@@ -221,6 +221,7 @@ func (r *lrun) restart(p *lproc) {
 	}
 	// This life's memory starts from the disk: at least its maximum.
 	r.memAccepted[p.id] = r.maxAccepted[p.id]
+	r.memEpoch[p.id] = r.storedEpoch[p.id]
 	r.start(p)
 	r.report(p.id, elect.ProcessUp)
 }

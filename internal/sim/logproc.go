@@ -119,7 +119,8 @@ func (e simEnv) Persist(seq uint64, b wire.Batch, after []wire.Message) {
 	if p.crashAt == crashBeforeStore || p.crashAt == crashAfterStore {
 		crash, p.crashAt = p.crashAt, crashNone
 	}
-	p.disk = append(p.disk, diskWrite{seq: seq, batch: b, after: after, crash: crash, crashFor: p.crashFor})
+	epoch := p.core.Status(p.now(e.r.w.now)).Epoch
+	p.disk = append(p.disk, diskWrite{seq: seq, batch: b, after: after, crash: crash, crashFor: p.crashFor, epoch: epoch})
 	if len(p.disk) == 1 {
 		e.r.startWrite(p)
 	}
@@ -132,6 +133,9 @@ type diskWrite struct {
 	after    []wire.Message
 	crash    crashPoint
 	crashFor time.Duration
+	// epoch is the process's active epoch when it handed the batch over:
+	// once the batch is stored, a restart must come back in it at least.
+	epoch uint64
 }
 
 // startWrite begins the write at the head of p's disk queue.
@@ -178,6 +182,7 @@ func (r *lrun) finishWrite(p *lproc, life uint64) {
 			p.snapPos = *j.batch.Reset
 		}
 	}
+	r.checkEpoch(p, j.epoch, "stored")
 	if j.crash == crashAfterStore {
 		p.crashFor = j.crashFor
 		r.crashNow(p)

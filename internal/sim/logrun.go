@@ -69,7 +69,8 @@ type lrun struct {
 	epochMembers map[uint64][]edict.ProcessID
 	maxAccepted  map[edict.ProcessID]edict.Stamp // stored
 	memAccepted  map[edict.ProcessID]edict.Stamp // in memory, this life
-	maxEpochOf   map[edict.ProcessID]uint64
+	storedEpoch  map[edict.ProcessID]uint64      // active epoch its stores give, as far as written
+	memEpoch     map[edict.ProcessID]uint64      // active epoch in memory, this life
 	// connCut drops the messages of broken connections (ConnectionCuts).
 	connCut map[connection]bool
 	// fig8 is the Figure 8 adversary (LogScenario.Figure8), or nil.
@@ -97,7 +98,8 @@ func RunLog(sc LogScenario, seed uint64) (res LogResult) {
 	sc = sc.withDefaults()
 	r := &lrun{w: newWorld(seed), sc: sc, procs: map[edict.ProcessID]*lproc{}, committed: map[uint64]edict.Stamp{},
 		hist: newHistory(), epochMembers: map[uint64][]edict.ProcessID{},
-		maxAccepted: map[edict.ProcessID]edict.Stamp{}, memAccepted: map[edict.ProcessID]edict.Stamp{}, maxEpochOf: map[edict.ProcessID]uint64{}}
+		maxAccepted: map[edict.ProcessID]edict.Stamp{}, memAccepted: map[edict.ProcessID]edict.Stamp{},
+		storedEpoch: map[edict.ProcessID]uint64{}, memEpoch: map[edict.ProcessID]uint64{}}
 	// A panic in a core is one of its safety assertions firing (a
 	// committed index truncated, a conflicting epoch): a violation of this
 	// seed, reported like the others rather than ending the whole test.
