@@ -174,7 +174,7 @@ func (c *Core) Step(now edict.Time, m Message) error {
 		kind = Lagging
 	}
 	c.cfg.Detector.Observe(Observation{Kind: kind, Process: m.From, At: now})
-	if kind == Heard && (m.Type == MsgGrantRequest && !m.Wedge || mutated(RuleStandAside)) {
+	if kind == Heard && (m.Type == MsgGrantRequest && !m.Wedge && c.campaigns(m) || mutated(RuleStandAside)) {
 		c.cfg.Detector.Observe(Observation{Kind: Campaigned, Process: m.From, At: now})
 	}
 	switch m.Type {
@@ -191,6 +191,23 @@ func (c *Core) Step(now edict.Time, m Message) error {
 	}
 	c.tick(now)
 	return nil
+}
+
+// campaigns reports whether grant request m is a campaign rather than a
+// renewal: started, in its sender's clock, at or after the end of every
+// lease this process's grants gave it. A renewal sent while that lease
+// held can arrive after the grant lapsed here — its sender starved, or
+// the network slow — and it says nothing of whether the sender still
+// wants to lead: a leader that stood aside (standAsideIfLate) sent it
+// before it knew. Readings of one process compare across its
+// incarnations too, so a restarted sender's request is a campaign.
+func (c *Core) campaigns(m Message) bool {
+	es := c.epochs[m.Epoch]
+	if es == nil {
+		return true
+	}
+	end, ok := es.leaseEnd[m.From]
+	return !ok || !m.Start.Before(end)
 }
 
 // checkSender refuses lease messages from processes outside the epoch:

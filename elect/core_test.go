@@ -467,3 +467,42 @@ func TestLateGrantsStillRenew(t *testing.T) {
 	c.deliver(nil)
 	assert.True(t, c.cores[1].lease.expiry.After(old), "the late grants renewed the lease")
 }
+
+// A renewal that reaches a granter after the grant it would renew lapsed
+// there is not a campaign: it was sent while its sender still held the
+// lease, and ending the lapse suspicion on it made a starved leader that
+// had stood aside its granters' weak leader again, so that none of them
+// took over and it won its lease back only to lose it again (the
+// simulator's log-quota-leader, seed 460 of 500). A request sent after the
+// lease those grants gave could have ended is a campaign.
+func TestLateRenewalIsNoCampaign(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	c.elect(1)
+	c.now = c.cores[1].renewAt().Nanos
+	c.tick(1)
+	var late Message
+	for _, m := range c.queue {
+		if m.Type == MsgGrantRequest && m.To == 2 {
+			late = m
+		}
+	}
+	require.Equal(t, MsgGrantRequest, late.Type)
+	c.queue = nil // p1 starves: its renewal reaches p2 only much later
+	gs, ok := c.cores[2].Grant(0)
+	require.True(t, ok)
+	c.now = gs.Finish.Nanos + int64(time.Millisecond)
+	c.tick(2) // p2's grant to p1 lapsed: p2 suspects p1
+	require.NotEqual(t, edict.ProcessID(1), c.dets[2].WeakLeader(c.reading(2)))
+	require.NoError(t, c.cores[2].Step(c.reading(2), late))
+	c.collect(2)
+	assert.NotEqual(t, edict.ProcessID(1), c.dets[2].WeakLeader(c.reading(2)), "the late renewal ended p2's suspicion of p1")
+
+	// Later p1 asks again, a campaign: p2 waits for it again.
+	c.queue = nil
+	c.advance(c.cores[1].MaxLease())
+	c.cores[1].Campaign(c.reading(1))
+	c.collect(1)
+	c.deliver(func(m Message) bool { return m.To == 2 && m.Type == MsgGrantRequest })
+	assert.Equal(t, edict.ProcessID(1), c.dets[2].WeakLeader(c.reading(2)), "a campaign ends the suspicion")
+}
+

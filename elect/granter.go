@@ -25,6 +25,11 @@ type epochState struct {
 	// retired holds, per sender, the newest release/revocation reading:
 	// grant requests not newer than it were aborted by their sender.
 	retired map[edict.ProcessID]edict.Time
+	// leaseEnd holds, per sender, the latest Start_p+δ of a request this
+	// process granted it: the end, in the sender's own clock, of any lease
+	// those grants helped it hold. A request started before it is a
+	// renewal, not a campaign (campaigns).
+	leaseEnd map[edict.ProcessID]edict.Time
 
 	lapseReported bool
 	terminated    bool
@@ -41,7 +46,7 @@ type epochState struct {
 }
 
 func newEpochState(cfg EpochConfig) *epochState {
-	return &epochState{epoch: cfg.Epoch, qs: cfg.Quorum, heard: cfg.Heard, stopIndex: cfg.StopIndex, stopStamp: cfg.StopStamp, retired: map[edict.ProcessID]edict.Time{}}
+	return &epochState{epoch: cfg.Epoch, qs: cfg.Quorum, heard: cfg.Heard, stopIndex: cfg.StopIndex, stopStamp: cfg.StopStamp, retired: map[edict.ProcessID]edict.Time{}, leaseEnd: map[edict.ProcessID]edict.Time{}}
 }
 
 func (es *epochState) wedge() {
@@ -177,6 +182,9 @@ func (c *Core) onGrantRequest(now edict.Time, m Message) {
 	}
 	if m.Start.After(es.grantStart) {
 		es.grantStart = m.Start
+	}
+	if end := m.Start.Add(m.Delta); end.After(es.leaseEnd[m.From]) {
+		es.leaseEnd[m.From] = end
 	}
 	es.lapseReported = false
 	if m.From != c.id {
