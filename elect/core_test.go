@@ -506,3 +506,38 @@ func TestLateRenewalIsNoCampaign(t *testing.T) {
 	assert.Equal(t, edict.ProcessID(1), c.dets[2].WeakLeader(c.reading(2)), "a campaign ends the suspicion")
 }
 
+// A renewal that starts the moment the previous one completes is not
+// late, even when its due time passed while the previous one was in
+// flight: one attempt runs at a time, and slow replies are not a sign of
+// this process's slowness. Counted late, they made a leader behind a slow
+// network stand aside as if starved (the simulator's log-slow-replies,
+// seed 203 of 500).
+func TestRenewalAfterSlowRepliesIsNotLate(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	c.elect(1)
+	c.now = c.cores[1].renewAt().Nanos
+	c.tick(1)
+	first := c.cores[1].attempt
+	require.NotNil(t, first)
+	held := c.queue
+	c.queue = nil
+	// The replies take most of the lease's lead to come back.
+	c.now = c.cores[1].lease.expiry.Nanos - int64(c.cores[1].RoundTrip())
+	for _, m := range held {
+		require.NoError(t, c.cores[m.To].Step(c.reading(m.To), m))
+		c.collect(m.To)
+	}
+	replies := c.queue
+	c.queue = nil
+	before := c.cores[1].Stats().RenewalsLate
+	for _, m := range replies {
+		if m.To == 1 && c.cores[1].attempt == first {
+			require.NoError(t, c.cores[1].Step(c.reading(1), m))
+		}
+	}
+	require.True(t, c.cores[1].IsLeader(c.reading(1)))
+	next := c.cores[1].attempt
+	require.True(t, next != nil && next != first && next.renewal, "the next renewal, due while the first was in flight, starts at once")
+	assert.Equal(t, before, c.cores[1].Stats().RenewalsLate)
+	assert.False(t, c.cores[1].lease.renewLate)
+}

@@ -29,6 +29,10 @@ type leaseState struct {
 	// renewLate: the last renewal's first attempt started more than a
 	// round trip after it was due.
 	renewLate bool
+	// extendedAt is the reading at which the last renewal completed. A
+	// renewal that falls due while another is in flight is due only from
+	// then: one attempt runs at a time.
+	extendedAt edict.Time
 	// stoodAside: this process stood aside when the lease ended
 	// (standAside), once.
 	stoodAside bool
@@ -144,7 +148,15 @@ func (c *Core) maybeStart(now edict.Time) {
 				// that failed is late by design). Did the tick that
 				// should have started it come late? Then this process
 				// was busy or starved (a slow disk used to do it).
-				late, _ := now.Sub(at)
+				// Not before the last renewal completed: with slow
+				// replies the next one can fall due while it is in
+				// flight, and that is the network's doing, not this
+				// process's (log-slow-replies).
+				due := at
+				if c.lease.extendedAt.After(due) {
+					due = c.lease.extendedAt
+				}
+				late, _ := now.Sub(due)
 				c.lease.renewLate = late > c.cfg.RoundTrip
 				if c.lease.renewLate {
 					c.stats.RenewalsLate++
@@ -321,6 +333,7 @@ func (c *Core) complete(now edict.Time, a *attempt, qt edict.QT) {
 			c.lease.expiry = a.deadline
 		}
 		c.lease.qt = qt
+		c.lease.extendedAt = now
 	} else {
 		c.lease = leaseState{epoch: a.epoch, expiry: a.deadline, qt: qt, reign: qt, since: a.start, counter: c.lease.counter}
 	}
