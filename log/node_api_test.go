@@ -27,7 +27,16 @@ const testMaxLease = 650 * time.Millisecond
 // either succeeds, or fails with an error that says it never takes effect
 // (a NotLeaderError, wrapping ErrTransferring and naming the target while
 // the transfer runs, or ErrNotCommitted when the new reign overwrote it) —
-// and then it is indeed absent — or says its outcome is unknown. Nothing acknowledged is lost.
+// and then it is indeed absent — or says its outcome is unknown. Nothing
+// acknowledged is lost.
+// neverTakesEffect reports whether a write's error says it never takes effect: a
+// refusal (NotLeaderError, whatever the cause), or ErrNotCommitted — it was
+// appended by the old reign and overwritten by the new one.
+func neverTakesEffect(err error) bool {
+	var nl *log.NotLeaderError
+	return errors.As(err, &nl) || errors.Is(err, log.ErrNotCommitted)
+}
+
 func TestNodeTransferLeadership(t *testing.T) {
 	c := newNetCluster(t, 3)
 	want := map[string]string{}
@@ -70,7 +79,7 @@ func TestNodeTransferLeadership(t *testing.T) {
 			if err == nil {
 				successes.Add(1)
 			} else {
-				if nl := (*log.NotLeaderError)(nil); errors.As(err, &nl) || errors.Is(err, log.ErrNotCommitted) {
+				if neverTakesEffect(err) {
 					refusals.Add(1)
 				}
 				time.Sleep(time.Millisecond) // the old leader refuses at once
@@ -129,12 +138,9 @@ func TestNodeTransferLeadership(t *testing.T) {
 			want[o.key] = "v" + o.key
 		case errors.Is(o.err, log.ErrOutcomeUnknown):
 			unknown = append(unknown, o.key)
-		case errors.Is(o.err, log.ErrNotCommitted):
-			// Appended by the old reign, then overwritten by the new one.
-			refused = append(refused, o.key)
-		case errors.As(o.err, &nl):
-			// One check finds every refusal; a transfer's names its target.
-			if errors.Is(o.err, log.ErrTransferring) {
+		case neverTakesEffect(o.err):
+			// A transfer's refusal names its target.
+			if errors.As(o.err, &nl) && errors.Is(o.err, log.ErrTransferring) {
 				require.Equal(t, target.id, nl.Leader, "racing write %s refused by the transfer: %v", o.key, o.err)
 			}
 			refused = append(refused, o.key)

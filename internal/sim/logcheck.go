@@ -178,7 +178,7 @@ func (r *lrun) checkMonotone(p *lproc, reign edict.Stamp, where string) {
 // wrote and recovery ignores — or one it never wrote at all before
 // reporting its write done — is still caught. The stored epoch advances
 // when a batch completes: to the epoch p was in when it handed the batch
-// over (storedEpochAt), which that batch's records and the earlier ones
+// over (diskWrite.epoch), which that batch's records and the earlier ones
 // must reproduce.
 func (r *lrun) checkEpoch(p *lproc, epoch uint64, where string) {
 	max := r.memEpoch
