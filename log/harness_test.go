@@ -1,8 +1,10 @@
 package log
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,6 +33,22 @@ type tcluster struct {
 	stable   map[edict.ProcessID]map[string][]byte
 	snapReqs map[edict.ProcessID][]edict.ProcessID
 	epoch0   wire.EpochConfig
+	// slow gives a process a disk whose writes take this long: its
+	// batches, and the messages that wait for them, are queued in disk
+	// and written in order once due (writeDue, which settle calls); a
+	// crash loses what is queued. Others' stores are synchronous.
+	slow map[edict.ProcessID]time.Duration
+	disk map[edict.ProcessID][]queuedWrite
+	// sent, if set, sees every message as it leaves its sender.
+	sent func(wire.Message)
+}
+
+// queuedWrite is a batch on a slow disk.
+type queuedWrite struct {
+	seq   uint64
+	batch wire.Batch
+	after []wire.Message
+	due   int64
 }
 
 func newTCluster(t *testing.T, ids ...edict.ProcessID) *tcluster {
@@ -38,7 +56,8 @@ func newTCluster(t *testing.T, ids ...edict.ProcessID) *tcluster {
 		dets: map[edict.ProcessID]*elect.LowestLive{}, down: map[edict.ProcessID]bool{},
 		applied: map[edict.ProcessID][]wire.Entry{}, reads: map[edict.ProcessID][]ReadState{},
 		events: map[edict.ProcessID][]Event{}, stored: map[edict.ProcessID][]wire.Entry{},
-		stable: map[edict.ProcessID]map[string][]byte{}, snapReqs: map[edict.ProcessID][]edict.ProcessID{}, epoch0: wire.EpochConfig{Epoch: 0, Members: ids}}
+		stable: map[edict.ProcessID]map[string][]byte{}, snapReqs: map[edict.ProcessID][]edict.ProcessID{}, epoch0: wire.EpochConfig{Epoch: 0, Members: ids},
+		slow: map[edict.ProcessID]time.Duration{}, disk: map[edict.ProcessID][]queuedWrite{}}
 	for _, id := range ids {
 		c.stable[id] = map[string][]byte{}
 		c.boot(id, []wire.EpochConfig{c.epoch0})
@@ -90,9 +109,14 @@ func (c *tcluster) collect(id edict.ProcessID) {
 		if rd.IsEmpty() {
 			return
 		}
-		c.queue = append(c.queue, rd.Immediate...)
-		c.store(id, rd.Batch)
-		c.queue = append(c.queue, rd.Messages...)
+		c.send(rd.Immediate...)
+		queued := rd.Sync != 0 && (c.slow[id] > 0 || len(c.disk[id]) > 0)
+		if queued {
+			c.disk[id] = append(c.disk[id], queuedWrite{seq: rd.Sync, batch: rd.Batch, after: rd.Messages, due: c.now + int64(c.slow[id])})
+		} else {
+			c.store(id, rd.Batch)
+			c.send(rd.Messages...)
+		}
 		for _, e := range rd.Apply {
 			c.applied[id] = append(c.applied[id], e)
 		}
@@ -100,14 +124,59 @@ func (c *tcluster) collect(id edict.ProcessID) {
 		c.events[id] = append(c.events[id], rd.Events...)
 		c.snapReqs[id] = append(c.snapReqs[id], rd.Snapshots...)
 		core.Advance(c.reading(id), rd)
-		if rd.Sync != 0 {
-			// This harness's store is synchronous: the batch is durable.
+		if rd.Sync != 0 && !queued {
+			// A synchronous store: the batch is durable.
 			core.Synced(c.reading(id), rd.Sync)
 		}
 		if n := len(c.applied[id]); n > 0 {
 			core.Applied(c.reading(id), c.applied[id][n-1].Index)
 		}
 	}
+}
+
+func (c *tcluster) send(ms ...wire.Message) {
+	if c.sent != nil {
+		for _, m := range ms {
+			c.sent(m)
+		}
+	}
+	c.queue = append(c.queue, ms...)
+}
+
+// writeDue completes the writes of id's slow disk that are due: each
+// batch is stored, the messages that waited for it leave, and the Core
+// is told.
+func (c *tcluster) writeDue(id edict.ProcessID) {
+	for len(c.disk[id]) > 0 && c.disk[id][0].due <= c.now && !c.down[id] {
+		w := c.disk[id][0]
+		c.disk[id] = c.disk[id][1:]
+		c.store(id, w.batch)
+		c.send(w.after...)
+		c.cores[id].Synced(c.reading(id), w.seq)
+		c.collect(id)
+	}
+}
+
+// crash stops id and loses what its disk had not written.
+func (c *tcluster) crash(id edict.ProcessID) {
+	c.down[id] = true
+	c.disk[id] = nil
+}
+
+// storedEpochs are the epoch configurations id's stores hold, for a
+// restart (boot) after a membership change.
+func (c *tcluster) storedEpochs(id edict.ProcessID) []wire.EpochConfig {
+	var eps []wire.EpochConfig
+	for k, v := range c.stable[id] {
+		if ec, err := wire.DecodeEpochConfig(k, v); err == nil && strings.HasSuffix(k, "/config") {
+			eps = append(eps, ec)
+		}
+	}
+	if len(eps) == 0 {
+		return []wire.EpochConfig{c.epoch0}
+	}
+	slices.SortFunc(eps, func(a, b wire.EpochConfig) int { return cmp.Compare(a.Epoch, b.Epoch) })
+	return eps
 }
 
 // store makes b durable in id's stores, as a synchronous store would.
@@ -171,6 +240,9 @@ func (c *tcluster) deliver(keep func(wire.Message) bool) {
 func (c *tcluster) settle(d time.Duration, keep func(wire.Message) bool) {
 	for end := c.now + int64(d); c.now < end; {
 		c.advance(5 * time.Millisecond)
+		for _, id := range c.ids() {
+			c.writeDue(id)
+		}
 		c.tickAll()
 		c.deliver(keep)
 	}
