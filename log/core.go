@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
@@ -62,6 +63,13 @@ type State struct {
 	// state machine has been restored to; Entries follow it.
 	Snapshot wire.Position
 	Entries  []wire.Entry
+	// SnapshotConfig is the epoch configuration the newest snapshot
+	// records. A snapshot installed from a leader may span stop edicts
+	// this process never saw; if it crashed after publishing the
+	// snapshot and before the install's records were written, only the
+	// snapshot holds that configuration, and NewCore records it (as
+	// SnapshotInstalled would have).
+	SnapshotConfig wire.EpochConfig
 }
 
 // Core is the replicated log as a deterministic state machine (DESIGN §2):
@@ -88,6 +96,13 @@ type Core struct {
 	// truncation or reset replaces entries it wrote. Synced retires them.
 	syncs   []pendingSync
 	syncSeq uint64
+	// recordsAt is the Sync of the newest Ready whose batch holds a lease
+	// record (an epoch's wedge record or configuration, wire.EpochKeyPrefix),
+	// syncedTo the newest Sync known durable, and readyRecords whether the
+	// Ready being built holds one. A lease message leaves at once only
+	// while every lease record handed out is durable (drainElect).
+	recordsAt, syncedTo uint64
+	readyRecords        bool
 	// configDone is the highest committed index whose membership effects
 	// were carried out.
 	configDone uint64
@@ -161,6 +176,15 @@ func NewCore(cfg CoreConfig, st State, now edict.Time) (*Core, error) {
 		return nil, err
 	}
 	c.el = el
+	if cfg := st.SnapshotConfig; len(cfg.Members) > 0 && !mutated(RuleRecoverInstall) {
+		if old, known := c.epochs[cfg.Epoch]; !known || old.Heard {
+			c.epochs[cfg.Epoch] = cfg
+			if b, err := wire.EncodeEpochConfig(cfg); err == nil {
+				c.setStable(wire.EpochConfigKey(cfg.Epoch), b)
+			}
+			c.learnRanEpoch(now, cfg)
+		}
+	}
 	// Wedging is retried until a quorum is wedged, but the retries are not
 	// durable: a process that restarts knowing a newer epoch than its
 	// active one resumes wedging, or its predecessors' members that
@@ -189,7 +213,11 @@ func (c *Core) Ready() Ready {
 		c.syncSeq++
 		r.Sync = c.syncSeq
 		c.syncs = append(c.syncs, pendingSync{seq: c.syncSeq, upTo: c.stored})
+		if c.readyRecords {
+			c.recordsAt = c.syncSeq
+		}
 	}
+	c.readyRecords = false
 	return r
 }
 
@@ -214,6 +242,7 @@ func (c *Core) Advance(now edict.Time, r Ready) {
 // and answered while a batch is being fsynced (docs/protocol.md).
 func (c *Core) Synced(now edict.Time, seq uint64) {
 	c.advanceClock(now)
+	c.syncedTo = max(c.syncedTo, seq)
 	for len(c.syncs) > 0 && c.syncs[0].seq <= seq {
 		c.persisted = max(c.persisted, min(c.syncs[0].upTo, c.log.lastIndex()))
 		c.syncs = c.syncs[1:]
@@ -335,8 +364,23 @@ func (c *Core) stepLease(now edict.Time, m elect.Message) error {
 }
 
 // drainElect carries out the lease core's Ready: its records join the
-// batch, its messages go out (after the batch when it persisted
-// something), its events change the log's role.
+// batch, its messages go out, its events change the log's role.
+//
+// A lease message leaves at once only if every lease record this process
+// has handed to its store is durable; otherwise it waits in
+// Ready.Messages, which leave after this Ready's batch and every earlier
+// one. What a lease message says rests on those records, whichever step
+// wrote them: a wedge reply on the wedge record (an earlier step may have
+// wedged this process, and a repeated request finds it wedged in memory
+// only), a grant request or grant in a new epoch on the records that
+// terminated the old one, news on the configurations it names. Sent
+// ahead of them, a crash could take back what the message told: a wedge
+// counted toward a blocking set that is unwedged again after the crash,
+// and the old epoch elects a leader beside the new one. Only records
+// count, not entries: a grant reports the durable log position
+// (durablePosition), whatever the disk still has queued, so a leader's
+// renewals never wait behind appends; they wait only while an epoch's
+// records are being written, during a membership change.
 func (c *Core) drainElect(now edict.Time) {
 	rd := c.el.Ready()
 	for _, r := range rd.Persist {
@@ -346,9 +390,13 @@ func (c *Core) drainElect(now edict.Time) {
 		}
 		c.setStable(wire.EpochWedgeKey(r.Epoch), b)
 	}
+	wait := c.readyRecords || c.recordsAt > c.syncedTo
+	if mutated(RuleMessagesWaitForRecords) {
+		wait = len(rd.Persist) > 0
+	}
 	for _, m := range rd.Messages {
 		tm := wire.LeaseMessage(m)
-		if len(rd.Persist) > 0 {
+		if wait {
 			c.ready.Messages = append(c.ready.Messages, tm)
 		} else {
 			c.ready.Immediate = append(c.ready.Immediate, tm)
@@ -373,6 +421,9 @@ func (c *Core) drainElect(now edict.Time) {
 }
 
 func (c *Core) setStable(key string, value []byte) {
+	if strings.HasPrefix(key, wire.EpochKeyPrefix) {
+		c.readyRecords = true
+	}
 	if c.ready.Batch.Stable == nil {
 		c.ready.Batch.Stable = map[string][]byte{}
 	}
@@ -396,6 +447,9 @@ func (l electLog) StopProof() (uint64, edict.Stamp) {
 
 func (c *Core) durablePosition() wire.Position {
 	i := min(c.persisted, c.log.lastIndex())
+	if mutated(RuleGrantsReportDurable) {
+		i = c.log.lastIndex()
+	}
 	st, ok := c.log.stampAt(i)
 	if !ok {
 		return c.log.snap

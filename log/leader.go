@@ -383,6 +383,9 @@ func (c *Core) maybeCommit(now edict.Time) {
 	}
 	match := func(p edict.ProcessID) uint64 {
 		if p == c.id {
+			if mutated(RuleLeaderCountsDurable) {
+				return c.log.lastIndex()
+			}
 			return min(c.persisted, c.log.lastIndex())
 		}
 		if pr := l.progress[p]; pr != nil {

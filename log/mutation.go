@@ -49,6 +49,23 @@ const (
 	// otherwise fetches committed entries from any peer (hearEpoch,
 	// learnCommitted).
 	RuleHeardLearns = "heard-learns"
+	// RuleMessagesWaitForRecords: a lease message leaves only once every
+	// lease record its process handed to the store is durable, not only
+	// the records of the step that sent it (drainElect).
+	RuleMessagesWaitForRecords = "messages-wait-for-records"
+	// RuleGrantsReportDurable: a grant reports the durable log position,
+	// not the in-memory one (durablePosition).
+	RuleGrantsReportDurable = "grants-report-durable"
+	// RuleResetLowersDurable: a snapshot install that replaces the log
+	// lowers the durable marks to the snapshot (SnapshotInstalled).
+	RuleResetLowersDurable = "reset-lowers-durable"
+	// RuleLeaderCountsDurable: a leader counts itself toward a commit only
+	// for entries its own store holds (maybeCommit).
+	RuleLeaderCountsDurable = "leader-counts-durable"
+	// RuleRecoverInstall, an availability rule: a start after a crash
+	// between a snapshot's publication and the log's reset completes the
+	// install (Recover).
+	RuleRecoverInstall = "recover-install"
 )
 
 // MutationRules lists the rules above in the order of docs/protocol.md.
@@ -56,5 +73,6 @@ var mutationRules = []string{
 	RuleCurrentReignCommit, RuleAcceptGrantee, RuleAcceptReign, RuleReplyReign,
 	RuleQuarantineAppends, RuleAcceptedReignMonotone, RuleNoTruncateCommitted,
 	RuleReignStartBeforeReads, RuleFsyncBeforeAck, RuleFollowerReadIndex, RuleIncarnationBump,
-	RuleLearnCommittedOnly, RuleHeardLearns,
+	RuleLearnCommittedOnly, RuleHeardLearns, RuleMessagesWaitForRecords, RuleGrantsReportDurable,
+	RuleResetLowersDurable, RuleLeaderCountsDurable, RuleRecoverInstall,
 }

@@ -147,14 +147,17 @@ func loadState(id edict.ProcessID, s Store, bootstrap map[edict.ProcessID]string
 
 // restoreSnapshot restores the newest snapshot into the FSM and loads the
 // log entries after it. A damaged snapshot is an error naming it, never a
-// silent start from an older state.
+// silent start from an older state. A snapshot installed from a leader
+// whose records a crash kept from the store is completed here (the log
+// reset, the accepted reign) and in NewCore (its epoch configuration).
 func restoreSnapshot(store LogStore, snaps SnapshotStore, restore func(io.Reader) error, st *State) (uint64, error) {
 	metas, err := snaps.List()
 	if err != nil {
 		return 0, fmt.Errorf("log: list snapshots: %w", err)
 	}
+	var m wire.SnapshotMeta
 	if len(metas) > 0 {
-		m := metas[0]
+		m = metas[0]
 		_, rc, err := snaps.Open(m.ID)
 		if err != nil {
 			return 0, fmt.Errorf("log: open snapshot %s: %w", m.ID, err)
@@ -165,6 +168,7 @@ func restoreSnapshot(store LogStore, snaps SnapshotStore, restore func(io.Reader
 			return 0, fmt.Errorf("log: restore snapshot %s (index %d): %w", m.ID, m.Index, err)
 		}
 		st.Snapshot = wire.Position{Index: m.Index, Stamp: m.Stamp}
+		st.SnapshotConfig = m.Config
 	}
 	first, err := store.FirstIndex()
 	if err != nil {
@@ -175,12 +179,37 @@ func restoreSnapshot(store LogStore, snaps SnapshotStore, restore func(io.Reader
 		return 0, err
 	}
 	snap := st.Snapshot.Index
+	reset := last < snap
+	if !reset && snap > 0 && first <= snap && !mutated(RuleRecoverInstall) {
+		pre, err := store.Entries(snap, snap+1, 0)
+		if err != nil {
+			return 0, fmt.Errorf("log: load entry %d: %w", snap, err)
+		}
+		reset = len(pre) == 1 && !pre[0].Stamp.Equal(st.Snapshot.Stamp)
+	}
 	switch {
-	case last < snap:
-		// The store is behind the snapshot (a crash after installing it):
-		// start the log over at the snapshot.
+	case reset:
+		// The snapshot was installed from a leader and the process stopped
+		// before the batch that replaces its log was written: the store
+		// is behind the snapshot, or holds another edict at its index
+		// (and so, by log matching, nothing after it that follows the
+		// snapshot). That batch is written now: the log starts over at
+		// the snapshot, and the accepted reign is raised to the reign the
+		// snapshot came from, as the install would have done. Nothing the
+		// old log held above the snapshot can be committed: a committed
+		// entry there would make the edict at the snapshot's index, which
+		// the log holds under another stamp, committed too.
 		pos := st.Snapshot
-		if err := store.StoreBatch(wire.Batch{Reset: &pos}); err != nil {
+		b := wire.Batch{Reset: &pos}
+		if cmp, err := m.Reign.Compare(st.AcceptedReign); err == nil && cmp > 0 {
+			enc, err := wire.EncodeStamp(m.Reign)
+			if err != nil {
+				return 0, fmt.Errorf("log: snapshot %s: reign: %w", m.ID, err)
+			}
+			b.Stable = map[string][]byte{wire.KeyAcceptedReign: enc}
+			st.AcceptedReign = m.Reign
+		}
+		if err := store.StoreBatch(b); err != nil {
 			return 0, fmt.Errorf("log: reset the log to snapshot %d: %w", snap, err)
 		}
 	case first > snap+1 && last >= first:
@@ -194,9 +223,7 @@ func restoreSnapshot(store LogStore, snaps SnapshotStore, restore func(io.Reader
 		if snap == 0 && first > 1 {
 			return 0, fmt.Errorf("log: the log store starts at index %d with no snapshot", first)
 		}
-		if snap > 0 && first <= snap {
-			// Entries the snapshot covers: their stamp at snap anchors log
-			// matching.
+		if snap > 0 && first <= snap && mutated(RuleRecoverInstall) {
 			if pre, err := store.Entries(snap, snap+1, 0); err == nil && len(pre) == 1 && !pre[0].Stamp.Equal(st.Snapshot.Stamp) {
 				return 0, fmt.Errorf("log: entry %d in the store does not match the snapshot's stamp", snap)
 			}

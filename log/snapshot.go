@@ -114,6 +114,15 @@ func (c *Core) SnapshotInstalled(now edict.Time, from edict.ProcessID, meta wire
 		c.ready.Batch.Entries = nil
 		c.ready.Batch.TruncateFrom = 0
 		c.ready.Batch.Reset = &pos
+		// The log replaced is gone, durable or not: what is durable now is
+		// the snapshot, which ends at pos. Keeping the old log's marks
+		// would count entries appended after the install as durable
+		// before their write, up to the old log's height.
+		if !mutated(RuleResetLowersDurable) {
+			c.persisted, c.stored = pos.Index, pos.Index
+		} else {
+			c.persisted, c.stored = max(c.persisted, pos.Index), max(c.stored, pos.Index)
+		}
 	}
 	c.acceptReign(meta.Reign)
 	cfg := wire.EpochConfig{Epoch: meta.Epoch, Members: meta.Members, Learners: meta.Learners}
@@ -134,7 +143,6 @@ func (c *Core) SnapshotInstalled(now edict.Time, from edict.ProcessID, meta wire
 	}
 	c.commit = max(c.commit, pos.Index)
 	c.handed, c.applied, c.configDone = max(c.handed, pos.Index), max(c.applied, pos.Index), max(c.configDone, pos.Index)
-	c.persisted, c.stored = max(c.persisted, pos.Index), max(c.stored, pos.Index)
 	c.learnLeader(from, meta.Epoch, meta.Reign)
 	c.afterStep(now)
 	return nil
