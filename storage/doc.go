@@ -38,6 +38,51 @@
 //     [Stats].RolledBack. bolt_rollback.go says why that is safe and what
 //     it cannot tell apart.
 //
+// # What a crash leaves
+//
+// A crash is the process killed at any moment or, for the stores on disk,
+// the machine losing power (as far as fsync is honoured by the disk).
+// Wherever it comes, the store opens afterwards — a crash never leaves one
+// that refuses to start — and holds the state before or after one step of
+// what was running:
+//
+//   - StoreBatch (entries appended, a suffix truncated, the log reset to a
+//     snapshot position, stable keys set and deleted, in any mix), Set,
+//     Delete and BumpIncarnation are each one bbolt transaction and one
+//     fdatasync: the file holds all of it or none of it, and all of it once
+//     the call returned nil. A transaction whose meta page reached the disk
+//     ahead of its pages is rolled back by Open (the exception above).
+//   - CompactPrefix is one such transaction per CompactChunk entries; a
+//     crash between two leaves the log compacted part of the way, FirstIndex
+//     a whole number of chunks past its old value and at most upTo+1, with
+//     the stamp of the entry before it. Calling CompactPrefix again finishes.
+//   - Zero-filling ahead of the pages in use (prealloc.go) writes only past
+//     them, where nothing is read: a crash during it leaves nothing to repair.
+//   - Open's rollback of a torn transaction writes the previous meta page
+//     over the newer one and syncs. Cut short, the next Open rolls back again
+//     or finds it done, and holds the transaction before the torn one. A file
+//     whose previous transaction does not verify either is refused, however
+//     far the attempt got.
+//   - Creating the file (OpenBolt on a path that does not exist): bbolt
+//     initialises it under a temporary name, synced, a hard link publishes it
+//     and the folder is fsynced. A crash leaves no file at the path (the next
+//     open creates it) or the complete empty store; it may leave the
+//     temporary "<name>.init-*" file behind, which nothing reads.
+//   - FileSnapshotStore writes a snapshot in "<id>.tmp" and publishes it by a
+//     rename once it is durable, and retires one by a durable rename to
+//     "<id>.removing" before removing its files. A crash leaves each snapshot
+//     complete and listed, or absent (not yet published, or retired), never
+//     a partial "<id>"; the "<id>.tmp" and "<id>.removing" folders it may
+//     leave are never listed, and NewFileSnapshotStore removes them. So a
+//     listed snapshot that fails a check was damaged, and is reported.
+//   - MemStore and MemSnapshotStore change under a lock, whole; a snapshot
+//     enters the store at Close, so List holds only complete snapshots, as
+//     FileSnapshotStore's does after any crash.
+//
+// TestSnapshotCrashAtEveryStep stops each snapshot sequence at each step
+// and reopens; TestCrashKill kills a process writing to a BoltStore at
+// random moments and TestPowerLoss crashes random histories.
+//
 // The on-disk layout of BoltStore is described in bolt.go; the entry encoding
-// in entry_codec.go.
+// in package wire (wire/entry_codec.go).
 package storage

@@ -18,11 +18,25 @@ import (
 
 // FileSnapshotStore keeps snapshots in a folder, one subfolder per snapshot
 // holding "data" and "meta" (the metadata record: version byte, msgpack,
-// CRC-32C). A snapshot is built in "<id>.tmp"; Close fsyncs the data and
-// the metadata, renames the folder to "<id>" and fsyncs the parent, so a
-// crash leaves a snapshot either complete or absent (leftover ".tmp"
-// folders are removed when the store is opened). Data is streamed through
-// SHA-256 in both directions, so snapshots may be larger than memory.
+// CRC-32C). Data is streamed through SHA-256 in both directions, so
+// snapshots may be larger than memory.
+//
+// A subfolder named "<id>" is a published snapshot, and it is complete
+// whenever it exists, even right after a crash or a power loss:
+//
+//   - A snapshot is built in "<id>.tmp". Close fsyncs the data, the metadata
+//     and the folder, renames it to "<id>" and fsyncs the parent, so the
+//     rename cannot reach the disk before what it publishes, and the
+//     snapshot survives a power loss once Close returns.
+//   - A snapshot is removed (retention, Delete) by renaming "<id>" to
+//     "<id>.removing" and fsyncing the parent before any file in it is
+//     removed, so no crash leaves "<id>" with some of its files gone.
+//
+// A crash therefore leaves at most some "<id>.tmp" and "<id>.removing"
+// folders besides the complete snapshots. List never reads them and
+// NewFileSnapshotStore removes them. A "<id>" folder that is not complete
+// has been damaged, and List and Open report it (ErrCorrupt) rather than
+// leave it out.
 //
 // One process uses a folder at a time.
 type FileSnapshotStore struct {
@@ -32,32 +46,55 @@ type FileSnapshotStore struct {
 }
 
 const (
-	snapDataFile = "data"
-	snapMetaFile = "meta"
-	snapTmpExt   = ".tmp"
+	snapDataFile    = "data"
+	snapMetaFile    = "meta"
+	snapTmpExt      = ".tmp"      // a snapshot being written
+	snapRemovingExt = ".removing" // a snapshot being removed
 )
 
 // NewFileSnapshotStore opens (creating if needed) the snapshot folder dir,
-// keeping the newest retain snapshots.
+// keeping the newest retain snapshots. It removes what a crash left of
+// snapshots being written or removed.
 func NewFileSnapshotStore(dir string, retain int) (*FileSnapshotStore, error) {
 	if retain < 1 {
 		return nil, fmt.Errorf("%w: snapshot retention %d, want at least 1", ErrInvalid, retain)
 	}
+	_, err := os.Stat(dir)
+	created := errors.Is(err, fs.ErrNotExist)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("storage: snapshots %s: %w", dir, err)
+	}
+	if created {
+		// Snapshots published in a folder whose own name a power loss
+		// takes away would be lost with it.
+		if err := syncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
+			return nil, fmt.Errorf("storage: snapshots %s: fsync parent: %w", dir, err)
+		}
 	}
 	names, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("storage: snapshots %s: %w", dir, err)
 	}
 	for _, n := range names {
-		if strings.HasSuffix(n.Name(), snapTmpExt) && idPattern.MatchString(strings.TrimSuffix(n.Name(), snapTmpExt)) {
-			if err := os.RemoveAll(filepath.Join(dir, n.Name())); err != nil {
-				return nil, fmt.Errorf("storage: snapshots %s: remove unfinished snapshot: %w", dir, err)
-			}
+		if !isLeftover(n.Name()) {
+			continue
+		}
+		if err := removeTree(filepath.Join(dir, n.Name()), "leftover "+n.Name()); err != nil {
+			return nil, fmt.Errorf("storage: snapshots %s: remove %s, left by a snapshot being written or removed: %w", dir, n.Name(), err)
 		}
 	}
 	return &FileSnapshotStore{dir: dir, retain: retain}, nil
+}
+
+// isLeftover reports whether name is the folder of a snapshot being written
+// or removed.
+func isLeftover(name string) bool {
+	for _, ext := range []string{snapTmpExt, snapRemovingExt} {
+		if id, ok := strings.CutSuffix(name, ext); ok && idPattern.MatchString(id) {
+			return true
+		}
+	}
+	return false
 }
 
 // Create implements SnapshotStore.
@@ -70,12 +107,14 @@ func (s *FileSnapshotStore) Create(meta wire.SnapshotMeta) (wire.SnapshotSink, e
 	meta.ID = newSnapshotID(meta.Index, meta.Created)
 	meta.Size, meta.SHA256 = 0, nil
 	tmp := filepath.Join(s.dir, meta.ID+snapTmpExt)
+	crashPoint("snapshot " + meta.ID + ": create folder")
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return nil, fmt.Errorf("storage: snapshot %s: %w", tmp, err)
 	}
+	crashPoint("snapshot " + meta.ID + ": create data")
 	f, err := os.OpenFile(filepath.Join(tmp, snapDataFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		os.RemoveAll(tmp)
+		removeTree(tmp, "snapshot "+meta.ID)
 		return nil, fmt.Errorf("storage: snapshot %s: %w", tmp, err)
 	}
 	return &fileSink{store: s, meta: meta, tmp: tmp, f: f, h: sha256.New()}, nil
@@ -100,6 +139,7 @@ func (k *fileSink) Write(p []byte) (int, error) {
 	if k.err != nil {
 		return 0, k.err
 	}
+	crashPoint("snapshot " + k.meta.ID + ": write data")
 	n, err := k.f.Write(p)
 	k.h.Write(p[:n])
 	k.meta.Size += int64(n)
@@ -116,9 +156,20 @@ func (k *fileSink) Close() error {
 		return fmt.Errorf("storage: snapshot %s: already closed", k.meta.ID)
 	}
 	k.done = true
-	if err := k.commit(); err != nil {
+	published, err := k.commit()
+	if err != nil {
 		k.f.Close()
-		os.RemoveAll(k.tmp)
+		if !published {
+			removeTree(k.tmp, "snapshot "+k.meta.ID)
+			return err
+		}
+		// Published, but the fsync that makes it durable failed: take it
+		// back rather than leave visible a snapshot a power loss may undo.
+		k.store.mu.Lock()
+		defer k.store.mu.Unlock()
+		if rerr := k.store.retire(k.meta.ID); rerr != nil {
+			return fmt.Errorf("%w; withdrawing the snapshot failed too, so it may be listed: %v", err, rerr)
+		}
 		return err
 	}
 	if err := k.store.reap(); err != nil {
@@ -127,41 +178,52 @@ func (k *fileSink) Close() error {
 	return nil
 }
 
-func (k *fileSink) commit() error {
+// commit makes the snapshot durable and publishes it; published says the
+// rename happened, whatever the error.
+func (k *fileSink) commit() (published bool, err error) {
 	if k.err != nil {
-		return k.err
+		return false, k.err
 	}
+	crashPoint("snapshot " + k.meta.ID + ": fsync data")
 	if err := k.f.Sync(); err != nil {
-		return fmt.Errorf("storage: snapshot %s: fsync: %w", k.f.Name(), err)
+		return false, fmt.Errorf("storage: snapshot %s: fsync: %w", k.f.Name(), err)
 	}
 	if err := k.f.Close(); err != nil {
-		return fmt.Errorf("storage: snapshot %s: %w", k.f.Name(), err)
+		return false, fmt.Errorf("storage: snapshot %s: %w", k.f.Name(), err)
 	}
 	k.meta.SHA256 = k.h.Sum(nil)
 	rec, err := encodeSnapMeta(k.meta)
 	if err != nil {
-		return err
+		return false, err
 	}
 	mf := filepath.Join(k.tmp, snapMetaFile)
-	if err := writeSynced(mf, rec); err != nil {
-		return fmt.Errorf("storage: snapshot %s: %w", mf, err)
+	if err := writeSynced(mf, rec, "snapshot "+k.meta.ID); err != nil {
+		return false, fmt.Errorf("storage: snapshot %s: %w", mf, err)
 	}
+	// The names "data" and "meta" must be durable before the folder is
+	// published under its final name.
+	crashPoint("snapshot " + k.meta.ID + ": fsync folder")
 	if err := syncDir(k.tmp); err != nil {
-		return fmt.Errorf("storage: snapshot %s: fsync: %w", k.tmp, err)
+		return false, fmt.Errorf("storage: snapshot %s: fsync: %w", k.tmp, err)
 	}
 	k.store.mu.Lock()
 	defer k.store.mu.Unlock()
 	final := filepath.Join(k.store.dir, k.meta.ID)
+	crashPoint("snapshot " + k.meta.ID + ": publish")
 	if err := os.Rename(k.tmp, final); err != nil {
-		return fmt.Errorf("storage: snapshot %s: %w", final, err)
+		return false, fmt.Errorf("storage: snapshot %s: %w", final, err)
 	}
+	crashPoint("snapshot " + k.meta.ID + ": fsync parent")
 	if err := syncDir(k.store.dir); err != nil {
-		return fmt.Errorf("storage: snapshots %s: fsync: %w", k.store.dir, err)
+		return true, fmt.Errorf("storage: snapshots %s: fsync: %w", k.store.dir, err)
 	}
-	return nil
+	return true, nil
 }
 
-func writeSynced(path string, b []byte) error {
+// writeSynced writes the new file path durably; label names its steps for
+// crashPoint.
+func writeSynced(path string, b []byte, label string) error {
+	crashPoint(label + ": write meta")
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
@@ -170,6 +232,7 @@ func writeSynced(path string, b []byte) error {
 		f.Close()
 		return err
 	}
+	crashPoint(label + ": fsync meta")
 	if err := f.Sync(); err != nil {
 		f.Close()
 		return err
@@ -184,7 +247,7 @@ func (k *fileSink) Cancel() error {
 	}
 	k.done = true
 	k.f.Close()
-	if err := os.RemoveAll(k.tmp); err != nil {
+	if err := removeTree(k.tmp, "snapshot "+k.meta.ID); err != nil {
 		return fmt.Errorf("storage: snapshot %s: %w", k.tmp, err)
 	}
 	return nil
@@ -199,9 +262,60 @@ func (s *FileSnapshotStore) reap() error {
 		return err
 	}
 	for _, m := range ms[min(len(ms), s.retain):] {
-		if err := os.RemoveAll(filepath.Join(s.dir, m.ID)); err != nil {
-			return fmt.Errorf("storage: snapshots %s: remove old snapshot: %w", s.dir, err)
+		if err := s.retire(m.ID); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// retire removes the published snapshot id; the caller holds mu. The rename
+// to "<id>.removing" is made durable before any file in the folder is
+// removed, so from then on the snapshot is gone, and a crash while its files
+// are removed leaves a folder that List never reads and the next open
+// removes. Were the files removed in place, a crash in between would leave a
+// published folder without its metadata or data, indistinguishable from a
+// damaged snapshot.
+func (s *FileSnapshotStore) retire(id string) error {
+	p := filepath.Join(s.dir, id)
+	gone := p + snapRemovingExt
+	crashPoint("snapshot " + id + ": retire")
+	if err := os.Rename(p, gone); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("storage: snapshots %s: snapshot %s: %w", s.dir, id, wire.ErrNotFound)
+		}
+		return fmt.Errorf("storage: snapshot %s: %w", p, err)
+	}
+	crashPoint("snapshot " + id + ": fsync parent")
+	if err := syncDir(s.dir); err != nil {
+		return fmt.Errorf("storage: snapshots %s: fsync: %w", s.dir, err)
+	}
+	if err := removeTree(gone, "snapshot "+id); err != nil {
+		return fmt.Errorf("storage: snapshot %s is removed, but deleting its files failed (opening the store deletes them): %w", id, err)
+	}
+	return nil
+}
+
+// removeTree removes the folder p and what it holds, one name at a time (so
+// that tests can stop it in between). A p that does not exist is no error.
+func removeTree(p, label string) error {
+	names, err := os.ReadDir(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		crashPoint(label + ": remove")
+		return os.RemoveAll(p)
+	}
+	for _, n := range names {
+		crashPoint(label + ": remove " + n.Name())
+		if err := os.RemoveAll(filepath.Join(p, n.Name())); err != nil {
+			return err
+		}
+	}
+	crashPoint(label + ": remove folder")
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	return nil
 }
@@ -213,8 +327,9 @@ func (s *FileSnapshotStore) List() ([]wire.SnapshotMeta, error) {
 	return s.list()
 }
 
-// list reads every snapshot's metadata. Entries of the folder that are not
-// snapshots (nor unfinished ones) are not the store's and are left alone.
+// list reads every published snapshot's metadata. Snapshots being written
+// or removed are not listed, and entries of the folder that are none of
+// these are not the store's and are left alone.
 func (s *FileSnapshotStore) list() ([]wire.SnapshotMeta, error) {
 	names, err := os.ReadDir(s.dir)
 	if err != nil {
@@ -315,12 +430,5 @@ func (s *FileSnapshotStore) Delete(id string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p := filepath.Join(s.dir, id)
-	if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("storage: snapshots %s: snapshot %s: %w", s.dir, id, wire.ErrNotFound)
-	}
-	if err := os.RemoveAll(p); err != nil {
-		return fmt.Errorf("storage: snapshot %s: %w", p, err)
-	}
-	return syncDir(s.dir)
+	return s.retire(id)
 }

@@ -13,7 +13,9 @@ import (
 
 // MemSnapshotStore is a SnapshotStore in memory, for tests and the
 // simulator. It assigns IDs, checksums, orders and retains snapshots as
-// FileSnapshotStore does.
+// FileSnapshotStore does. A snapshot enters the store whole when its sink
+// is closed and leaves it whole, so List holds only complete snapshots, as
+// FileSnapshotStore's does after any crash.
 type MemSnapshotStore struct {
 	mu     sync.Mutex
 	retain int
