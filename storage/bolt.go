@@ -216,23 +216,37 @@ func boltOpenError(path string, err error) error {
 // createBolt makes a new store at path atomically: bbolt initialises it
 // under a temporary name, and a hard link publishes it only if path still
 // does not exist, so a crash leaves either no file or a complete one, and
-// two processes creating at once cannot replace each other's file.
+// two processes creating at once cannot replace each other's file. A crash
+// may leave the temporary file; nothing reads it.
 func createBolt(path string, o BoltOptions) error {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
+	crashPoint("create " + base + ": temporary file")
 	f, err := os.CreateTemp(dir, base+".init-*")
 	if err != nil {
 		return fmt.Errorf("storage: %s: create: %w", path, err)
 	}
 	tmp := f.Name()
 	f.Close()
-	defer os.Remove(tmp)
+	err = initAndLink(tmp, path, dir, o)
+	crashPoint("create " + base + ": remove temporary file")
+	os.Remove(tmp)
+	return err
+}
+
+// initAndLink initialises a store in the file tmp, durably, and links it
+// to path.
+func initAndLink(tmp, path, dir string, o BoltOptions) error {
+	crashPoint("create " + filepath.Base(path) + ": initialise")
 	db, err := bolt.Open(tmp, 0o600, boltOpenOptions(o))
 	if err != nil {
 		return fmt.Errorf("storage: %s: create: %w", path, err)
 	}
+	// bbolt syncs the file after initialising it and after this
+	// transaction (the temporary store is not opened with NoSync), so
+	// the link below cannot publish a file whose pages are not on disk.
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{bucketLog, bucketStable, bucketMeta} {
 			if _, err := tx.CreateBucket(name); err != nil {
@@ -252,9 +266,11 @@ func createBolt(path string, o BoltOptions) error {
 	if err != nil {
 		return fmt.Errorf("storage: %s: create: %w", path, err)
 	}
+	crashPoint("create " + filepath.Base(path) + ": link")
 	if err := os.Link(tmp, path); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("storage: %s: create: %w", path, err)
 	}
+	crashPoint("create " + filepath.Base(path) + ": fsync folder")
 	if err := syncDir(dir); err != nil {
 		return fmt.Errorf("storage: %s: create: %w", path, err)
 	}

@@ -92,6 +92,7 @@ func rollbackTorn(path string, o BoltOptions, newestErr error) (*BoltStore, erro
 	// stays), so the previous meta copies over as it is. bbolt then sees
 	// the previous transaction in both slots; its next commit, with the
 	// torn one's id, overwrites this slot again.
+	crashPoint("roll back: overwrite the newer meta")
 	if err := writeAtSynced(f, prevRaw, off); err != nil {
 		return nil, fmt.Errorf("%w; rolling back transaction %d: %v", newestErr, newest.txid, err)
 	}
@@ -99,12 +100,14 @@ func rollbackTorn(path string, o BoltOptions, newestErr error) (*BoltStore, erro
 	// before it finds the previous transaction in both slots, and checks
 	// it just as this one does.
 	unlock(f)
+	crashPoint("roll back: reopen")
 	s, err := openChecked(path, o)
 	if err != nil {
 		// Not a torn commit: put the file back as it was.
 		if lerr := lockExclusive(f, o.Timeout); lerr != nil {
 			return nil, fmt.Errorf("%w; the transaction before it (%d) does not verify either: %v; meta page %d could not be restored (%v) and holds a copy of meta page %d", newestErr, prev.txid, err, newSlot, lerr, 1-newSlot)
 		}
+		crashPoint("roll back: restore the newer meta")
 		if rerr := writeAtSynced(f, saved, off); rerr != nil {
 			return nil, fmt.Errorf("%w; the transaction before it (%d) does not verify either: %v; and restoring meta page %d failed: %v", newestErr, prev.txid, err, newSlot, rerr)
 		}

@@ -22,12 +22,17 @@ import (
 )
 
 // The crash test runs this test binary again as a child (TestCrashChild)
-// that appends batches to a bbolt file and reports on stdout what it is
-// about to write ("send") and what StoreBatch acknowledged ("ack"). The
-// parent kills it with SIGKILL at a random moment, reopens the file and
-// checks that it holds exactly the acknowledged batches, plus possibly the
-// one batch that was in flight, complete: never part of a batch, never a
-// lost acknowledgement. Then it starts the child again on the same file.
+// that writes batches to a bbolt file — appends, truncations, resets to a
+// snapshot position, stable keys set and deleted, in mixes — compacts and
+// bumps the incarnation, and reports on stdout what it is about to write
+// ("send", "compact", "bump") and what was acknowledged ("ack",
+// "compacted", "inc"). The parent kills it with SIGKILL at a random moment,
+// reopens the file and checks that it holds exactly the acknowledged
+// batches, plus possibly the one batch that was in flight, complete: never
+// part of a batch, never a lost acknowledgement. Then it starts the child
+// again on the same file. bolt_crash_test.go crashes every kind of write at
+// every step deterministically, in a model of what a kill leaves; this test
+// checks the model against real kills.
 
 const crashEnv = "EDICTLOG_CRASH_CHILD_DB"
 
@@ -54,6 +59,7 @@ func TestCrashChild(t *testing.T) {
 		fmt.Printf("error %v\n", err)
 		os.Exit(2)
 	}
+	fmt.Println("bump")
 	inc, err := s.BumpIncarnation()
 	must(err)
 	fmt.Printf("inc %d\n", inc)
@@ -69,30 +75,55 @@ func TestCrashChild(t *testing.T) {
 		must(err)
 		last, err := s.LastIndex()
 		must(err)
-		var trunc uint64
-		if rng.IntN(6) == 0 && last >= first+3 {
+		var trunc, reset uint64
+		n := 1 + rng.IntN(48)
+		switch k := rng.IntN(24); {
+		case k < 4 && last >= first+3:
 			trunc = last - uint64(rng.IntN(3))
+		case k == 4 && last >= first+3: // truncation only
+			trunc, n = last-uint64(rng.IntN(3)), 0
+		case k == 5: // stable keys only
+			n = 0
+		case k == 6: // a snapshot installed past the end of the log
+			reset = last + 1 + uint64(rng.IntN(20))
 		}
 		start := last + 1
-		if trunc != 0 {
+		switch {
+		case trunc != 0:
 			start = trunc
+		case reset != 0:
+			start = reset + 1
 		}
-		n := 1 + rng.IntN(48)
 		es := make([]wire.Entry, n)
 		for i := range es {
 			idx := start + uint64(i)
 			es[i] = wire.Entry{Index: idx, Reign: storagetest.Stamp(1, 1), Stamp: storagetest.Stamp(1, idx), Kind: wire.EntryCommand, Data: crashData(b, idx)}
 		}
-		fmt.Printf("send %d %d %d %d\n", b, trunc, start, n)
-		must(s.StoreBatch(wire.Batch{
+		batch := wire.Batch{
 			TruncateFrom: trunc,
 			Entries:      es,
 			Stable: map[string][]byte{
 				"crash/batch": wire.EncodeUint64(b),
 				"crash/last":  wire.EncodeUint64(start + uint64(n) - 1),
 			},
-		}))
+		}
+		if reset != 0 {
+			batch.Reset = &wire.Position{Index: reset, Stamp: storagetest.Stamp(1, reset)}
+		}
+		if b%3 == 0 {
+			batch.Delete = []string{"crash/scratch"}
+		} else {
+			batch.Stable["crash/scratch"] = wire.EncodeUint64(b)
+		}
+		fmt.Printf("send %d %d %d %d %d\n", b, trunc, start, n, reset)
+		must(s.StoreBatch(batch))
 		fmt.Printf("ack %d\n", b)
+		if rng.IntN(32) == 0 {
+			fmt.Println("bump")
+			inc, err := s.BumpIncarnation()
+			must(err)
+			fmt.Printf("inc %d\n", inc)
+		}
 		if rng.IntN(16) == 0 && last > first+200 {
 			upTo := first + 100 + uint64(rng.IntN(100))
 			fmt.Printf("compact %d\n", upTo)
@@ -119,12 +150,16 @@ type crashModel struct {
 
 func (m crashModel) last() uint64 { return m.first + uint64(len(m.batchOf)) - 1 }
 
-type crashBatch struct{ b, trunc, start, n uint64 }
+type crashBatch struct{ b, trunc, start, n, reset uint64 }
 
 func (m crashModel) apply(c crashBatch) crashModel {
 	out := crashModel{first: m.first, batch: c.b}
-	keep := c.start - m.first // entries below start survive
-	out.batchOf = append([]uint64(nil), m.batchOf[:keep]...)
+	if c.reset != 0 {
+		out.first = c.reset + 1 // and nothing survives
+	} else {
+		keep := c.start - m.first // entries below start survive
+		out.batchOf = append([]uint64(nil), m.batchOf[:keep]...)
+	}
 	for range c.n {
 		out.batchOf = append(out.batchOf, c.b)
 	}
@@ -139,22 +174,28 @@ func TestCrashKill(t *testing.T) {
 	model := crashModel{first: 1}
 	var lastInc, maxCompact uint64
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	kills, midBatch, midCompaction, inFlightSeen := 0, 0, 0, 0
+	kills, midBatch, midCompaction, midBump, inFlightSeen, resets := 0, 0, 0, 0, 0, 0
 	for kills < crashKills {
 		lines := runChildUntilKilled(t, path, time.Duration(rng.IntN(40))*time.Millisecond)
 		kills++
 		var pending *crashBatch
+		bumping := false
 		acked := model
 		for _, l := range lines {
 			f := strings.Fields(l)
 			switch f[0] {
+			case "bump":
+				bumping = true
 			case "inc":
 				n := atou(t, f[1])
-				require.Greater(t, n, lastInc, "incarnation must grow across restarts")
-				lastInc = n
+				require.Equal(t, lastInc+1, n, "each bump adds one to the incarnation")
+				lastInc, bumping = n, false
 			case "ready":
 			case "send":
-				pending = &crashBatch{atou(t, f[1]), atou(t, f[2]), atou(t, f[3]), atou(t, f[4])}
+				pending = &crashBatch{atou(t, f[1]), atou(t, f[2]), atou(t, f[3]), atou(t, f[4]), atou(t, f[5])}
+				if pending.reset != 0 {
+					resets++
+				}
 			case "ack":
 				require.NotNil(t, pending)
 				require.Equal(t, pending.b, atou(t, f[1]))
@@ -172,15 +213,17 @@ func TestCrashKill(t *testing.T) {
 			midBatch++
 		case strings.HasPrefix(last, "compact "):
 			midCompaction++
+		case bumping:
+			midBump++
 		}
-		got := checkCrashFile(t, path, acked, pending, model.first, maxCompact, &lastInc)
+		got := checkCrashFile(t, path, acked, pending, maxCompact, bumping, &lastInc)
 		if got.batch != acked.batch {
 			inFlightSeen++
 		}
 		model = got
 	}
-	t.Logf("%d kills: %d between sending a batch and its acknowledgement (%d of those batches had committed), %d during a compaction; last batch %d, log %d..%d",
-		kills, midBatch, inFlightSeen, midCompaction, model.batch, model.first, model.last())
+	t.Logf("%d kills: %d between sending a batch and its acknowledgement (%d of those batches had committed), %d during a compaction, %d during an incarnation bump; %d resets; last batch %d, log %d..%d",
+		kills, midBatch, inFlightSeen, midCompaction, midBump, resets, model.batch, model.first, model.last())
 	require.Greater(t, model.batch, uint64(crashKills), "the child made progress between kills")
 }
 
@@ -232,8 +275,9 @@ func runChildUntilKilled(t *testing.T, path string, delay time.Duration) []strin
 }
 
 // checkCrashFile opens the file after a kill and checks it holds acked, or
-// acked plus the pending batch; it returns the model of what it holds.
-func checkCrashFile(t *testing.T, path string, acked crashModel, pending *crashBatch, prevFirst, maxCompact uint64, lastInc *uint64) crashModel {
+// acked plus the pending batch, and the last incarnation acknowledged, or
+// one more if a bump was in flight; it returns the model of what it holds.
+func checkCrashFile(t *testing.T, path string, acked crashModel, pending *crashBatch, maxCompact uint64, bumping bool, lastInc *uint64) crashModel {
 	t.Helper()
 	s, err := storage.OpenBolt(path, nil)
 	require.NoError(t, err, "reopen after SIGKILL")
@@ -263,8 +307,16 @@ func checkCrashFile(t *testing.T, path string, acked crashModel, pending *crashB
 	}
 	// Compaction steps may or may not have happened, but only forwards and
 	// only as far as asked.
-	require.GreaterOrEqual(t, first, prevFirst)
-	require.LessOrEqual(t, first, max(prevFirst, maxCompact+1))
+	require.GreaterOrEqual(t, first, want.first)
+	require.LessOrEqual(t, first, max(want.first, maxCompact+1))
+	scratch, err := getUint64(s, "crash/scratch")
+	switch {
+	case stored%3 == 0:
+		require.ErrorIs(t, err, wire.ErrNotFound, "batch %d deleted the scratch key", stored)
+	default:
+		require.NoError(t, err)
+		require.Equal(t, stored, scratch, "the scratch key moved with the batch")
+	}
 	es, err := s.Entries(first, last+1, 0)
 	require.NoError(t, err)
 	for _, e := range es {
@@ -273,7 +325,9 @@ func checkCrashFile(t *testing.T, path string, acked crashModel, pending *crashB
 	}
 	inc, err := getUint64(s, wire.KeyIncarnation)
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, inc, *lastInc)
+	if inc != *lastInc {
+		require.True(t, bumping && inc == *lastInc+1, "incarnation %d after a kill; acknowledged %d, a bump in flight: %v", inc, *lastInc, bumping)
+	}
 	*lastInc = inc
 	return crashModel{first: first, batchOf: want.batchOf[first-want.first:], batch: stored}
 }

@@ -79,9 +79,12 @@
 //     enters the store at Close, so List holds only complete snapshots, as
 //     FileSnapshotStore's does after any crash.
 //
-// TestSnapshotCrashAtEveryStep stops each snapshot sequence at each step
-// and reopens; TestCrashKill kills a process writing to a BoltStore at
-// random moments and TestPowerLoss crashes random histories.
+// The tests stop each of these at each step and reopen:
+// TestBoltCrashAtEveryStep (every prefix of a transaction's page writes,
+// and what a power loss can leave of them, for each kind of write and each
+// compaction chunk), TestBoltCreateCrash, TestBoltRollbackCrash and
+// TestSnapshotCrashAtEveryStep; TestCrashKill kills a real process at random
+// moments and TestPowerLoss crashes random histories.
 //
 // The on-disk layout of BoltStore is described in bolt.go; the entry encoding
 // in package wire (wire/entry_codec.go).
