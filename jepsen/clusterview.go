@@ -11,11 +11,13 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/edictlog/edictlog/jepsen/cluster"
 	"github.com/edictlog/edictlog/jepsen/history"
+	"github.com/edictlog/edictlog/jepsen/nemesis"
 	"github.com/edictlog/edictlog/jepsen/workload"
 )
 
@@ -26,9 +28,22 @@ type testCluster struct {
 	c    *cluster.Cluster
 	http *http.Client
 
+	// startLimit is how long a restarted process may run without
+	// answering before it counts as not started.
+	startLimit time.Duration
+	logf       func(format string, args ...any)
+
 	mu      sync.Mutex
+	rec     *history.Recorder // where process failures go (nil until the history begins)
 	members []int
-	down    map[int]bool // killed
+	down    map[int]bool // killed, or exited on its own: to be restarted
+	// failed are the processes that could not start (exited before they
+	// answered, or did not answer within startLimit), and why: the run is
+	// invalid already, they count as not live, and only the final heal
+	// tries them again.
+	failed  map[int]string
+	removed map[int]bool // taken out of the cluster: never restarted
+	blocked bool         // a partition may be in force
 	paused  map[int]bool
 	rated   map[int]bool // clock rate not 1
 	delayed map[int]bool // a delay fault set
@@ -47,19 +62,84 @@ func startCluster(ctx context.Context, o Options) (*testCluster, error) {
 	if o.SnapshotEvery > 0 {
 		extra = append(extra, "--snapshot-every", fmt.Sprint(o.SnapshotEvery))
 	}
+	tc := newTestCluster(o.progress)
 	c, err := cluster.Start(ctx, cluster.Config{N: o.Nodes, Binary: o.Binary, Dir: filepath.Join(o.Out, "nodes"),
 		Mode: cluster.Mode(o.Mode), Lease: o.Lease, GRPC: o.Workload == "set", Logger: logger,
-		ExtraArgs: extra})
+		ExtraArgs: extra, OnExit: tc.exited})
 	if err != nil {
 		return nil, fmt.Errorf("jepsen: start cluster: %w", err)
 	}
-	tc := &testCluster{c: c, http: &http.Client{Timeout: 10 * time.Second},
-		down: map[int]bool{}, paused: map[int]bool{}, rated: map[int]bool{}, delayed: map[int]bool{},
-		slowed: map[int]bool{}, ioLimit: map[int]bool{}, cpuLim: map[int]bool{}}
+	tc.c = c
 	for i := 1; i <= o.Nodes; i++ {
 		tc.members = append(tc.members, i)
 	}
 	return tc, nil
+}
+
+// startLimit is how long a restarted process may take to answer HTTP: a
+// node restarts in well under a second on this machine, slow disk or not.
+const startLimit = 15 * time.Second
+
+func newTestCluster(logf func(string, ...any)) *testCluster {
+	return &testCluster{http: &http.Client{Timeout: 10 * time.Second}, startLimit: startLimit, logf: logf,
+		down: map[int]bool{}, failed: map[int]string{}, removed: map[int]bool{}, paused: map[int]bool{}, rated: map[int]bool{},
+		delayed: map[int]bool{}, slowed: map[int]bool{}, ioLimit: map[int]bool{}, cpuLim: map[int]bool{}}
+}
+
+// record sends process failures to rec from now on.
+func (t *testCluster) record(rec *history.Recorder) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rec = rec
+}
+
+// exited is cluster.Config.OnExit: a process exited without the harness
+// killing it. It could not start (it never answered), or it crashed:
+// either way the product's failure, recorded for the checker
+// (check.Processes). The node is down; one that crashed is restarted
+// with the next heal, one that could not start only by the final heal.
+func (t *testCluster) exited(e cluster.Exit) {
+	f := history.FCrashed
+	if !e.Answered {
+		f = history.FNotStarted
+	}
+	t.mu.Lock()
+	if !t.removed[e.ID] {
+		t.down[e.ID] = true
+		if !e.Answered {
+			t.failed[e.ID] = e.String()
+		}
+	}
+	rec := t.rec
+	t.mu.Unlock()
+	if rec != nil {
+		rec.Add(history.Op{Process: history.MonitorProcess, Type: history.Fail, F: f, Node: e.ID, Error: e.Detail()})
+	}
+	if t.logf != nil {
+		t.logf("%s", e)
+	}
+}
+
+// startFailed sorts out a start that returned err after took: a process
+// that exited is exited's (already recorded); one that ran without
+// answering for the whole startLimit could not start, and is recorded
+// here. Anything else (the harness could not spawn it, the caller's time
+// was up) is no failure of the node's.
+func (t *testCluster) startFailed(id int, err error, took time.Duration) {
+	if !errors.Is(err, cluster.ErrNoAnswer) || took < t.startLimit {
+		return
+	}
+	why := fmt.Sprintf("its process ran without answering HTTP for %v after it was started: %v", took.Round(time.Millisecond), err)
+	t.mu.Lock()
+	t.failed[id] = why
+	rec := t.rec
+	t.mu.Unlock()
+	if rec != nil {
+		rec.Add(history.Op{Process: history.MonitorProcess, Type: history.Fail, F: history.FNotStarted, Node: id, Error: why})
+	}
+	if t.logf != nil {
+		t.logf("node %d could not start: %s", id, why)
+	}
 }
 
 func (t *testCluster) close() { _ = t.c.Close() }
@@ -102,24 +182,85 @@ func (t *testCluster) Members() []int {
 	return slices.Clone(t.members)
 }
 
-func (t *testCluster) Block(b map[int][]int) error { return t.c.Block(b) }
-
-func (t *testCluster) Kill(id int) error {
-	t.set(t.down, id, true)
-	return t.c.Kill(id)
+// Live implements nemesis.Cluster: the processes (members or not) that
+// run, are not paused, and have not failed to start.
+func (t *testCluster) Live() []int {
+	var out []int
+	for _, n := range t.c.Nodes() {
+		if t.c.PID(n.ID) == 0 {
+			continue
+		}
+		t.mu.Lock()
+		live := !t.paused[n.ID] && t.failed[n.ID] == "" && !t.removed[n.ID]
+		t.mu.Unlock()
+		if live {
+			out = append(out, n.ID)
+		}
+	}
+	return out
 }
 
-func (t *testCluster) Restart(id int) error {
-	err := t.c.Restart(id)
-	if err == nil {
-		t.set(t.down, id, false)
+// Block implements nemesis.Cluster. A partition counts as in force even
+// when applying it failed part way, so that the heal lifts what it left.
+func (t *testCluster) Block(b map[int][]int) error {
+	t.mu.Lock()
+	if len(b) > 0 {
+		t.blocked = true
+	}
+	t.mu.Unlock()
+	err := t.c.Block(b)
+	if len(b) == 0 && err == nil {
+		t.mu.Lock()
+		t.blocked = false
+		t.mu.Unlock()
 	}
 	return err
 }
 
+// Kill implements nemesis.Cluster: a member killed is to be restarted (a
+// removed process is not).
+func (t *testCluster) Kill(id int) error {
+	err := t.c.Kill(id)
+	if err == nil {
+		t.mu.Lock()
+		if !t.removed[id] {
+			t.down[id] = true
+		}
+		t.mu.Unlock()
+	}
+	return err
+}
+
+// Restart implements nemesis.Cluster. A process that could not start is
+// recorded as such (exited, startFailed) and stays down.
+func (t *testCluster) Restart(id int) error {
+	t0 := time.Now()
+	var err error
+	if t.c.PID(id) != 0 {
+		// Started before but did not answer then: wait for it again.
+		ctx, cancel := context.WithTimeout(context.Background(), t.startLimit)
+		err = t.c.WaitUp(ctx, id)
+		cancel()
+	} else {
+		err = t.c.Restart(id)
+	}
+	if err == nil {
+		t.mu.Lock()
+		delete(t.down, id)
+		delete(t.failed, id)
+		t.mu.Unlock()
+		return nil
+	}
+	t.startFailed(id, err, time.Since(t0))
+	return err
+}
+
 func (t *testCluster) Pause(id int) error {
-	t.set(t.paused, id, true)
-	return t.c.Pause(id)
+	err := t.c.Pause(id)
+	if err == nil {
+		t.set(t.paused, id, true)
+	}
+	return err
 }
 
 func (t *testCluster) Resume(id int) error {
@@ -147,7 +288,16 @@ func (t *testCluster) Bounce(id int) (time.Duration, error) {
 	return d, err
 }
 
-func (t *testCluster) WaitUp(ctx context.Context, id int) error { return t.c.WaitUp(ctx, id) }
+// WaitUp implements nemesis.Cluster; a process that does not answer
+// within startLimit could not start.
+func (t *testCluster) WaitUp(ctx context.Context, id int) error {
+	t0 := time.Now()
+	err := t.c.WaitUp(ctx, id)
+	if err != nil {
+		t.startFailed(id, err, time.Since(t0))
+	}
+	return err
+}
 
 func (t *testCluster) SetDelay(id int, d cluster.Delay) error {
 	t.set(t.delayed, id, d != cluster.Delay{})
@@ -194,10 +344,13 @@ func (t *testCluster) Stall(ctx context.Context, id int, d time.Duration) error 
 }
 
 func (t *testCluster) StartDiskHog(spec cluster.DiskHogSpec) error {
-	t.mu.Lock()
-	t.hog = true
-	t.mu.Unlock()
-	return t.c.StartDiskHog(spec)
+	err := t.c.StartDiskHog(spec)
+	if err == nil {
+		t.mu.Lock()
+		t.hog = true
+		t.mu.Unlock()
+	}
+	return err
 }
 
 func (t *testCluster) StopDiskHog() (cluster.DiskHogStats, error) {
@@ -255,7 +408,9 @@ func (t *testCluster) admin(ctx context.Context, path string, body any) error {
 			}
 			last = fmt.Errorf("%s: %d %s", path, code, msg)
 			if code == http.StatusBadRequest || code == http.StatusConflict && !bytes.Contains(msg, []byte("in progress")) {
-				return last // refused: retrying will not help
+				// Refused: retrying will not help. The nemesis reports a
+				// refusal as the server's answer, not its own failure.
+				return fmt.Errorf("%w: %s: %d %s", nemesis.ErrRefused, path, code, msg)
 			}
 			break // the leader answered: ask it again shortly
 		}
@@ -293,9 +448,13 @@ func boolInt(b bool) int {
 // StartJoiner implements nemesis.Cluster: a new process (the next free
 // id) that joins the cluster, up but not yet added.
 func (t *testCluster) StartJoiner(ctx context.Context) (int, error) {
+	t0 := time.Now()
 	n, err := t.c.AddProcess(ctx)
 	if n == nil {
 		return 0, err
+	}
+	if err != nil {
+		t.startFailed(n.ID, err, time.Since(t0))
 	}
 	return n.ID, err
 }
@@ -370,7 +529,9 @@ func (t *testCluster) forget(id int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.members = slices.DeleteFunc(t.members, func(m int) bool { return m == id })
+	t.removed[id] = true
 	delete(t.down, id)
+	delete(t.failed, id)
 	delete(t.paused, id)
 	delete(t.rated, id)
 	delete(t.delayed, id)
@@ -393,7 +554,17 @@ func (t *testCluster) Wipe(id int) error {
 
 // Rejoin implements nemesis.Cluster: start a wiped, removed node again as
 // a process that joins (same id and address, empty disk).
-func (t *testCluster) Rejoin(ctx context.Context, id int) error { return t.c.Rejoin(ctx, id) }
+func (t *testCluster) Rejoin(ctx context.Context, id int) error {
+	t.mu.Lock()
+	delete(t.removed, id)
+	t.mu.Unlock()
+	t0 := time.Now()
+	err := t.c.Rejoin(ctx, id)
+	if err != nil {
+		t.startFailed(id, err, time.Since(t0))
+	}
+	return err
+}
 
 // SyncMembers implements nemesis.Cluster: after a change that failed (its
 // outcome unknown), take the members from the leader's view.
@@ -437,43 +608,104 @@ func (t *testCluster) Transfer(ctx context.Context, to int) error {
 	return t.admin(ctx, "/v1/cluster/transfer", map[string]any{"id": to})
 }
 
-// healAll undoes every fault still in force: the network, paused and
-// killed processes, clock rates, delays, slow fsyncs, the kernel's
-// throttles, the disk hog.
-func (t *testCluster) healAll(ctx context.Context) error {
+// HealLeftovers implements nemesis.Cluster: it undoes every fault still in
+// force (the schedule calls it after each fault, whose own undo should
+// have left nothing) and says what it undid. A process that could not
+// start is left down: its failure is recorded, and only the final heal
+// tries it again.
+func (t *testCluster) HealLeftovers(ctx context.Context) (string, error) {
+	return t.heal(ctx, false)
+}
+
+// healAll undoes every fault still in force, at the end of the test: the
+// network, paused and killed processes (those that could not start
+// before, too), clock rates, delays, slow fsyncs, the kernel's throttles,
+// the disk hog. A process that cannot start is the product's failure,
+// recorded as such, not an error of the heal's.
+func (t *testCluster) healAll(ctx context.Context) (string, error) {
+	return t.heal(ctx, true)
+}
+
+func (t *testCluster) heal(ctx context.Context, retryFailed bool) (string, error) {
 	t.mu.Lock()
-	paused, down, rated, delayed := keys(t.paused), keys(t.down), keys(t.rated), keys(t.delayed)
-	slowed, ioLimit, cpuLim, hog := keys(t.slowed), keys(t.ioLimit), keys(t.cpuLim), t.hog
+	paused, rated, delayed := keys(t.paused), keys(t.rated), keys(t.delayed)
+	slowed, ioLimit, cpuLim, hog, blocked := keys(t.slowed), keys(t.ioLimit), keys(t.cpuLim), t.hog, t.blocked
+	var down []int
+	for _, id := range keys(t.down) {
+		if t.failed[id] == "" || retryFailed {
+			down = append(down, id)
+		}
+	}
 	t.mu.Unlock()
-	errs := []error{t.c.Heal()}
+	var did []string
+	var errs []error
+	undo := func(what string, ids []int, f func(int) error) {
+		var done []int
+		for _, id := range ids {
+			if err := f(id); err != nil {
+				errs = append(errs, err)
+			} else {
+				done = append(done, id)
+			}
+		}
+		if len(done) > 0 {
+			did = append(did, fmt.Sprintf("%s %v", what, done))
+		}
+	}
+	if blocked {
+		if err := t.Block(nil); err != nil {
+			errs = append(errs, err)
+		} else {
+			did = append(did, "healed the network")
+		}
+	}
 	if hog {
-		_, err := t.StopDiskHog()
-		errs = append(errs, err)
+		if _, err := t.StopDiskHog(); err != nil {
+			errs = append(errs, err)
+		} else {
+			did = append(did, "stopped the disk hog")
+		}
 	}
 	// The throttles first: a process held to a sliver of CPU would be
 	// slow to answer the rest.
-	for _, id := range cpuLim {
-		errs = append(errs, t.UnlimitCPU(id))
+	undo("lifted the CPU quota on", cpuLim, t.UnlimitCPU)
+	undo("lifted the I/O throttle on", ioLimit, t.UnthrottleIO)
+	undo("slow fsyncs off on", slowed, func(id int) error { return t.SetFsync(id, cluster.Fsync{}) })
+	undo("resumed", paused, t.Resume)
+	// All at once: one that hangs must not hold the others down.
+	var restarted, notStarted []int
+	restartErrs := make([]error, len(down))
+	var wg sync.WaitGroup
+	for i, id := range down {
+		wg.Go(func() { restartErrs[i] = t.Restart(id) })
 	}
-	for _, id := range ioLimit {
-		errs = append(errs, t.UnthrottleIO(id))
+	wg.Wait()
+	for i, id := range down {
+		switch err := restartErrs[i]; {
+		case err == nil:
+			restarted = append(restarted, id)
+		case t.hasFailed(id):
+			notStarted = append(notStarted, id) // recorded for the checker
+		default:
+			errs = append(errs, err)
+		}
 	}
-	for _, id := range slowed {
-		errs = append(errs, t.SetFsync(id, cluster.Fsync{}))
+	if len(restarted) > 0 {
+		did = append(did, fmt.Sprintf("restarted %v", restarted))
 	}
-	for _, id := range paused {
-		errs = append(errs, t.Resume(id))
+	if len(notStarted) > 0 {
+		did = append(did, fmt.Sprintf("%v could not start", notStarted))
 	}
-	for _, id := range down {
-		errs = append(errs, t.Restart(id))
-	}
-	for _, id := range rated {
-		errs = append(errs, t.SetClockRate(id, 1))
-	}
-	for _, id := range delayed {
-		errs = append(errs, t.SetDelay(id, cluster.Delay{}))
-	}
-	return errors.Join(errs...)
+
+	undo("clock rate 1 on", rated, func(id int) error { return t.SetClockRate(id, 1) })
+	undo("message delay off on", delayed, func(id int) error { return t.SetDelay(id, cluster.Delay{}) })
+	return strings.Join(did, "; "), errors.Join(errs...)
+}
+
+func (t *testCluster) hasFailed(id int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.failed[id] != ""
 }
 
 func keys(m map[int]bool) []int {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,24 +20,36 @@ import (
 	"github.com/edictlog/edictlog/jepsen/cluster"
 )
 
-// binary is edictkv with the fault hooks, built once for the scenarios.
-var binary string
+// The edictkv with the fault hooks, built once, on first use: the unit
+// tests of this package need none.
+var (
+	binaryOnce sync.Once
+	binaryPath string
+	binaryDir  string
+	binaryErr  error
+)
+
+func edictkv(t *testing.T) string {
+	t.Helper()
+	binaryOnce.Do(func() {
+		binaryDir, binaryErr = os.MkdirTemp("", "jepsen-bin-")
+		if binaryErr != nil {
+			return
+		}
+		binaryPath = filepath.Join(binaryDir, "edictkv")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		binaryErr = cluster.Build(ctx, "..", binaryPath)
+		cancel()
+	})
+	require.NoError(t, binaryErr)
+	return binaryPath
+}
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "jepsen-bin-")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "edictkv")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	err = cluster.Build(ctx, "..", binary)
-	cancel()
-	if err != nil {
-		os.Stderr.WriteString(err.Error() + "\n")
-		os.Exit(1)
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	if binaryDir != "" {
+		os.RemoveAll(binaryDir)
+	}
 	os.Exit(code)
 }
 
@@ -53,7 +66,7 @@ func mode(t *testing.T) string {
 
 func scenario(t *testing.T, o Options) Results {
 	t.Helper()
-	o.Binary, o.Mode, o.Out = binary, mode(t), t.TempDir()
+	o.Binary, o.Mode, o.Out = edictkv(t), mode(t), t.TempDir()
 	o.Time, o.Quiet, o.Hold, o.Seed = 30*time.Second, 2*time.Second, 4*time.Second, 1
 	o.CheckTimeout = time.Minute
 	if testing.Verbose() {
@@ -149,7 +162,7 @@ func TestJepsenSetUnderKills(t *testing.T) {
 // stale read there says it was served in a minority partition; the
 // majority's local leader is authoritative.
 func TestMinorityPartitionLocalLeader(t *testing.T) {
-	c, err := cluster.Start(context.Background(), cluster.Config{N: 5, Binary: binary, Dir: t.TempDir(),
+	c, err := cluster.Start(context.Background(), cluster.Config{N: 5, Binary: edictkv(t), Dir: t.TempDir(),
 		Mode: cluster.Mode(mode(t)), ExtraArgs: []string{"--detector", "fetzer"}})
 	require.NoError(t, err)
 	defer c.Close()

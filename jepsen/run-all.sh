@@ -33,6 +33,8 @@ run membership       0 --time 90s --nemesis membership --workload register
 run transfer         0 --time 60s --nemesis transfer --workload register
 run set-kill         0 --time 90s --nemesis kill --workload set
 run gray             0 --time 90s --nemesis slow-disk,disk-hog,cpu-starve --workload register
+run member-slow-disk 0 --time 90s --nemesis member-slow-disk --workload register
+run crash-anywhere   0 --time 180s --nemesis slow-disk,membership,kill,snapshot-install --workload register
 run combined         0 --time 60s --nemesis partition,kill,pause,clock --workload register
 run combined-follower 0 --time 60s --nemesis partition,kill,pause,clock --workload register --read follower
 run beyond-rho       1 --time 60s --nemesis clock-beyond-rho --workload register --read lease

@@ -116,7 +116,7 @@ func (o *Options) defaults() error {
 	if o.ReadyBound <= 0 {
 		o.ReadyBound = check.DefaultReadyBound
 	}
-	if o.SnapshotEvery == 0 && slices.Contains(o.Nemeses, "snapshot-install") {
+	if o.SnapshotEvery == 0 && slices.ContainsFunc(o.Nemeses, nemesis.InstallsSnapshots) {
 		o.SnapshotEvery = defaultSnapshotEvery
 	}
 	switch {
@@ -136,15 +136,16 @@ func (o *Options) defaults() error {
 // ready after the final heal (the run is unavailable already).
 const finalReadsUnready = 10 * time.Second
 
-// defaultSnapshotEvery is --snapshot-every under the snapshot-install
-// nemesis: small, so that the log (which keeps 1024 entries behind a
-// snapshot) is compacted past a member after a few seconds of writes.
+// defaultSnapshotEvery is --snapshot-every under the nemeses that catch
+// members up by snapshot (snapshot-install, member-slow-disk): small, so
+// that the log (which keeps 1024 entries behind a snapshot) is compacted
+// past a member after a few seconds of writes.
 const defaultSnapshotEvery = 128
 
 // The run's verdicts (Results.Verdict).
 const (
 	VerdictValid       = "valid"       // safe, and available within the bounds
-	VerdictInvalid     = "invalid"     // a checker found an anomaly: not safe
+	VerdictInvalid     = "invalid"     // a checker found an anomaly (not safe), or a process could not start or crashed
 	VerdictUnavailable = "unavailable" // safe as far as the checker saw, but a bound on availability was broken
 	VerdictUnknown     = "unknown"     // the checker could not decide
 )
@@ -159,6 +160,10 @@ type Results struct {
 	// Availability: leaderless intervals, readiness after the final heal,
 	// the bounds and whether they held.
 	Availability check.AvailabilityResult `json:"availability"`
+	// Processes lists the processes that could not start (after a kill,
+	// a bounce, a restart) or exited on their own: each makes the run
+	// invalid.
+	Processes check.ProcessResult `json:"processes"`
 	// Membership counts the membership changes the nemesis completed
 	// (nil: no membership nemesis ran).
 	Membership *nemesis.MembershipCounts `json:"membership,omitempty"`
@@ -168,7 +173,10 @@ type Results struct {
 	Nemeses    []string                  `json:"nemeses"`
 	Mode       string                    `json:"mode"`
 	// Nodes is how many processes the cluster started with.
-	Nodes    int                   `json:"nodes"`
+	Nodes int `json:"nodes"`
+	// Seed is the seed of the operation mix and the fault choices: the
+	// same seed makes the same choices (what the cluster does is its own).
+	Seed     uint64                `json:"seed"`
 	Seconds  float64               `json:"seconds"`
 	Register *check.RegisterResult `json:"register,omitempty"`
 	Set      *check.SetResult      `json:"set,omitempty"`
@@ -191,9 +199,10 @@ type NemesisEvent struct {
 }
 
 // Run runs one test and writes its report. The error is for a test that
-// could not run; an anomaly is Results.Valid == check.Invalid, a broken
-// availability bound Results.Availability.Valid == check.Invalid, and
-// Results.Verdict says which.
+// could not run; an anomaly is Results.Valid == check.Invalid, a process
+// that could not start or crashed Results.Processes.Valid ==
+// check.Invalid, a broken availability bound Results.Availability.Valid
+// == check.Invalid, and Results.Verdict says which.
 func Run(ctx context.Context, o Options) (Results, error) {
 	if err := o.defaults(); err != nil {
 		return Results{}, err
@@ -228,10 +237,11 @@ func Run(ctx context.Context, o Options) (Results, error) {
 		return Results{}, err
 	}
 	defer cl.close()
-	o.progress("%d nodes up (%s mode), leader %d; running %s for %v with nemesis %v",
-		o.Nodes, o.Mode, cl.leaderOrZero(ctx), o.Workload, o.Time, o.Nemeses)
+	o.progress("%d nodes up (%s mode), leader %d; running %s for %v with nemesis %v, seed %d",
+		o.Nodes, o.Mode, cl.leaderOrZero(ctx), o.Workload, o.Time, o.Nemeses, o.Seed)
 
 	rec := history.NewRecorder(hf)
+	cl.record(rec)
 	// The monitor watches who leads from now until the final reads are
 	// done.
 	monCtx, stopMonitor := context.WithCancel(ctx)
@@ -280,11 +290,17 @@ func Run(ctx context.Context, o Options) (Results, error) {
 	// bound, which the checker judges), every node caught up, and what
 	// each holds read.
 	o.progress("healing and reading the final state")
-	if err := cl.healAll(ctx); err != nil {
+	// A node that cannot start is the product's failure, recorded for the
+	// checker; only the harness's own failures to heal end the test here.
+	healed, err := cl.healAll(ctx)
+	if err != nil {
 		return Results{}, fmt.Errorf("jepsen: heal: %w", err)
 	}
+	if healed == "" {
+		healed = "nothing was left in force"
+	}
 	rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FHeal, Nemesis: "heal",
-		Detail: fmt.Sprintf("every fault undone; members %v", cl.Members())})
+		Detail: fmt.Sprintf("every fault undone (%s); members %v", healed, cl.Members())})
 	// Wait past the bound, to say how late a member was, up to a point.
 	readyLimit := max(2*o.ReadyBound, o.ReadyBound+10*time.Second)
 	allReady := cl.waitReady(ctx, rec, readyLimit)
@@ -335,7 +351,7 @@ func nemesisFaults(o Options) ([]nemesis.Fault, error) {
 
 // check runs the checker and writes the report.
 func (o Options) check(ops []history.Op, snaps *cluster.SnapshotCounts) (Results, error) {
-	res := Results{Workload: o.Workload, Nemeses: o.Nemeses, Mode: o.Mode, Nodes: o.Nodes,
+	res := Results{Workload: o.Workload, Nemeses: o.Nemeses, Mode: o.Mode, Nodes: o.Nodes, Seed: o.Seed,
 		Stats: report.Summary(ops), Faults: history.Intervals(ops), SnapshotEvery: o.SnapshotEvery, Snapshots: snaps}
 	for _, op := range ops {
 		if op.Process == history.NemesisProcess {
@@ -346,6 +362,7 @@ func (o Options) check(ops []history.Op, snaps *cluster.SnapshotCounts) (Results
 		res.Seconds = float64(ops[len(ops)-1].Time) / 1e9
 	}
 	res.Availability = check.Availability(ops, check.AvailabilityOptions{LeaderBound: o.LeaderBound, ReadyBound: o.ReadyBound})
+	res.Processes = check.Processes(ops)
 	if slices.ContainsFunc(o.Nemeses, nemesis.IsMembership) {
 		m := nemesis.CountMembership(ops)
 		res.Membership = &m
@@ -367,7 +384,7 @@ func (o Options) check(ops []history.Op, snaps *cluster.SnapshotCounts) (Results
 		s := check.Set(ops)
 		res.Set, res.Valid = &s, s.Valid
 	}
-	res.Verdict = verdict(res.Valid, res.Availability.Valid)
+	res.Verdict = verdict(res.Valid, res.Processes.Valid, res.Availability.Valid)
 	var errs []error
 	errs = append(errs, report.Latency(ops, filepath.Join(o.Out, "latency.png")),
 		report.Throughput(ops, filepath.Join(o.Out, "throughput.png"), time.Second))
@@ -379,11 +396,14 @@ func (o Options) check(ops []history.Op, snaps *cluster.SnapshotCounts) (Results
 	return res, errors.Join(errs...)
 }
 
-// verdict combines the safety and availability verdicts: an anomaly first,
-// then a broken availability bound, then anything undecided.
-func verdict(safety, availability check.Validity) string {
+// verdict combines the safety, process and availability verdicts: an
+// anomaly or a process that could not start (or crashed) first, then a
+// broken availability bound, then anything undecided. A process that
+// could not start is the product's failure however the checker of the
+// others' history decides, so it is invalid even where safety is unknown.
+func verdict(safety, processes, availability check.Validity) string {
 	switch {
-	case safety == check.Invalid:
+	case safety == check.Invalid || processes == check.Invalid:
 		return VerdictInvalid
 	case availability == check.Invalid:
 		return VerdictUnavailable
@@ -391,6 +411,19 @@ func verdict(safety, availability check.Validity) string {
 		return VerdictValid
 	}
 	return VerdictUnknown
+}
+
+// ExitCode is the jepsen command's exit status for a verdict: 0 valid, 1
+// invalid or unavailable (the product failed), 2 unknown (the test could
+// not decide).
+func ExitCode(verdict string) int {
+	switch verdict {
+	case VerdictValid:
+		return 0
+	case VerdictInvalid, VerdictUnavailable:
+		return 1
+	}
+	return 2
 }
 
 func (o Options) progress(format string, args ...any) {

@@ -94,7 +94,56 @@ type Config struct {
 	// StartTimeout bounds Start's wait for a leader (default 30s).
 	StartTimeout time.Duration
 	Logger       *slog.Logger
+	// OnExit, if set, is told of every process that exits without the
+	// cluster having killed it: one that could not start, or crashed. It
+	// is called from the goroutine that waited for the process, before
+	// anyone waiting for the exit (Restart, WaitUp) learns of it.
+	OnExit func(Exit)
 }
+
+// Exit describes a process that exited on its own (Config.OnExit).
+type Exit struct {
+	ID int
+	// Err is how it exited (exit status 1, signal: aborted).
+	Err string
+	// Uptime is the time from its start to its exit.
+	Uptime time.Duration
+	// Answered says whether it ever answered /v1/status: if not, it never
+	// started.
+	Answered bool
+	// Tail is the last lines it wrote to its log.
+	Tail string
+}
+
+// String says what happened, in one line.
+func (e Exit) String() string {
+	what := "crashed"
+	if !e.Answered {
+		what = "could not start"
+	}
+	return fmt.Sprintf("node %d %s: %s", e.ID, what, e.Detail())
+}
+
+// Detail is String without the node and the verdict: how it exited, and
+// what it wrote last.
+func (e Exit) Detail() string {
+	out := fmt.Sprintf("its process exited on its own (%s) %v after it was started", e.Err, e.Uptime.Round(time.Millisecond))
+	if !e.Answered {
+		out += ", before it ever answered"
+	}
+	if e.Tail != "" {
+		out += "; its log ends: " + e.Tail
+	}
+	return out
+}
+
+// Start failures of a node, as Restart, WaitUp, AddProcess and Rejoin
+// report them (wrapped): the process exited before it answered, or it ran
+// but did not answer before the wait's deadline.
+var (
+	ErrExited   = errors.New("exited during its start")
+	ErrNoAnswer = errors.New("does not answer HTTP")
+)
 
 // Build builds edictkv with the fault hooks: go build -tags jepsen -o out
 // ./cmd/edictkv, run in repoRoot.
@@ -127,12 +176,19 @@ type Node struct {
 	args []string
 
 	// Guarded by Cluster.mu.
-	cmd    *exec.Cmd
-	done   chan struct{} // closed when cmd has exited
-	paused bool
-	rate   float64 // clock rate last set (1: normal)
-	delay  Delay   // the delay fault last set (zero: none)
-	fsync  Fsync   // the fsync fault last set (zero: none)
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+	// exitErr is how cmd exited; written before done is closed.
+	exitErr error
+	// Of cmd: when it was started, whether the cluster sent it SIGKILL
+	// (an exit it caused), whether it has answered /v1/status.
+	started  time.Time
+	killSent bool
+	answered bool
+	paused   bool
+	rate     float64 // clock rate last set (1: normal)
+	delay    Delay   // the delay fault last set (zero: none)
+	fsync    Fsync   // the fsync fault last set (zero: none)
 	// cgroups are the kernel throttles in force, by controller.
 	cgroups map[string]*cgroupHold
 }
@@ -355,9 +411,26 @@ func (c *Cluster) spawn(n *Node) error {
 		err := cmd.Wait()
 		fmt.Fprintf(logf, "### cluster: node %d exited at %s: %v\n", n.ID, time.Now().Format(time.RFC3339Nano), err)
 		logf.Close()
+		// n's process fields are cmd's until done closes: no new
+		// process starts before that.
+		c.mu.Lock()
+		n.exitErr = err
+		expected, answered, uptime := n.killSent, n.answered, time.Since(n.started)
+		c.mu.Unlock()
+		if !expected {
+			c.log.Warn("node exited on its own", "node", n.ID, "err", err, "uptime", uptime, "answered", answered)
+			if c.cfg.OnExit != nil {
+				why := "exit status 0"
+				if err != nil {
+					why = err.Error()
+				}
+				c.cfg.OnExit(Exit{ID: n.ID, Err: why, Uptime: uptime, Answered: answered, Tail: logTail(n.LogPath, tailLines)})
+			}
+		}
 		close(done)
 	}()
 	n.cmd, n.done, n.paused = cmd, done, false
+	n.exitErr, n.started, n.killSent, n.answered = nil, time.Now(), false, false
 	c.log.Info("node started", "node", n.ID, "pid", cmd.Process.Pid, "http", n.HTTPAddr)
 	return nil
 }
@@ -555,6 +628,7 @@ func (c *Cluster) Kill(id int) error {
 		c.mu.Unlock()
 		return fmt.Errorf("cluster: node %d is not running", id)
 	}
+	n.killSent = true
 	_ = n.cmd.Process.Signal(syscall.SIGKILL)
 	n.paused = false
 	done := n.done
@@ -602,6 +676,7 @@ func (c *Cluster) Bounce(id int) (down time.Duration, err error) {
 		return 0, err
 	}
 	start := time.Now()
+	n.killSent = true
 	_ = n.cmd.Process.Signal(syscall.SIGKILL)
 	n.paused = false
 	done := n.done
@@ -630,18 +705,42 @@ func (c *Cluster) WaitUp(ctx context.Context, id int) error {
 	return c.waitUp(ctx, n)
 }
 
-// waitUp waits until n answers /v1/status.
+// waitUp waits until n answers /v1/status. It gives up at once if n's
+// process exits meanwhile (ErrExited, with the exit and the log's last
+// lines), and at ctx's end if it runs without answering (ErrNoAnswer).
 func (c *Cluster) waitUp(ctx context.Context, n *Node) error {
+	c.mu.Lock()
+	done := n.done
+	c.mu.Unlock()
+	if done == nil {
+		return fmt.Errorf("cluster: node %d was never started", n.ID)
+	}
 	for {
 		if _, err := c.status(ctx, n); err == nil {
 			return nil
 		}
 		select {
+		case <-done:
+			// Read after done closed: the process's own exit.
+			return fmt.Errorf("cluster: node %d %w (%v); its log ends: %s", n.ID, ErrExited, c.exitOf(n, done), logTail(n.LogPath, tailLines))
 		case <-ctx.Done():
-			return fmt.Errorf("cluster: node %d does not answer HTTP: %w (log %s)", n.ID, ctx.Err(), n.LogPath)
+			return fmt.Errorf("cluster: node %d %w: %w; its log ends: %s", n.ID, ErrNoAnswer, ctx.Err(), logTail(n.LogPath, tailLines))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// exitOf says how the process whose done channel is done exited.
+func (c *Cluster) exitOf(n *Node, done chan struct{}) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case n.done != done:
+		return "replaced by a newer process"
+	case n.exitErr == nil:
+		return "exit status 0"
+	}
+	return n.exitErr.Error()
 }
 
 // Pause SIGSTOPs a node's process.
@@ -820,6 +919,9 @@ func (c *Cluster) Status(ctx context.Context, id int) (Status, error) {
 
 func (c *Cluster) status(ctx context.Context, n *Node) (Status, error) {
 	var st Status
+	c.mu.Lock()
+	asked := n.cmd
+	c.mu.Unlock()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.URL()+"/v1/status", nil)
 	if err != nil {
 		return st, err
@@ -832,7 +934,15 @@ func (c *Cluster) status(ctx context.Context, n *Node) (Status, error) {
 	if resp.StatusCode != http.StatusOK {
 		return st, fmt.Errorf("cluster: node %d status: %s", n.ID, resp.Status)
 	}
-	return st, json.NewDecoder(resp.Body).Decode(&st)
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return st, err
+	}
+	c.mu.Lock()
+	if n.cmd == asked && asked != nil {
+		n.answered = true
+	}
+	c.mu.Unlock()
+	return st, nil
 }
 
 // live is the nodes running and not paused.
@@ -1026,6 +1136,7 @@ func (c *Cluster) Close() error {
 	var dones []chan struct{}
 	for _, n := range c.nodes {
 		if n.running() {
+			n.killSent = true
 			_ = n.cmd.Process.Signal(syscall.SIGKILL)
 			dones = append(dones, n.done)
 		}

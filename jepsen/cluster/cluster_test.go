@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -180,6 +181,67 @@ func partitionTest(t *testing.T, c *Cluster) {
 		t.Fatal(err)
 	}
 	eventually(t, "the old leader to catch up after the heal", 15*time.Second, func() bool { return get(c.Node(old), "k") == "v2" })
+}
+
+// A process that exits on its own is told to OnExit, once, with how it
+// exited and its log's last lines: one killed from outside the harness
+// had answered (it crashed); one whose data directory is broken exits
+// before it ever answers (it could not start), and Restart says so at
+// once (ErrExited), without waiting out its limit. The harness's own
+// kills are not reported.
+func TestPortableExitsReported(t *testing.T) {
+	exits := make(chan Exit, 10)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := Start(ctx, Config{N: 3, Binary: binary, Dir: t.TempDir(), Mode: ModePortable, Logger: testLogger(t),
+		OnExit: func(e Exit) { exits <- e }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ld := leader(t, c)
+	victim := ld%3 + 1
+	if err := c.Kill(victim); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Restart(victim); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(c.PID(victim), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	e := <-exits
+	if e.ID != victim || !e.Answered || !strings.Contains(e.Err, "killed") {
+		t.Fatalf("crash reported as %+v", e)
+	}
+	// Its data directory becomes a file: it cannot start again.
+	dir := c.Node(victim).DataDir
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir, []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = c.Restart(victim)
+	if !errors.Is(err, ErrExited) {
+		t.Fatalf("restart of a node that cannot start: %v", err)
+	}
+	e = <-exits
+	if e.ID != victim || e.Answered || e.Tail == "" {
+		t.Fatalf("failed start reported as %+v", e)
+	}
+	t.Logf("%v\n%s", err, e)
+	if !strings.Contains(e.String(), fmt.Sprintf("node %d could not start", victim)) {
+		t.Fatal(e.String())
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-exits:
+		t.Fatalf("the harness's own kills reported: %+v", e)
+	default:
+	}
 }
 
 func TestPortablePartition(t *testing.T) {

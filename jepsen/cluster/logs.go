@@ -80,3 +80,71 @@ func countSnapshots(path string, out *SnapshotCounts) error {
 	}
 	return sc.Err()
 }
+
+// tailLines is how many of a node's last log lines a start failure or an
+// exit quotes.
+const tailLines = 4
+
+// LogTail is the last lines (at most n) node id's current or last process
+// wrote to its log, on one line, each cut to a few hundred bytes: what a
+// process that could not start said last.
+func (c *Cluster) LogTail(id, n int) string {
+	node := c.Node(id)
+	if node == nil {
+		return ""
+	}
+	return logTail(node.LogPath, n)
+}
+
+// logTailBytes bounds how much of a log's end logTail reads.
+const logTailBytes = 64 << 10
+
+// logTail reads the end of the log at path and returns its last n lines
+// written since the last start (the cluster's "### cluster: starting"
+// line), the cluster's own "###" lines left out, joined with " | ".
+func logTail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(st.Size()-logTailBytes, 0)
+	buf := make([]byte, st.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(buf), "\n"), "\n")
+	if off > 0 && len(lines) > 0 {
+		lines = lines[1:] // a line cut by the read's start
+	}
+	if i := lastIndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "### cluster: starting node") }); i >= 0 {
+		lines = lines[i+1:]
+	}
+	var out []string
+	for _, l := range lines {
+		if l == "" || strings.HasPrefix(l, "### cluster: ") {
+			continue
+		}
+		if len(l) > 400 {
+			l = l[:400] + "…"
+		}
+		out = append(out, l)
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return strings.Join(out, " | ")
+}
+
+func lastIndexFunc(s []string, f func(string) bool) int {
+	for i := len(s) - 1; i >= 0; i-- {
+		if f(s[i]) {
+			return i
+		}
+	}
+	return -1
+}

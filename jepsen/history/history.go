@@ -38,7 +38,8 @@ const NemesisProcess = -1
 // cluster itself rather than did to it or through it: which node led, as
 // polled throughout the test (FLeader), and each node's readiness after
 // the final heal (FReady). Its events are neither client operations nor
-// faults. (Process -2 is the final reads'.)
+// faults; and processes that could not start or exited on their own
+// (FNotStarted, FCrashed). (Process -2 is the final reads'.)
 const MonitorProcess = -3
 
 // Client reports whether op is a client operation's invocation or
@@ -58,6 +59,14 @@ const (
 	FHeal      = "heal"       // nemesis: the final heal, after the last fault, undid everything still in force
 	FLeader    = "leader"     // monitor: from now on Node leads (0: no node leads; Error says why)
 	FReady     = "ready"      // monitor: after the final heal, Node is ready (OK) or never was (Fail; Error says why)
+	// FNotStarted and FCrashed are the monitor's records of a process
+	// that failed, always Fail: Node's process could not start (it exited
+	// before it ever answered, or ran without answering within the start's
+	// limit), or exited on its own after it had answered. The harness
+	// kills processes only with SIGKILL of its own; any other exit is the
+	// product's. Error says how, and what the process's log said last.
+	FNotStarted = "not-started"
+	FCrashed    = "crashed"
 )
 
 // Op is one event.

@@ -34,6 +34,7 @@ type bounce struct {
 func (b *bounce) Name() string { return "bounce" }
 
 func (b *bounce) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, error) {
+	b.plan, b.gaps, b.isolate, b.bounced = nil, nil, false, nil
 	l, err := waitLeader(ctx, c)
 	if err != nil {
 		return "", err
@@ -95,6 +96,8 @@ func (b *bounce) Script(ctx context.Context, c Cluster, rng *rand.Rand, step fun
 		}
 		down, err := c.Bounce(id)
 		if err != nil {
+			// A process killed but not started again is down: the
+			// schedule's heal restarts it.
 			step("bounce %d at +%dms failed: %v", id, at.Milliseconds(), err)
 			continue
 		}
@@ -138,8 +141,9 @@ func (b *bounce) Script(ctx context.Context, c Cluster, rng *rand.Rand, step fun
 	}
 }
 
-// Stop makes sure every bounced process is up (a start that failed is
-// retried through WaitUp's error, which the harness's healAll restarts).
+// Stop heals the cut and makes sure every bounced process is up: one whose
+// new process exited or does not answer could not start, and the cluster
+// records it so.
 func (b *bounce) Stop(ctx context.Context, c Cluster) error {
 	var errs []error
 	if b.isolate {
@@ -150,5 +154,6 @@ func (b *bounce) Stop(ctx context.Context, c Cluster) error {
 		errs = append(errs, c.WaitUp(wctx, id))
 		cancel()
 	}
+	b.isolate, b.bounced = false, nil
 	return errors.Join(errs...)
 }

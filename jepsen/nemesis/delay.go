@@ -71,6 +71,7 @@ var delaySpec = cluster.Delay{P: 0.10, MinMS: 500, MaxMS: 3000, Dup: 0.02, Reord
 func (d *delay) Name() string { return "delay" }
 
 func (d *delay) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, error) {
+	d.targets = nil
 	ids := c.Members()
 	d.mode = delayMode(d.n % int(numDelayModes))
 	var who string
@@ -97,9 +98,12 @@ func (d *delay) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, e
 	for _, id := range d.targets {
 		errs = append(errs, c.SetDelay(id, delaySpec))
 	}
+	if err := errors.Join(errs...); err != nil {
+		return "", err // the schedule's Stop turns off what was set
+	}
 	s := delaySpec
 	return fmt.Sprintf("delay messages into %s %v: %.0f%% held %d–%d ms, %.0f%% duplicated (the copy up to %d ms late), %.0f%% reordered (held ≤%d ms)",
-		who, d.targets, 100*s.P, s.MinMS, s.MaxMS, 100*s.Dup, s.MaxMS, 100*s.Reorder, s.ReorderMS), errors.Join(errs...)
+		who, d.targets, 100*s.P, s.MinMS, s.MaxMS, 100*s.Dup, s.MaxMS, 100*s.Reorder, s.ReorderMS), nil
 }
 
 // Stop reads what each target's hook did (its counts start at each
@@ -221,7 +225,7 @@ func (d *delay) Stop(ctx context.Context, c Cluster) error {
 	var held, dup, reord uint64
 	var errs []error
 	if d.mode == delayRecur {
-		errs = append(errs, c.Block(nil)) // if the script ended early
+		errs = append(errs, c.Block(nil)) // if the script ended early, or failed to heal
 	}
 	for _, id := range d.targets {
 		if st, err := c.HookStats(ctx, id); err == nil {
@@ -231,6 +235,7 @@ func (d *delay) Stop(ctx context.Context, c Cluster) error {
 	}
 	d.summary = fmt.Sprintf("on %v: %d messages held, %d duplicated, %d reordered (counts of processes that did not restart meanwhile)",
 		d.targets, held, dup, reord)
+	d.targets = nil
 	return errors.Join(errs...)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -70,39 +71,77 @@ func (p *partition) Start(ctx context.Context, c Cluster, rng *rand.Rand) (strin
 func (p *partition) Stop(ctx context.Context, c Cluster) error { return c.Block(nil) }
 
 // kill SIGKILLs one node, then a minority, then every node, and restarts
-// them at stop.
+// them at stop. It aims at the members that run: a member already down (one
+// that could not start) counts toward the minority, and is left alone.
 type kill struct {
 	n      int
-	killed []int
+	killed []int // the kills that worked: Stop restarts exactly these
 }
 
 func (k *kill) Name() string { return "kill" }
 
 func (k *kill) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, error) {
-	ids := shuffled(rng, c.Members())
+	k.killed = nil
+	members := c.Members()
+	live := liveOf(c, members)
+	ids := shuffled(rng, live)
+	var targets []int
+	var note string
 	switch k.n % 3 {
 	case 0:
-		k.killed = ids[:1]
+		targets = ids[:min(1, len(ids))]
 	case 1:
-		k.killed = ids[:(len(ids)-1)/2]
+		down := len(members) - len(live)
+		m := max((len(members)-1)/2-down, 1)
+		targets = ids[:min(m, len(ids))]
+		if down > 0 {
+			note = fmt.Sprintf(" (with %d of %d members down already)", down, len(members))
+		}
 	default:
-		k.killed = ids
+		targets = ids
 	}
 	k.n++
-	var errs []error
-	for _, id := range k.killed {
-		errs = append(errs, c.Kill(id))
+	if len(targets) == 0 {
+		return "", fmt.Errorf("no member runs (members %v)", members)
 	}
-	return fmt.Sprintf("kill %v", k.killed), errors.Join(errs...)
+	var errs []error
+	for _, id := range targets {
+		if err := c.Kill(id); err != nil {
+			errs = append(errs, err)
+		} else {
+			k.killed = append(k.killed, id)
+		}
+	}
+	if len(k.killed) == 0 {
+		return "", errors.Join(errs...)
+	}
+	what := fmt.Sprintf("kill %v%s", k.killed, note)
+	if err := errors.Join(errs...); err != nil {
+		// The fault is in force for those it killed.
+		what += "; not killed: " + errString(err)
+	}
+	return what, nil
 }
 
+// Stop restarts every process the fault killed, all at once (one that
+// hangs at its start must not keep the others down), whichever fails; one
+// that could not start is the product's failure (recorded by the
+// cluster), and the stop says so.
 func (k *kill) Stop(ctx context.Context, c Cluster) error {
-	var errs []error
-	for _, id := range k.killed {
-		errs = append(errs, c.Restart(id))
+	errs := make([]error, len(k.killed))
+	var wg sync.WaitGroup
+	for i, id := range k.killed {
+		wg.Go(func() { errs[i] = c.Restart(id) })
 	}
+	wg.Wait()
 	k.killed = nil
 	return errors.Join(errs...)
+}
+
+// liveOf is those of ids that are live (Cluster.Live).
+func liveOf(c Cluster, ids []int) []int {
+	live := c.Live()
+	return slices.DeleteFunc(slices.Clone(ids), func(id int) bool { return !slices.Contains(live, id) })
 }
 
 // pause SIGSTOPs the leader, or another node (a granter), for longer than
@@ -117,21 +156,36 @@ type pause struct {
 func (p *pause) Name() string { return "pause" }
 
 func (p *pause) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, error) {
+	p.paused = 0
 	l, err := c.Leader(ctx)
 	if err != nil {
 		return "", err
 	}
-	p.paused = l
+	target := l
 	what := "leader"
 	if p.n%2 == 1 {
-		others := slices.DeleteFunc(c.Members(), func(id int) bool { return id == l })
-		p.paused, what = others[rng.IntN(len(others))], "granter"
+		others := slices.DeleteFunc(liveOf(c, c.Members()), func(id int) bool { return id == l })
+		if len(others) == 0 {
+			return "", errors.New("no live member but the leader to pause")
+		}
+		target, what = others[rng.IntN(len(others))], "granter"
 	}
 	p.n++
-	return fmt.Sprintf("pause %s %d (lease %v)", what, p.paused, p.lease), c.Pause(p.paused)
+	if err := c.Pause(target); err != nil {
+		return "", err
+	}
+	p.paused = target
+	return fmt.Sprintf("pause %s %d (lease %v)", what, p.paused, p.lease), nil
 }
 
-func (p *pause) Stop(ctx context.Context, c Cluster) error { return c.Resume(p.paused) }
+func (p *pause) Stop(ctx context.Context, c Cluster) error {
+	if p.paused == 0 {
+		return nil
+	}
+	err := c.Resume(p.paused)
+	p.paused = 0
+	return err
+}
 
 // clock sets random clock rates within the drift bound ρ on every node:
 // the protocol must stay safe.
@@ -176,6 +230,7 @@ const slowRate = 0.02
 func (k *clockBeyond) Name() string { return "clock-beyond-rho" }
 
 func (k *clockBeyond) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, error) {
+	k.leader = 0
 	l, err := c.Leader(ctx)
 	if err != nil {
 		return "", err
@@ -190,7 +245,11 @@ func (k *clockBeyond) Start(ctx context.Context, c Cluster, rng *rand.Rand) (str
 }
 
 func (k *clockBeyond) Stop(ctx context.Context, c Cluster) error {
-	return errors.Join(c.Block(nil), c.SetClockRate(k.leader, 1))
+	err := c.Block(nil)
+	if k.leader != 0 {
+		err = errors.Join(err, c.SetClockRate(k.leader, 1))
+	}
+	return err
 }
 
 // transfer hands leadership to a random other member under load.
@@ -203,7 +262,10 @@ func (t *transfer) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string
 	if err != nil {
 		return "", err
 	}
-	others := slices.DeleteFunc(c.Members(), func(id int) bool { return id == l })
+	others := slices.DeleteFunc(liveOf(c, c.Members()), func(id int) bool { return id == l })
+	if len(others) == 0 {
+		return "", errors.New("no live member but the leader to transfer to")
+	}
 	to := others[rng.IntN(len(others))]
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

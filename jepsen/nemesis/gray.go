@@ -72,7 +72,7 @@ func (r leaseReading) since(before leaseReading) string {
 // grayTargets picks whom a gray fault hits, in turn: the leader, a
 // granter (a member that does not lead), every member.
 func grayTargets(ctx context.Context, c Cluster, rng *rand.Rand, variant int) ([]int, string, error) {
-	ids := c.Members()
+	ids := liveOf(c, c.Members())
 	if variant%3 == 2 {
 		return ids, "every member", nil
 	}
@@ -119,6 +119,7 @@ var slowDiskIO = cluster.IOLimit{WriteBPS: 8 << 20, WriteIOPS: 50}
 func (s *slowDisk) Name() string { return "slow-disk" }
 
 func (s *slowDisk) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, error) {
+	s.targets, s.throttled = nil, nil
 	targets, who, err := grayTargets(ctx, c, rng, s.n)
 	if err != nil {
 		return "", err
@@ -131,14 +132,14 @@ func (s *slowDisk) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string
 		errs = append(errs, c.SetFsync(id, slowDiskSpec))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return "", errors.Join(err, s.Stop(ctx, c))
+		return "", err // the schedule's Stop turns off what was set
 	}
 	what := fmt.Sprintf("slow fsyncs on %s %v: every durable batch %d–%d ms later", who, targets, slowDiskSpec.MinMS, slowDiskSpec.MaxMS)
 	var throttle string
 	for _, id := range targets {
 		desc, err := c.ThrottleIO(id, slowDiskIO)
 		switch {
-		case errors.Is(err, cluster.ErrUnsupported):
+		case errors.Is(err, cluster.ErrUnsupported) && len(s.throttled) == 0:
 			// The same reason for every node: say it once.
 			return what + "; no kernel I/O throttle: " + err.Error(), nil
 		case err != nil:
@@ -163,7 +164,9 @@ func (s *slowDisk) Stop(ctx context.Context, c Cluster) error {
 		}
 		errs = append(errs, c.SetFsync(id, cluster.Fsync{}))
 	}
-	for _, id := range s.throttled {
+	// Every target, not only those throttled: a throttle that failed
+	// part way may have left its cgroup (lifting none is a no-op).
+	for _, id := range s.targets {
 		errs = append(errs, c.UnthrottleIO(id))
 	}
 	s.summary = fmt.Sprintf("on %v: %d durable batches delayed, %d ms in all (counts of processes that did not restart meanwhile)",
@@ -172,7 +175,7 @@ func (s *slowDisk) Stop(ctx context.Context, c Cluster) error {
 		s.summary += fmt.Sprintf("; kernel I/O throttle lifted on %v", s.throttled)
 	}
 	s.summary += "; " + readLeases(ctx, c).since(s.before)
-	s.throttled = nil
+	s.targets, s.throttled = nil, nil
 	return errors.Join(errs...)
 }
 
@@ -184,6 +187,7 @@ func (s *slowDisk) Summary() string { return s.summary }
 // conv=fsync in a loop). The nodes' own fsyncs then queue behind its
 // writeback. Stop stops it, removes its files, and says what it wrote.
 type diskHog struct {
+	running bool
 	before  leaseReading
 	summary string
 }
@@ -197,11 +201,17 @@ func (d *diskHog) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string,
 	if err := c.StartDiskHog(diskHogSpec); err != nil {
 		return "", err
 	}
+	d.running = true
 	return fmt.Sprintf("a writer beside the nodes on their filesystem: %d MiB files in 1 MiB blocks, each fsynced, one after another",
 		diskHogSpec.FileMB), nil
 }
 
 func (d *diskHog) Stop(ctx context.Context, c Cluster) error {
+	if !d.running {
+		d.summary = "no writer ran"
+		return nil
+	}
+	d.running = false
 	st, err := c.StopDiskHog()
 	d.summary = fmt.Sprintf("wrote %d MiB: %d whole files fsynced, the longest fsync %v, %v in all; files removed; %s",
 		st.MB, st.Files, st.FsyncMax.Round(time.Millisecond), st.FsyncTime.Round(time.Millisecond), readLeases(ctx, c).since(d.before))
@@ -246,6 +256,7 @@ const (
 func (s *cpuStarve) Name() string { return "cpu-starve" }
 
 func (s *cpuStarve) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, error) {
+	s.targets, s.limited = nil, nil
 	variant := s.n % 4
 	s.n++
 	targets, who, err := grayTargets(ctx, c, rng, variant) // the quota's turn: the leader
@@ -312,7 +323,9 @@ func (s *cpuStarve) Stop(ctx context.Context, c Cluster) error {
 		s.cancel = nil
 	}
 	var errs []error
-	for _, id := range s.limited {
+	// Every target: a quota that failed part way may have left its
+	// cgroup (lifting none is a no-op).
+	for _, id := range s.targets {
 		errs = append(errs, c.UnlimitCPU(id))
 	}
 	// Read once the nodes run freely again.
@@ -331,7 +344,7 @@ func (s *cpuStarve) Stop(ctx context.Context, c Cluster) error {
 		}
 	}
 	s.summary += "; " + leases
-	s.limited = nil
+	s.targets, s.limited = nil, nil
 	return errors.Join(errs...)
 }
 

@@ -4,26 +4,34 @@
 // clock-rate faults within and beyond the drift bound ρ, membership
 // changes (adds, removes, replacements, the leader removed, a member that
 // lost its disk added back; alone, under a partition, while a member is
-// killed, during a leadership transfer), leadership transfers, message
-// delay, duplication and
-// reordering, instant kill-and-restart of the leader's granters, snapshot
-// installs under load, and the gray failures of issue 16: slow fsyncs
-// (with the kernel's I/O throttle where it offers one), a writer beside
-// the nodes on their disk, and CPU starvation (SIGSTOP bursts, or the
-// kernel's CPU quota). Faults that act in several steps record each step,
-// timestamped, as an event of the nemesis.
+// killed, during a leadership transfer, or about a member whose disk is
+// slow and which is killed while its memory runs ahead of its disk),
+// leadership transfers, message delay, duplication and reordering,
+// instant kill-and-restart of the leader's granters, snapshot installs
+// under load, and the gray failures of issue 16: slow fsyncs (with the
+// kernel's I/O throttle where it offers one), a writer beside the nodes
+// on their disk, and CPU starvation (SIGSTOP bursts, or the kernel's CPU
+// quota). Faults that act in several steps record each step, timestamped,
+// as an event of the nemesis.
 //
-// Every fault is undone by its own stop, and Heal undoes whatever is left,
-// so a test always ends with every node up, connected, at clock rate 1,
-// without message delay or slow fsyncs, unthrottled, and no writer beside
-// them.
+// Every fault is undone by its own stop, also when its start or its steps
+// failed part way (the schedule runs the stop after a failed start), and
+// the schedule then has the cluster undo whatever is still in force
+// (Cluster.HealLeftovers) and records what that was, so that one fault's
+// failure never carries into the next. A fault aims at processes that
+// run: a member that could not start is the product's failure, recorded
+// by the cluster, and no fault's target. A test ends with every node up
+// (but those), connected, at clock rate 1, without message delay or slow
+// fsyncs, unthrottled, and no writer beside them.
 package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/edictlog/edictlog/jepsen/cluster"
@@ -34,6 +42,15 @@ import (
 type Cluster interface {
 	// Members are the ids of the current members (up or not).
 	Members() []int
+	// Live are the processes, members or not, that run now: not killed,
+	// not paused, not a process that could not start.
+	Live() []int
+	// HealLeftovers undoes every fault still in force (a partition, a
+	// process killed or paused, a clock rate, a delay, a slow fsync, a
+	// kernel throttle, the disk hog) and says what it undid, "" if
+	// nothing. A process that could not start stays down: its failure is
+	// the product's, and recorded.
+	HealLeftovers(ctx context.Context) (string, error)
 	// Block makes each node drop all traffic with the nodes listed for it
 	// (and they with it); nil heals the network.
 	Block(blocked map[int][]int) error
@@ -47,7 +64,9 @@ type Cluster interface {
 	// StartJoiner starts a new process (a new id) that joins the
 	// cluster; it is no member until AddLearner and Promote.
 	StartJoiner(ctx context.Context) (int, error)
-	// AddLearner adds a process as a learner (through the leader).
+	// AddLearner adds a process as a learner (through the leader). The
+	// admin requests (AddLearner, Promote, Remove, Transfer) return an
+	// error wrapping ErrRefused when the server refuses the change.
 	AddLearner(ctx context.Context, id int) error
 	// Promote makes a learner a member once the leader accepts it (it
 	// refuses a learner far behind), asking again until then or until ctx
@@ -99,15 +118,32 @@ type Cluster interface {
 	Status(ctx context.Context, id int) (cluster.Status, error)
 }
 
+// ErrRefused is what an admin request returns, wrapped, when the server
+// refused the change (it said no; asking again will not help).
+var ErrRefused = errors.New("refused by the server")
+
 // Fault is one kind of fault.
 type Fault interface {
 	// Name is what --nemesis calls it.
 	Name() string
-	// Start injects the fault and describes what it did.
+	// Start injects the fault and describes what it did. An error wrapping
+	// the value skip returns says the fault chose not to start.
 	Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, error)
-	// Stop undoes it.
+	// Stop undoes it: everything Start and the script did, whatever
+	// failed on the way. The schedule calls it after a Start that failed
+	// too, so it must undo a fault that was never injected, or injected
+	// in part.
 	Stop(ctx context.Context, c Cluster) error
 }
+
+// skipError is a fault that chose not to start, and why.
+type skipError struct{ why string }
+
+func (e *skipError) Error() string { return "skipped: " + e.why }
+
+// skip returns the error of a fault that chose not to start (or a change
+// that chose not to go on): the schedule records it as skipped, not failed.
+func skip(format string, args ...any) error { return &skipError{why: fmt.Sprintf(format, args...)} }
 
 // Scripted is a fault that keeps acting after Start: the schedule runs
 // Script right after recording the start, while the hold runs, and records
@@ -160,53 +196,94 @@ func (s *Schedule) Run(ctx context.Context, c Cluster, rec *history.Recorder) er
 		if ctx.Err() != nil {
 			return nil
 		}
-		f := s.Faults[i%len(s.Faults)]
-		// The fault acts from the first step of its injection; a start
-		// that failed (it waited for a leader in vain, mostly) injected
-		// nothing worth a span of its own.
-		began := rec.Now()
-		detail, err := f.Start(ctx, c, rng)
-		if err != nil {
-			s.logf("nemesis %s: start failed: %v", f.Name(), err)
-			rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FStart, Nemesis: f.Name(), Detail: "failed: " + err.Error()})
-			rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FStop, Nemesis: f.Name()})
-			continue
-		}
-		rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FStart, Nemesis: f.Name(), Detail: detail, Began: began})
-		s.logf("nemesis %s: %s", f.Name(), detail)
-		scripted := make(chan struct{})
-		if sf, ok := f.(Scripted); ok {
-			go func() {
-				defer close(scripted)
-				sf.Script(ctx, c, rng, func(format string, args ...any) {
-					d := fmt.Sprintf(format, args...)
-					rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FEvent, Nemesis: f.Name(), Detail: d})
-					s.logf("nemesis %s: %s", f.Name(), d)
-				})
-			}()
-		} else {
-			close(scripted)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(s.Hold):
-		}
-		<-scripted
-		// Undo even when the test is over: it must end healed.
-		err = f.Stop(context.WithoutCancel(ctx), c)
-		stop := history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FStop, Nemesis: f.Name()}
-		if err != nil {
-			stop.Detail = "stop failed: " + err.Error()
-			s.logf("nemesis %s: stop failed: %v", f.Name(), err)
-		} else if sf, ok := f.(Summarized); ok {
-			stop.Detail = sf.Summary()
-			s.logf("nemesis %s: stopped: %s", f.Name(), stop.Detail)
-		}
-		rec.Add(stop)
+		s.one(ctx, c, rec, rng, s.Faults[i%len(s.Faults)])
 		if ctx.Err() != nil {
-			return err
+			return nil
 		}
 	}
+}
+
+// one runs fault f: its start, its script and hold, its stop, and the
+// heal of whatever it left in force, each recorded.
+func (s *Schedule) one(ctx context.Context, c Cluster, rec *history.Recorder, rng *rand.Rand, f Fault) {
+	// The fault acts from the first step of its injection; a start
+	// that failed (it waited for a leader in vain, mostly) injected
+	// nothing worth a span of its own.
+	began := rec.Now()
+	detail, err := f.Start(ctx, c, rng)
+	if err != nil {
+		// A start may fail part way (one node of three killed, the
+		// rules in some namespaces): undo it before the next fault.
+		what := "failed: " + errString(err)
+		var sk *skipError
+		if errors.As(err, &sk) {
+			what = errString(err)
+		}
+		s.logf("nemesis %s: start %s", f.Name(), what)
+		rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FStart, Nemesis: f.Name(), Detail: what})
+		stop := history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FStop, Nemesis: f.Name()}
+		if err := f.Stop(context.WithoutCancel(ctx), c); err != nil {
+			stop.Detail = "undo failed: " + errString(err)
+			s.logf("nemesis %s: undo after the failed start failed: %v", f.Name(), err)
+		}
+		s.healLeftovers(ctx, c, rec, f.Name())
+		rec.Add(stop)
+		return
+	}
+	rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FStart, Nemesis: f.Name(), Detail: detail, Began: began})
+	s.logf("nemesis %s: %s", f.Name(), detail)
+	scripted := make(chan struct{})
+	if sf, ok := f.(Scripted); ok {
+		go func() {
+			defer close(scripted)
+			sf.Script(ctx, c, rng, func(format string, args ...any) {
+				d := fmt.Sprintf(format, args...)
+				rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FEvent, Nemesis: f.Name(), Detail: d})
+				s.logf("nemesis %s: %s", f.Name(), d)
+			})
+		}()
+	} else {
+		close(scripted)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(s.Hold):
+	}
+	<-scripted
+	// Undo even when the test is over: it must end healed.
+	err = f.Stop(context.WithoutCancel(ctx), c)
+	stop := history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FStop, Nemesis: f.Name()}
+	if sf, ok := f.(Summarized); ok {
+		stop.Detail = sf.Summary()
+	}
+	if err != nil {
+		stop.Detail = strings.TrimPrefix(stop.Detail+"; stop failed: "+errString(err), "; ")
+		s.logf("nemesis %s: stop failed: %v", f.Name(), err)
+	} else if stop.Detail != "" {
+		s.logf("nemesis %s: stopped: %s", f.Name(), stop.Detail)
+	}
+	// Whatever the stop did not undo (it failed part way, or a
+	// process crashed meanwhile) is undone before the next fault.
+	s.healLeftovers(ctx, c, rec, f.Name())
+	rec.Add(stop)
+}
+
+// healLeftovers undoes whatever fault is still in force after fault
+// name's stop, and records what that was as an event of the fault.
+func (s *Schedule) healLeftovers(ctx context.Context, c Cluster, rec *history.Recorder, name string) {
+	did, err := c.HealLeftovers(context.WithoutCancel(ctx))
+	if did == "" && err == nil {
+		return
+	}
+	d := "healed what was left in force: " + did
+	if did == "" {
+		d = "healing what was left in force"
+	}
+	if err != nil {
+		d += "; failed: " + errString(err)
+	}
+	rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FEvent, Nemesis: name, Detail: d})
+	s.logf("nemesis %s: %s", name, d)
 }
 
 func (s *Schedule) logf(format string, args ...any) {
@@ -218,7 +295,7 @@ func (s *Schedule) logf(format string, args ...any) {
 // Known lists the faults ByName builds, for help texts.
 const Known = "partition, kill, pause, clock, clock-beyond-rho, membership, transfer, delay, bounce, snapshot-install, " +
 	"slow-disk, disk-hog, cpu-starve, " +
-	"member-add, member-remove, member-replace, member-remove-leader, member-rejoin, member-partition, member-kill, member-transfer"
+	"member-add, member-remove, member-replace, member-remove-leader, member-rejoin, member-partition, member-kill, member-transfer, member-slow-disk"
 
 // ByName builds the faults --nemesis names; rho is the cluster's drift
 // bound and lease its longest lease (pauses outlast it).

@@ -48,11 +48,17 @@ type fakeCluster struct {
 	wiped    map[int]bool
 	maxSize  int
 	log      []string
+	// leftovers are what HealLeftovers found still in force, in order:
+	// a nemesis's own stop should leave nothing.
+	leftovers []string
+	// notStarted are processes that could not start: Live leaves them
+	// out, and Restart of them fails.
+	notStarted map[int]bool
 }
 
 func newFake(n int) *fakeCluster {
 	f := &fakeCluster{leader: 1, down: map[int]string{}, rates: map[int]float64{}, delays: map[int]cluster.Delay{},
-		procs: map[int]bool{}, wiped: map[int]bool{}, maxSize: n,
+		procs: map[int]bool{}, wiped: map[int]bool{}, maxSize: n, notStarted: map[int]bool{},
 		fsyncs: map[int]cluster.Fsync{}, ioThrottled: map[int]bool{}, cpuLimited: map[int]bool{}}
 	for i := 1; i <= n; i++ {
 		f.members = append(f.members, i)
@@ -66,6 +72,70 @@ func (f *fakeCluster) Members() []int {
 	return slices.Clone(f.members)
 }
 
+// Live: the members and started processes that are not down, removed, or
+// unable to start.
+func (f *fakeCluster) Live() []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []int
+	for _, id := range append(slices.Clone(f.members), slices.Sorted(maps.Keys(f.procs))...) {
+		if f.down[id] == "" && !f.notStarted[id] && (f.procs[id] || slices.Contains(f.members, id)) && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// HealLeftovers records and undoes whatever is still in force; a node
+// that could not start stays down.
+func (f *fakeCluster) HealLeftovers(context.Context) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var found []string
+	if len(f.blocked) > 0 {
+		found = append(found, "partition")
+		f.blocked = nil
+	}
+	for _, id := range slices.Sorted(maps.Keys(f.down)) {
+		if !f.notStarted[id] {
+			found = append(found, fmt.Sprintf("%d %s", id, f.down[id]))
+			delete(f.down, id)
+		}
+	}
+	for id, r := range f.rates {
+		if r != 1 {
+			found = append(found, fmt.Sprintf("%d clock %g", id, r))
+			f.rates[id] = 1
+		}
+	}
+	for id, d := range f.delays {
+		if d != (cluster.Delay{}) {
+			found = append(found, fmt.Sprintf("%d delayed", id))
+			f.delays[id] = cluster.Delay{}
+		}
+	}
+	for id, d := range f.fsyncs {
+		if d != (cluster.Fsync{}) {
+			found = append(found, fmt.Sprintf("%d slow fsyncs", id))
+			f.fsyncs[id] = cluster.Fsync{}
+		}
+	}
+	for id := range f.ioThrottled {
+		found = append(found, fmt.Sprintf("%d I/O throttled", id))
+	}
+	for id := range f.cpuLimited {
+		found = append(found, fmt.Sprintf("%d CPU limited", id))
+	}
+	clear(f.ioThrottled)
+	clear(f.cpuLimited)
+	if f.hog {
+		found = append(found, "disk hog")
+		f.hog = false
+	}
+	f.leftovers = append(f.leftovers, found...)
+	return strings.Join(found, ", "), nil
+}
+
 // Block: with failover, a leader cut off from everyone is succeeded by
 // another member.
 func (f *fakeCluster) Block(b map[int][]int) error {
@@ -77,21 +147,35 @@ func (f *fakeCluster) Block(b map[int][]int) error {
 	}
 	return nil
 }
+
+// Kill fails on a process that does not run, as the cluster's does.
 func (f *fakeCluster) Kill(id int) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.down[id] != "" || f.procs[id] == false && !slices.Contains(f.members, id) {
+		return fmt.Errorf("node %d is not running", id)
+	}
 	f.down[id] = "killed"
 	return nil
 }
+
+// Restart fails for a process that cannot start: it stays down.
 func (f *fakeCluster) Restart(id int) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.notStarted[id] {
+		f.down[id] = "killed"
+		return fmt.Errorf("node %d exited during its start (exit status 1)", id)
+	}
 	delete(f.down, id)
 	return nil
 }
 func (f *fakeCluster) Pause(id int) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.down[id] != "" {
+		return fmt.Errorf("node %d is not running", id)
+	}
 	f.down[id] = "paused"
 	return nil
 }
@@ -593,7 +677,7 @@ func TestMembershipNamed(t *testing.T) {
 				assert.Nil(t, f.blocked, what)
 			}
 			m := CountMembership(rec.Ops())
-			assert.Equal(t, 7, m.Adds+m.Removes+m.Replacements+m.Rejoins, "%s: every change completed: %+v", name, m)
+			assert.Equal(t, 7, m.Adds+m.Removes+m.Replacements+m.Rejoins+m.CatchUps, "%s: every change completed: %+v", name, m)
 			assert.Zero(t, m.Failed)
 		})
 	}

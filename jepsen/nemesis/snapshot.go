@@ -68,12 +68,14 @@ var snapshotVariants = []string{
 }
 
 func (s *snapshotInstall) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, error) {
+	s.victim = 0
 	l, err := waitLeader(ctx, c)
 	if err != nil {
 		return "", err
 	}
 	ids := c.Members()
-	others := slices.DeleteFunc(slices.Clone(ids), func(id int) bool { return id == l })
+	// A member that does not run cannot be caught up.
+	others := slices.DeleteFunc(liveOf(c, ids), func(id int) bool { return id == l })
 	if len(others) < 2 {
 		return "", errors.New("a snapshot install needs 3 members")
 	}
@@ -82,11 +84,12 @@ func (s *snapshotInstall) Start(ctx context.Context, c Cluster, rng *rand.Rand) 
 	s.n++
 	s.before = s.counts(ctx, c)
 	rest := slices.DeleteFunc(slices.Clone(ids), func(id int) bool { return id == s.victim })
+	// On an error the schedule's Stop undoes both.
 	if err := c.SetDelay(s.victim, cluster.Delay{SnapshotMS: snapshotHoldMS}); err != nil {
 		return "", err
 	}
 	if err := c.Block(groups(ids, []int{s.victim}, rest)); err != nil {
-		return "", errors.Join(err, c.SetDelay(s.victim, cluster.Delay{}))
+		return "", err
 	}
 	return fmt.Sprintf("cut off %d (leader %d) until the log is compacted past it, then heal; streams to it held %d–%d ms; during the stream: %s",
 		s.victim, l, snapshotHoldMS/2, snapshotHoldMS, snapshotVariants[s.variant]), nil
@@ -204,6 +207,10 @@ func errString(err error) string {
 }
 
 func (s *snapshotInstall) Stop(ctx context.Context, c Cluster) error {
+	if s.victim == 0 {
+		s.summary = "nothing to undo"
+		return c.Block(nil)
+	}
 	err := errors.Join(c.Block(nil), c.SetDelay(s.victim, cluster.Delay{}))
 	now := s.counts(ctx, c)
 	s.summary = fmt.Sprintf("%d received %d snapshot stream(s); senders saw %d install(s) confirmed",

@@ -4,7 +4,8 @@
 //	go run ./jepsen/cmd/jepsen --time 60s --nemesis partition,kill,pause,clock --workload register
 //
 // It ends with the verdict: valid (safe, and available within the bounds),
-// invalid (the checker found an anomaly), unavailable (safe as far as the
+// invalid (the checker found an anomaly, or a node could not start again
+// or crashed), unavailable (safe as far as the
 // checker saw, but no node led for longer than --leader-bound after a
 // fault ended, or a member was not ready within --ready-bound of the final
 // heal), or unknown. Exit status: 0 when valid, 1 when invalid or
@@ -79,8 +80,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	fmt.Fprintf(stdout, "verdict: %s  (workload %s, nemesis %v, %s mode, %.0fs; report in %s)\n",
-		res.Verdict, res.Workload, res.Nemeses, res.Mode, res.Seconds, o.Out)
+	fmt.Fprintf(stdout, "verdict: %s  (workload %s, nemesis %v, %s mode, %.0fs, seed %d; report in %s)\n",
+		res.Verdict, res.Workload, res.Nemeses, res.Mode, res.Seconds, res.Seed, o.Out)
 	switch res.Valid {
 	case check.Valid:
 		fmt.Fprintln(stdout, "safety: valid (no anomaly found)")
@@ -88,6 +89,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "safety: INVALID (the anomaly is below)")
 	default:
 		fmt.Fprintf(stdout, "safety: %s (the checker could not decide)\n", res.Valid)
+	}
+	fmt.Fprintf(stdout, "processes: %s\n", res.Processes.Summary())
+	for _, f := range res.Processes.Failures {
+		fmt.Fprintf(stdout, "process: %s\n", f)
 	}
 	for _, v := range res.Availability.Violations {
 		fmt.Fprintf(stdout, "unavailable: %s\n", v)
@@ -111,11 +116,5 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "set: %d acknowledged, %d lost, %d duplicated, %d unexpected, %d failed-but-present\n",
 			res.Set.Acknowledged, len(res.Set.Lost), len(res.Set.Duplicated), len(res.Set.Unexpected), len(res.Set.FailedButPresent))
 	}
-	switch res.Verdict {
-	case jepsen.VerdictValid:
-		return 0
-	case jepsen.VerdictInvalid, jepsen.VerdictUnavailable:
-		return 1
-	}
-	return 2
+	return jepsen.ExitCode(res.Verdict)
 }
