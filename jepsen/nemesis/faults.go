@@ -91,8 +91,13 @@ func (k *kill) Start(ctx context.Context, c Cluster, rng *rand.Rand) (string, er
 	case 0:
 		targets = ids[:min(1, len(ids))]
 	case 1:
+		// A minority down in all: those down already count.
 		down := len(members) - len(live)
-		m := max((len(members)-1)/2-down, 1)
+		m := (len(members)-1)/2 - down
+		if m <= 0 {
+			k.n++
+			return "", skip("kill a minority: %d of %d members are down already", down, len(members))
+		}
 		targets = ids[:min(m, len(ids))]
 		if down > 0 {
 			note = fmt.Sprintf(" (with %d of %d members down already)", down, len(members))

@@ -82,9 +82,19 @@ func TestKillSparesADeadMemberAndRestartsTheRest(t *testing.T) {
 		require.NoError(t, k.Stop(context.Background(), f))
 		assert.Equal(t, map[int]string{3: "killed"}, f.down, what)
 	}
+	// With a minority down already, the minority's turn kills no one.
+	f3 := newFake(3)
+	f3.cannotStart(3)
+	k3 := &kill{n: 1}
+	_, err := k3.Start(context.Background(), f3, rng)
+	var sk *skipError
+	require.ErrorAs(t, err, &sk)
+	assert.Equal(t, "skipped: kill a minority: 1 of 3 members are down already", err.Error())
+	assert.Equal(t, map[int]string{3: "killed"}, f3.down)
+
 	// A restart that fails: the others are restarted all the same.
 	k.n = 2
-	_, err := k.Start(context.Background(), f, rng)
+	_, err = k.Start(context.Background(), f, rng)
 	require.NoError(t, err)
 	f.mu.Lock()
 	f.notStarted[4] = true
