@@ -104,6 +104,9 @@ type Node struct {
 	// pending are the events of the loop's current step, sent to the
 	// observers once its status is published (announce). Loop only.
 	pending []Event
+	// durable are waitDurable's callers, each waiting for a Ready's batch
+	// (and every earlier one) to be written. Loop only.
+	durable []durableWaiter
 	// observers are Observe's subscribers; obsStopped, once set, is the
 	// Stopped event, and nothing is sent after it.
 	obsMu      sync.RWMutex
@@ -406,6 +409,51 @@ func (n *Node) alive(ctx context.Context) error {
 
 // post runs f on the loop goroutine, without waiting for it to run; false
 // if the Node has stopped.
+// durableWaiter waits for the batches up to Ready seq to be durable.
+type durableWaiter struct {
+	seq  uint64
+	done chan struct{}
+}
+
+// waitDurable returns once every batch the Node handed to its store
+// before the call is durable: a call that answers its caller with a
+// change of stable state (ForceRecovery) must not answer before a crash
+// can no longer take the change back. An op runs between two Ready
+// cycles, so by the time this one runs, the cycle after the caller's own
+// op has handed its batch out.
+func (n *Node) waitDurable(ctx context.Context) error {
+	done := make(chan struct{})
+	if err := n.do(ctx, func() {
+		n.durable = append(n.durable, durableWaiter{seq: n.core.syncSeq, done: done})
+		n.synced(n.core.syncedTo)
+	}); err != nil {
+		return err
+	}
+	select {
+	case <-done:
+		return nil
+	case <-n.done:
+		return ErrShutdown
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// synced releases, on the loop, the waiters whose batches are durable:
+// every Ready up to seq is.
+func (n *Node) synced(seq uint64) {
+	keep := n.durable[:0]
+	for _, w := range n.durable {
+		if w.seq <= seq {
+			close(w.done)
+			continue
+		}
+		keep = append(keep, w)
+	}
+	clear(n.durable[len(keep):])
+	n.durable = keep
+}
+
 func (n *Node) post(f func()) bool {
 	select {
 	case n.ops <- f:

@@ -191,7 +191,17 @@ func (n *Node) ForceRecovery(ctx context.Context, survivors []edict.ProcessID) (
 	if derr := n.do(ctx, func() { epoch, err = n.core.ForceRecovery(n.d.Now(), survivors) }); derr != nil {
 		return 0, derr
 	}
-	return epoch, err
+	if err != nil {
+		return 0, err
+	}
+	// The new epoch's configuration and the old epochs' termination are
+	// in a batch on its way to the store: answer once it is there, so
+	// that an operator told the recovery is done does not find it gone
+	// after a crash.
+	if err := n.waitDurable(ctx); err != nil {
+		return 0, fmt.Errorf("log: forced recovery to epoch %d may not be durable: %w", epoch, err)
+	}
+	return epoch, nil
 }
 
 // Snapshot takes a snapshot of the state machine now and compacts the log

@@ -127,7 +127,7 @@ func (p *persister) run() {
 			}
 			seq := jobs[k-1].seq
 			jobs = jobs[k:]
-			if !p.n.post(func() { p.n.d.Synced(seq) }) {
+			if !p.n.post(func() { p.n.d.Synced(seq); p.n.synced(seq) }) {
 				return
 			}
 		}
