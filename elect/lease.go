@@ -135,7 +135,7 @@ func (c *Core) chooseDelta(now edict.Time) time.Duration {
 // fallback candidate finish before the next starts.
 func (c *Core) maybeStart(now edict.Time) {
 	es := c.epochs[c.active]
-	if c.attempt != nil || es == nil || es.terminated || !es.qs.IsMember(c.id) || es.heard {
+	if c.attempt != nil || es == nil || es.terminated || !es.qs.IsMember(c.id) || es.heard && !mutated(RuleNoCampaignHeard) {
 		return
 	}
 	if c.successorKnown(c.active) || c.wedges[c.active] != nil {
@@ -203,7 +203,7 @@ func (c *Core) Campaign(now edict.Time) {
 	// rather than after, cancelling it.
 	c.checkLease(now)
 	es := c.epochs[c.active]
-	if es == nil || !es.qs.IsMember(c.id) || c.lease.valid(now) || es.heard {
+	if es == nil || !es.qs.IsMember(c.id) || c.lease.valid(now) || es.heard && !mutated(RuleNoCampaignHeard) {
 		return
 	}
 	// Supersede, do not revoke: a revocation stamped now would also

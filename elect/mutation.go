@@ -29,6 +29,11 @@ const (
 	// while the lease holds; its silent granters are asked again in the
 	// same instance (checkAttempt).
 	RuleRenewalPatience = "renewal-patience"
+	// RuleNoCampaignHeard: a process that knows its epoch only from a
+	// peer's news (Heard) does not campaign in it: its log may lack the
+	// stop edict that began it, and with it what the epoch before
+	// committed (maybeStart, Campaign).
+	RuleNoCampaignHeard = "no-campaign-heard"
 )
 
-var mutationRules = []string{RuleQuarantineGrants, RuleWedgeOnEpochChange, RuleReplyAttempt, RuleCampaignFallback, RuleNoEpochSkip, RuleStandAside, RuleRenewalPatience}
+var mutationRules = []string{RuleQuarantineGrants, RuleWedgeOnEpochChange, RuleReplyAttempt, RuleCampaignFallback, RuleNoEpochSkip, RuleStandAside, RuleRenewalPatience, RuleNoCampaignHeard}
