@@ -61,6 +61,26 @@ func (r *lrun) schedule() {
 	if sc.Membership {
 		r.membershipPlan()
 	}
+	if sc.CutOff > 0 {
+		cut := false
+		r.every(50*time.Millisecond, r.gst, func() {
+			l := r.leader()
+			if cut || r.w.now < int64(200*time.Millisecond) || l == nil {
+				return
+			}
+			for i := len(r.ids) - 1; i >= 0; i-- {
+				if p := r.procs[r.ids[i]]; p.up && (l == p) == sc.CutLeader {
+					cut = true
+					r.net.partition([]edict.ProcessID{p.id}, r.ids, false)
+					r.w.after(sc.CutOff, r.net.heal)
+					if sc.CutLeader {
+						r.healWhenSnapshotSplits(p, r.w.now+int64(sc.CutOff))
+					}
+					return
+				}
+			}
+		})
+	}
 	if sc.Figure8 {
 		r.startFigure8()
 	}
@@ -83,11 +103,33 @@ func (r *lrun) crashOne() {
 // crash stops p now and restarts it after down (at GST at the latest).
 // Its stores keep what they hold; everything else it knew is lost.
 func (r *lrun) crash(p *lproc, down time.Duration) {
+	if traceHook != nil {
+		traceHook("%12v %v crashes for %v, losing %d queued writes", time.Duration(r.w.now), p.id, down, len(p.disk))
+	}
 	p.up = false
 	p.disk = nil // what the disk had not finished writing is lost
 	r.dropPending(p)
 	r.report(p.id, elect.ProcessDown)
 	r.w.at(min(r.w.now+int64(down), r.gst), func() { r.restart(p) })
+}
+
+// healWhenSnapshotSplits heals the network, before until, as soon as
+// another process leads whose newest snapshot ends inside cut's
+// uncommitted tail: the snapshot it then sends cut replaces cut's log,
+// and cut's log reached past it.
+func (r *lrun) healWhenSnapshotSplits(cut *lproc, until int64) {
+	r.every(5*time.Millisecond, until, func() {
+		l := r.leader()
+		if l == nil || l == cut || !cut.up || r.net.blocked == nil {
+			return
+		}
+		st := cut.core.Status(cut.now(r.w.now))
+		if s := l.snapPos.Index; s > st.Commit && s < st.LastIndex {
+			if pos, ok := cut.core.SnapshotPosition(s); ok && !pos.Stamp.Equal(l.snapPos.Stamp) {
+				r.net.heal()
+			}
+		}
+	})
 }
 
 // runningProcs are the processes that are up and whose host is not

@@ -101,7 +101,10 @@ type simEnv struct {
 
 func (e simEnv) Send(m wire.Message) {
 	if e.p.up {
+		ack, ok := replyStamp(e.p, m)
+		e.r.checkSend(e.p, m, ack, ok)
 		e.r.send(m)
+		e.r.boundary(e.p, func() string { return "sent " + m.String() + " with a write pending" }, len(e.p.disk) > 0)
 	}
 }
 
@@ -120,7 +123,13 @@ func (e simEnv) Persist(seq uint64, b wire.Batch, after []wire.Message) {
 		crash, p.crashAt = p.crashAt, crashNone
 	}
 	epoch := p.core.Status(p.now(e.r.w.now)).Epoch
-	p.disk = append(p.disk, diskWrite{seq: seq, batch: b, after: after, crash: crash, crashFor: p.crashFor, epoch: epoch})
+	w := diskWrite{seq: seq, batch: b, after: after, crash: crash, crashFor: p.crashFor, epoch: epoch}
+	for _, m := range after {
+		ack, ok := replyStamp(p, m)
+		w.acks = append(w.acks, ack)
+		w.hasAck = append(w.hasAck, ok)
+	}
+	p.disk = append(p.disk, w)
 	if len(p.disk) == 1 {
 		e.r.startWrite(p)
 	}
@@ -136,6 +145,10 @@ type diskWrite struct {
 	// epoch is the process's active epoch when it handed the batch over:
 	// once the batch is stored, a restart must come back in it at least.
 	epoch uint64
+	// acks are what the append replies among after acknowledge, taken
+	// when the batch was handed over (replyStamp), for the send check.
+	acks   []edict.Stamp
+	hasAck []bool
 }
 
 // startWrite begins the write at the head of p's disk queue.
@@ -178,8 +191,10 @@ func (r *lrun) finishWrite(p *lproc, life uint64) {
 			r.fail("%v: store batch: %v", p.id, err)
 			return
 		}
-		if j.batch.Reset != nil {
-			p.snapPos = *j.batch.Reset
+		if rs := j.batch.Reset; rs != nil && rs.Index > p.snapPos.Index {
+			// An install's reset written after a newer snapshot was
+			// published does not make the older one the newest.
+			p.snapPos = *rs
 		}
 	}
 	r.checkEpoch(p, j.epoch, "stored")
@@ -192,16 +207,27 @@ func (r *lrun) finishWrite(p *lproc, life uint64) {
 	if len(p.disk) > 0 {
 		r.startWrite(p)
 	}
+	r.boundary(p, func() string { return "stored a batch, another pending" }, len(p.disk) > 0)
+	if !p.up {
+		return
+	}
 	// The runtime sends what waited for the write and reports it: on a
 	// suspended host, once it resumes (and not at all in a later life).
 	r.call(p, func(d *log.Driver) {
 		if p.inc != life {
 			return
 		}
-		for _, m := range j.after {
+		for k, m := range j.after {
+			if !p.up {
+				return
+			}
+			r.checkSend(p, m, j.acks[k], j.hasAck[k])
 			r.send(m)
+			r.boundary(p, func() string { return "sent " + m.String() + " after a write, another pending" }, len(p.disk) > 0)
 		}
-		d.Synced(j.seq)
+		if p.up {
+			d.Synced(j.seq)
+		}
 	})
 }
 
@@ -277,6 +303,14 @@ func (p *lproc) storedRange() string {
 // its stored log, or covered by its stored snapshot (at the snapshot's own
 // index, with the same stamp).
 func (p *lproc) holdsDurably(i uint64, st edict.Stamp) bool {
+	if snap := p.snapPos; snap.Index > 0 && i >= snap.Index {
+		if s, ok := p.storedStamp(snap.Index); ok && !s.Equal(snap.Stamp) {
+			// An installed snapshot whose log reset is still on its way:
+			// a restart starts the log over at the snapshot (log.Recover),
+			// so nothing the store holds above it survives.
+			return i == snap.Index && snap.Stamp.Equal(st)
+		}
+	}
 	if s, ok := p.storedStamp(i); ok {
 		return s.Equal(st)
 	}

@@ -29,6 +29,11 @@ type LogResult struct {
 	Snapshots int // snapshots installed on followers
 	Epochs    uint64
 	Violation string
+	// Boundaries counts, per process, the durability boundaries it
+	// passed before GST, when the run counts them (crashpoints.go), and
+	// CrashedAt names the one where the run crashed it, if it did.
+	Boundaries map[edict.ProcessID]int
+	CrashedAt  string
 }
 
 func (r LogResult) String() string {
@@ -83,6 +88,12 @@ type lrun struct {
 	// leaderAfterGST is when a process first could serve under its lease
 	// after GST (0: not yet), for the liveness check.
 	leaderAfterGST int64
+	// noSendCheck switches the send-time check off (sendcheck.go), to
+	// show what the other checkers find without it.
+	noSendCheck bool
+	// crashes counts and places the crash-point explorer's crashes
+	// (crashpoints.go).
+	crashes crashPlan
 }
 
 func (r *lrun) unknownOp(op *clientOp) {
@@ -94,9 +105,21 @@ func (r *lrun) unknownOp(op *clientOp) {
 }
 
 // RunLog runs one seed of a log scenario and checks it.
-func RunLog(sc LogScenario, seed uint64) (res LogResult) {
+func RunLog(sc LogScenario, seed uint64) LogResult {
+	return runLog(sc, seed, runOptions{})
+}
+
+// runOptions change what a run checks or where it crashes a process,
+// for the crash-point explorer (crashpoints.go).
+type runOptions struct {
+	noSendCheck bool
+	crashes     crashPlan
+}
+
+func runLog(sc LogScenario, seed uint64, opt runOptions) (res LogResult) {
 	sc = sc.withDefaults()
 	r := &lrun{w: newWorld(seed), sc: sc, procs: map[edict.ProcessID]*lproc{}, committed: map[uint64]edict.Stamp{},
+		noSendCheck: opt.noSendCheck, crashes: opt.crashes,
 		hist: newHistory(), epochMembers: map[uint64][]edict.ProcessID{},
 		maxAccepted: map[edict.ProcessID]edict.Stamp{}, memAccepted: map[edict.ProcessID]edict.Stamp{},
 		storedEpoch: map[edict.ProcessID]uint64{}, memEpoch: map[edict.ProcessID]uint64{}}
@@ -139,7 +162,8 @@ func RunLog(sc LogScenario, seed uint64) (res LogResult) {
 		r.finalCheck()
 	}
 	res = LogResult{Seed: seed, Scenario: sc.Name, Events: r.w.events, Committed: len(r.committed),
-		Reads: map[log.ReadLevel]int{}, Snapshots: r.snapshots, Epochs: r.maxEpoch, Violation: r.violation}
+		Reads: map[log.ReadLevel]int{}, Snapshots: r.snapshots, Epochs: r.maxEpoch, Violation: r.violation,
+		Boundaries: r.crashes.count, CrashedAt: r.crashes.where}
 	r.hist.count(&res)
 	return res
 }
@@ -228,7 +252,10 @@ func (r *lrun) drain(p *lproc) {
 		if !p.up {
 			return // crashed inside the cycle
 		}
-		if r.sc.Snapshots && p.applied >= p.snapPos.Index+32 {
+		if r.sc.Snapshots && p.applied >= p.snapPos.Index+r.sc.SnapshotEvery {
+			if p.lastApplied.Index != p.applied {
+				break // restored from a snapshot since the last apply: nothing to take
+			}
 			r.takeSnapshot(p)
 			continue // compaction may have more for the Driver
 		}
@@ -253,6 +280,7 @@ func (r *lrun) crashNow(p *lproc) {
 }
 
 func (r *lrun) send(m wire.Message) {
+
 	if err := m.Validate(); err != nil {
 		r.fail("%v sent an invalid message %v: %v", m.From, m, err)
 		return
@@ -339,7 +367,11 @@ func (r *lrun) takeSnapshot(p *lproc) {
 		r.fail("%v save snapshot: %v", p.id, err)
 		return
 	}
-	upTo, err := p.core.Compact(p.d.Now(), p.applied, 8)
+	r.boundary(p, func() string { return fmt.Sprintf("took a snapshot at %d, the log not yet compacted", meta.Index) }, true)
+	if !p.up {
+		return
+	}
+	upTo, err := p.core.Compact(p.d.Now(), p.applied, uint64(max(r.sc.TrailingEntries, 0)))
 	if err != nil {
 		r.fail("%v compact: %v", p.id, err)
 		return
@@ -418,6 +450,9 @@ func (r *lrun) streamSnapshot(p *lproc, peer edict.ProcessID) {
 				}
 				answer(err)
 			})
+			r.boundary(q, func() string {
+				return fmt.Sprintf("installed a snapshot at %d from %v, its log reset not yet written", meta.LastIndex, from)
+			}, len(q.disk) > 0)
 		})
 	})
 }
@@ -425,6 +460,9 @@ func (r *lrun) streamSnapshot(p *lproc, peer edict.ProcessID) {
 // onEvent keeps the ground truth of the epochs' members; the Driver has
 // already settled the writes a step-down leaves unknown.
 func (r *lrun) onEvent(p *lproc, ev log.Event) {
+	if traceHook != nil && ev.Kind != log.Applied {
+		traceHook("%12v %v: %v leader=%v epoch=%d index=%d %s", time.Duration(r.w.now), p.id, ev.Kind, ev.Leader, ev.Epoch, ev.Index, ev.Reason)
+	}
 	switch ev.Kind {
 	case log.ConfigChanged:
 		if ev.Membership == nil {

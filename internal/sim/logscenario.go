@@ -21,6 +21,12 @@ type LogScenario struct {
 	Membership   bool
 	Replacements int
 	Snapshots    bool
+	// SnapshotEvery is how many applied entries a process lets pass
+	// between its snapshots (with Snapshots; default 32), and
+	// TrailingEntries how many it keeps in its log behind one (default
+	// 8; -1 for none).
+	SnapshotEvery   uint64
+	TrailingEntries int
 	// StaleAsLinearizable is a negative control: stale reads are checked
 	// as if they were linearizable, which they are not.
 	StaleAsLinearizable bool
@@ -106,6 +112,14 @@ type LogScenario struct {
 	Fsync     time.Duration
 	SlowDisks int
 	SlowFsync time.Duration
+	// CutOff cuts one process off from the others for this long, once a
+	// leader is known after 200 ms: a follower, which falls behind the leader's compaction
+	// and is caught up with a snapshot (with Snapshots); or, with
+	// CutLeader, the leader, which goes on appending entries that never
+	// commit while the others elect another, so that the snapshot it is
+	// sent replaces its log.
+	CutOff    time.Duration
+	CutLeader bool
 	// StarveEvery is the mean spacing of CPU starvation bursts, for the
 	// whole run: a random process (most often the leader) runs nothing
 	// for StarveMin..StarveMax while its clock goes on, as under SIGSTOP
@@ -148,6 +162,12 @@ func (ls LogScenario) withDefaults() LogScenario {
 	}
 	if ls.Fsync == 0 {
 		ls.Fsync = time.Millisecond
+	}
+	if ls.SnapshotEvery == 0 {
+		ls.SnapshotEvery = 32
+	}
+	if ls.TrailingEntries == 0 {
+		ls.TrailingEntries = 8
 	}
 	if len(ls.Levels) == 0 {
 		ls.Levels = []log.ReadLevel{log.ReadLease, log.ReadFollower, log.ReadStale}
@@ -270,6 +290,13 @@ func LogScenarios() []LogScenario {
 		// for FallbackAfter campaigns whatever its detector names.
 		{Scenario: Scenario{Name: "log-replacements-faults", N: 5, GST: 8 * time.Second, Duration: 14 * time.Second, Partitions: true, Crashes: true},
 			Membership: true, Replacements: 4, Snapshots: true, Seeds: 40},
+		// Memory runs furthest ahead of the disk on a process whose disk
+		// is slow: its wedge, termination and configuration records wait
+		// there while epochs change around it, and crashes strike it
+		// (and the others) before they land. Lease messages that rest
+		// on those records wait for them too (log.Core.drainElect).
+		{Scenario: Scenario{Name: "log-slow-disk-membership", N: 3, GST: 6 * time.Second, Duration: 10 * time.Second, Crashes: true, CrashEvery: 500 * time.Millisecond},
+			Membership: true, Replacements: 3, Snapshots: true, SlowDisks: 1, SlowFsync: 60 * time.Millisecond, CrashInReady: 0.02, Seeds: 40},
 		// Issue 14's last case, aimed at (adversary_stopisolation.go):
 		// the old leader dies right after its stop edict commits, before
 		// anyone else knows it committed, while the news of the new epoch

@@ -69,7 +69,7 @@ func TestMutations(t *testing.T) {
 		rules = keep
 	}
 	var scenarios, leaseScenarios []family
-	for _, sc := range LogScenarios() {
+	for _, sc := range slices.Concat(LogScenarios(), CrashPointScenarios()) {
 		scenarios = append(scenarios, family{sc.Name, func(seed uint64) string { return RunLog(sc, seed).Violation }})
 	}
 	for _, sc := range Scenarios() {
