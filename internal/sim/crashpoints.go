@@ -62,9 +62,10 @@ type CrashPoint struct {
 }
 
 // CountCrashPoints runs a seed of sc and returns how many durability
-// boundaries each process passed before GST.
-func CountCrashPoints(sc LogScenario, seed uint64) (LogResult, map[edict.ProcessID]int) {
-	res := runLog(sc, seed, runOptions{crashes: crashPlan{count: map[edict.ProcessID]int{}}})
+// boundaries each process passed before GST (noSendCheck as for
+// RunLogCrashingAt).
+func CountCrashPoints(sc LogScenario, seed uint64, noSendCheck bool) (LogResult, map[edict.ProcessID]int) {
+	res := runLog(sc, seed, runOptions{noSendCheck: noSendCheck, crashes: crashPlan{count: map[edict.ProcessID]int{}}})
 	return res, res.Boundaries
 }
 

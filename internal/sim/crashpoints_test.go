@@ -39,7 +39,7 @@ func TestCrashPoints(t *testing.T) {
 				if s := os.Getenv("EDICT_SIM_SEED"); s != "" && s != strconv.FormatUint(seed, 10) {
 					continue
 				}
-				res, counts := CountCrashPoints(sc, seed)
+				res, counts := CountCrashPoints(sc, seed, noSend)
 				if res.Violation != "" {
 					t.Fatalf("%v (no crash placed)\nreplay: EDICT_SIM_SEED=%d go test ./internal/sim/ -run 'TestCrashPoints/%s$' -count=1 -v", res, seed, sc.Name)
 				}
