@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"regexp"
 	"slices"
@@ -35,6 +36,9 @@ func checkSnapshotMeta(m *wire.SnapshotMeta) error {
 	if err := m.Config.Check(); err != nil {
 		return fmt.Errorf("%w: snapshot configuration: %v", ErrInvalid, err)
 	}
+	if err := wire.CheckAddrs(m.Addrs, m.Config.Members, m.Config.Learners); err != nil {
+		return fmt.Errorf("%w: snapshot %v", ErrInvalid, err)
+	}
 	return nil
 }
 
@@ -62,6 +66,7 @@ func cloneMeta(m wire.SnapshotMeta) wire.SnapshotMeta {
 	m.Config.Learners = slices.Clone(m.Config.Learners)
 	m.Reign.QT = slices.Clone(m.Reign.QT)
 	m.Stamp.QT = slices.Clone(m.Stamp.QT)
+	m.Addrs = maps.Clone(m.Addrs)
 	return m
 }
 
@@ -75,16 +80,28 @@ type snapMetaRecord struct {
 	Size    int64            `codec:"n"`
 	SHA256  []byte           `codec:"h"`
 	Created int64            `codec:"t"`
+	// Addrs in process order, left out when there are none: metadata
+	// written before snapshots carried addresses has no such key.
+	Addrs []snapAddr `codec:"a,omitempty"`
+}
+
+type snapAddr struct {
+	P edict.ProcessID `codec:"p"`
+	A string          `codec:"a"`
 }
 
 var snapMetaKey = []byte("snapshot-meta")
 
 // encodeSnapMeta returns the record, version byte first, with a CRC-32C.
 func encodeSnapMeta(m wire.SnapshotMeta) ([]byte, error) {
-	rec, err := encodeRecord(wire.RecordVersion, snapMetaRecord{
+	r := snapMetaRecord{
 		ID: m.ID, Index: m.Index, Reign: m.Reign, Stamp: m.Stamp, Config: m.Config,
 		Size: m.Size, SHA256: m.SHA256, Created: m.Created.UnixNano(),
-	})
+	}
+	for _, p := range slices.Sorted(maps.Keys(m.Addrs)) {
+		r.Addrs = append(r.Addrs, snapAddr{P: p, A: m.Addrs[p]})
+	}
+	rec, err := encodeRecord(wire.RecordVersion, r)
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +122,15 @@ func decodeSnapMeta(b []byte) (wire.SnapshotMeta, error) {
 	m := wire.SnapshotMeta{
 		ID: r.ID, Index: r.Index, Reign: r.Reign, Stamp: r.Stamp, Config: r.Config,
 		Size: r.Size, SHA256: r.SHA256, Created: time.Unix(0, r.Created),
+	}
+	if len(r.Addrs) > 0 {
+		m.Addrs = make(map[edict.ProcessID]string, len(r.Addrs))
+		for _, a := range r.Addrs {
+			if _, dup := m.Addrs[a.P]; dup {
+				return wire.SnapshotMeta{}, fmt.Errorf("address of %v listed twice", a.P)
+			}
+			m.Addrs[a.P] = a.A
+		}
 	}
 	if err := checkSnapshotMeta(&m); err != nil {
 		return wire.SnapshotMeta{}, err

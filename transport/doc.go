@@ -30,7 +30,7 @@
 //     frames are bounded, reads time out, a bad frame closes only its
 //     connection, with a log line saying why.
 //
-// # Wire format (FrameVersion 6)
+// # Wire format (FrameVersion 8)
 //
 // Every frame is a 4-byte big-endian length n, then n bytes: the version
 // byte FrameVersion and a body. The body is msgpack

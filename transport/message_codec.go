@@ -3,6 +3,8 @@ package transport
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 
@@ -207,6 +209,7 @@ func snapshotHeaderToWire(s wire.SnapshotHeader) (*wSnapshotHeader, error) {
 	var t qtTable
 	w := &wSnapshotHeader{Epoch: s.Epoch, Reign: t.stamp(s.Reign), LastIndex: s.LastIndex, LastStamp: t.stamp(s.LastStamp), Size: s.Size}
 	w.Members, w.Learners = idsToWire(s.Members), idsToWire(s.Learners)
+	w.Addrs = addrsToWire(s.Addrs)
 	w.QTs = t.wire
 	return w, nil
 }
@@ -221,6 +224,9 @@ func decodeSnapshotHeader(body []byte) (wire.SnapshotHeader, error) {
 	if len(w.Members) > wire.MaxMembers || len(w.Learners) > wire.MaxMembers {
 		return wire.SnapshotHeader{}, fmt.Errorf("transport: decode snapshot header: %d members and %d learners, the limit is %d each", len(w.Members), len(w.Learners), wire.MaxMembers)
 	}
+	if len(w.Addrs) > len(w.Members)+len(w.Learners) {
+		return wire.SnapshotHeader{}, fmt.Errorf("transport: decode snapshot header: %d addresses for %d members and learners", len(w.Addrs), len(w.Members)+len(w.Learners))
+	}
 	q, err := decodeQTs(w.QTs, maxQTs(0))
 	if err != nil {
 		return wire.SnapshotHeader{}, fmt.Errorf("transport: decode snapshot header: %w", err)
@@ -231,10 +237,43 @@ func decodeSnapshotHeader(body []byte) (wire.SnapshotHeader, error) {
 		return wire.SnapshotHeader{}, fmt.Errorf("transport: decode snapshot header: %w", e.err)
 	}
 	s.Members, s.Learners = idsFromWire(w.Members), idsFromWire(w.Learners)
+	if s.Addrs, err = addrsFromWire(w.Addrs); err != nil {
+		return wire.SnapshotHeader{}, fmt.Errorf("transport: decode snapshot header: %w", err)
+	}
 	if err := s.Validate(); err != nil {
 		return wire.SnapshotHeader{}, fmt.Errorf("transport: decode snapshot header: %w", err)
 	}
 	return s, nil
+}
+
+// addrsToWire lists addrs in process order, so that a header encodes the
+// same whatever Go's map order.
+func addrsToWire(addrs map[edict.ProcessID]string) []wAddr {
+	if len(addrs) == 0 {
+		return nil
+	}
+	out := make([]wAddr, 0, len(addrs))
+	for _, p := range slices.Sorted(maps.Keys(addrs)) {
+		out = append(out, wAddr{P: uint64(p), A: addrs[p]})
+	}
+	return out
+}
+
+// addrsFromWire refuses a process listed twice, which a map would
+// silently collapse to one of its addresses.
+func addrsFromWire(w []wAddr) (map[edict.ProcessID]string, error) {
+	if len(w) == 0 {
+		return nil, nil
+	}
+	addrs := make(map[edict.ProcessID]string, len(w))
+	for _, a := range w {
+		p := edict.ProcessID(a.P)
+		if _, dup := addrs[p]; dup {
+			return nil, fmt.Errorf("address of %v listed twice", p)
+		}
+		addrs[p] = a.A
+	}
+	return addrs, nil
 }
 
 func idsToWire(ids []edict.ProcessID) []uint64 {

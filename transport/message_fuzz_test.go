@@ -39,11 +39,14 @@ func FuzzDecodeMessage(f *testing.F) {
 }
 
 func FuzzDecodeSnapshotHeader(f *testing.F) {
-	b, err := appendSnapshotHeader(nil, wire.SnapshotHeader{Epoch: 2, Reign: wiretest.Stamp(2, 10, 0), LastIndex: 77, LastStamp: wiretest.Stamp(2, 20, 5), Members: []edict.ProcessID{1, 2, 5}, Size: 1 << 20})
-	if err != nil {
-		f.Fatal(err)
+	for _, addrs := range []map[edict.ProcessID]string{nil, {1: "10.0.0.1:7000", 5: "n5:7000", 7: "[fd00::7]:7000"}} {
+		b, err := appendSnapshotHeader(nil, wire.SnapshotHeader{Epoch: 2, Reign: wiretest.Stamp(2, 10, 0), LastIndex: 77, LastStamp: wiretest.Stamp(2, 20, 5),
+			Members: []edict.ProcessID{1, 2, 5}, Learners: []edict.ProcessID{7}, Size: 1 << 20, Addrs: addrs})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
 	}
-	f.Add(b)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		s, err := decodeSnapshotHeader(body)
 		if err != nil {

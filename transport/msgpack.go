@@ -180,6 +180,16 @@ type wSnapshotHeader struct {
 	Members   []uint64
 	Learners  []uint64
 	Size      int64
+	// Addrs is last, so that a body that ends before it decodes with
+	// none. In increasing process order.
+	Addrs []wAddr
+}
+
+// wAddr is one process's transport address.
+type wAddr struct {
+	_struct bool `codec:",toarray"`
+	P       uint64
+	A       string
 }
 
 // wBytes is entry data. It encodes as a msgpack bin. It decodes through

@@ -48,7 +48,8 @@ func patternSum(seed byte, n int64) [32]byte {
 }
 
 func testMeta(size int64) wire.SnapshotHeader {
-	return wire.SnapshotHeader{Epoch: 1, Reign: wiretest.Stamp(1, 10, 0), LastIndex: 100, LastStamp: wiretest.Stamp(1, 20, 100), Members: []edict.ProcessID{1, 2, 3}, Size: size}
+	return wire.SnapshotHeader{Epoch: 1, Reign: wiretest.Stamp(1, 10, 0), LastIndex: 100, LastStamp: wiretest.Stamp(1, 20, 100), Members: []edict.ProcessID{1, 2, 3}, Size: size,
+		Addrs: map[edict.ProcessID]string{3: "127.0.0.1:3"}}
 }
 
 // snapshotTransports gives the snapshot tests a pair of transports.
@@ -72,7 +73,7 @@ func TestSnapshotStream(t *testing.T) {
 			case <-time.After(5 * time.Second):
 				t.Fatal("no snapshot offered")
 			}
-			if s.From != 1 || s.Header.LastIndex != 100 || s.Header.Size != size {
+			if s.From != 1 || s.Header.LastIndex != 100 || s.Header.Size != size || s.Header.Addrs[3] != "127.0.0.1:3" {
 				t.Fatalf("snapshot from %v meta %+v", s.From, s.Header)
 			}
 			h := sha256.New()

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -86,6 +87,49 @@ func EncodeMembership(m Membership) ([]byte, error) {
 		return nil, fmt.Errorf("wire: encode membership: %w: %v", ErrInvalid, err)
 	}
 	return appendMembership([]byte{MembershipVersion}, &m), nil
+}
+
+// MaxAddrLen bounds a transport address carried beside a configuration
+// (SnapshotHeader.Addrs, SnapshotMeta.Addrs): a DNS name of 253 bytes and
+// a port fit with room to spare. MaxAddrsLen bounds them all together, so
+// that a snapshot's metadata with its configuration and stamps stays
+// within a stable record (MaxRecordSize) and a hostile header cannot make
+// a receiver keep hundreds of large strings.
+const (
+	MaxAddrLen  = 512
+	MaxAddrsLen = 16 << 10
+)
+
+// CheckAddr refuses an address no process can be reached at: empty, or
+// longer than MaxAddrLen.
+func CheckAddr(addr string) error {
+	switch {
+	case addr == "":
+		return errors.New("empty")
+	case len(addr) > MaxAddrLen:
+		return fmt.Errorf("%d bytes, limit %d", len(addr), MaxAddrLen)
+	}
+	return nil
+}
+
+// CheckAddrs checks the addresses carried with a configuration of members
+// and learners: each is of one of them and passes CheckAddr, and together
+// they are at most MaxAddrsLen bytes. The error names the process and
+// what is wrong.
+func CheckAddrs(addrs map[edict.ProcessID]string, members, learners []edict.ProcessID) error {
+	total := 0
+	for _, p := range slices.Sorted(maps.Keys(addrs)) {
+		if !slices.Contains(members, p) && !slices.Contains(learners, p) {
+			return fmt.Errorf("address of %v, which is neither a member nor a learner", p)
+		}
+		if err := CheckAddr(addrs[p]); err != nil {
+			return fmt.Errorf("address of %v: %w", p, err)
+		}
+		if total += len(addrs[p]); total > MaxAddrsLen {
+			return fmt.Errorf("addresses of %d bytes or more, limit %d", total, MaxAddrsLen)
+		}
+	}
+	return nil
 }
 
 // DecodeMembership decodes and checks a membership payload.

@@ -461,6 +461,11 @@ type SnapshotHeader struct {
 	Learners []edict.ProcessID
 	// Size is the exact length of the snapshot stream in bytes.
 	Size int64
+	// Addrs are the transport addresses the sender knows of the processes
+	// Members and Learners name. The config edicts a snapshot spans are
+	// where a process otherwise learns how to reach a process they added;
+	// without them, a follower that later leads could not reach it.
+	Addrs map[edict.ProcessID]string
 }
 
 // Validate checks the structure of s.
@@ -478,6 +483,9 @@ func (s *SnapshotHeader) Validate() error {
 	}
 	if err := checkIDs("learner", s.Learners); err != nil {
 		return err
+	}
+	if err := CheckAddrs(s.Addrs, s.Members, s.Learners); err != nil {
+		return fmt.Errorf("wire: snapshot %w", err)
 	}
 	if err := checkStamps(s.Reign, s.LastStamp); err != nil {
 		return fmt.Errorf("wire: %w", err)

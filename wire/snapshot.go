@@ -20,6 +20,11 @@ type SnapshotMeta struct {
 	Stamp edict.Stamp
 	// Config is the epoch configuration in force at Index.
 	Config EpochConfig
+	// Addrs are the transport addresses of Config's processes that came
+	// with a snapshot installed from a leader (SnapshotHeader.Addrs):
+	// stored with it, so that a restart after the install still knows
+	// how to reach the processes added by the config edicts it spans.
+	Addrs map[edict.ProcessID]string
 	// Size and SHA256 describe the data; Close fills them.
 	Size   int64
 	SHA256 []byte

@@ -44,13 +44,15 @@ func RunSnapshotStore(t *testing.T, h SnapshotHarness) {
 	}
 }
 
-// SnapMeta returns snapshot metadata for index over processes 1..3.
+// SnapMeta returns snapshot metadata for index over processes 1..3 and
+// learner 4, with the addresses of 2 and 4.
 func SnapMeta(index uint64) wire.SnapshotMeta {
 	return wire.SnapshotMeta{
 		Index:  index,
 		Reign:  Stamp(1, 1),
 		Stamp:  Stamp(1, index),
-		Config: wire.EpochConfig{Epoch: 1, Members: []edict.ProcessID{1, 2, 3}},
+		Config: wire.EpochConfig{Epoch: 1, Members: []edict.ProcessID{1, 2, 3}, Learners: []edict.ProcessID{4}},
+		Addrs:  map[edict.ProcessID]string{2: "10.0.0.2:7000", 4: "n4.example:7000"},
 	}
 }
 
@@ -103,6 +105,7 @@ func testSnapCreateOpen(t *testing.T, h SnapshotHarness) {
 	require.True(t, want.Stamp.Equal(m.Stamp))
 	require.True(t, want.Reign.Equal(m.Reign))
 	require.Equal(t, want.Config, m.Config)
+	require.Equal(t, want.Addrs, m.Addrs)
 	require.Equal(t, int64(len(data)), m.Size)
 	sum := sha256.Sum256(data)
 	require.Equal(t, sum[:], m.SHA256)
@@ -112,6 +115,7 @@ func testSnapCreateOpen(t *testing.T, h SnapshotHarness) {
 	require.Equal(t, data, got)
 	require.Equal(t, m.ID, om.ID)
 	require.Equal(t, m.SHA256, om.SHA256)
+	require.Equal(t, want.Addrs, om.Addrs)
 	require.NoError(t, s.Verify(m.ID))
 
 	// An empty snapshot is a snapshot.
@@ -204,6 +208,24 @@ func testSnapInvalid(t *testing.T, h SnapshotHarness) {
 	m.Stamp.QT = edict.QT{{Process: 3}, {Process: 1}}
 	_, err = s.Create(m)
 	require.ErrorIs(t, err, storage.ErrInvalid)
+	m = SnapMeta(1)
+	m.Addrs = map[edict.ProcessID]string{9: "x:1"}
+	_, err = s.Create(m)
+	require.ErrorIs(t, err, storage.ErrInvalid, "an address of a process the configuration does not name")
+	m = SnapMeta(1)
+	m.Addrs = map[edict.ProcessID]string{2: ""}
+	_, err = s.Create(m)
+	require.ErrorIs(t, err, storage.ErrInvalid, "an empty address")
+	// A snapshot the process took itself carries none.
+	m = SnapMeta(1)
+	m.Addrs = nil
+	sink, err := s.Create(m)
+	require.NoError(t, err)
+	require.NoError(t, sink.Close())
+	ms, err := s.List()
+	require.NoError(t, err)
+	require.Len(t, ms, 1)
+	require.Nil(t, ms[0].Addrs)
 }
 
 // testSnapStream writes and reads a snapshot in small pieces, as a store
@@ -260,4 +282,5 @@ func testSnapReopen(t *testing.T, h SnapshotHarness) {
 	require.Equal(t, id1, ms[1].ID)
 	_, b := readSnap(t, s, id2)
 	require.Equal(t, "twenty", string(b))
+	require.Equal(t, SnapMeta(20).Addrs, ms[0].Addrs, "the addresses are kept with the snapshot")
 }
