@@ -248,6 +248,11 @@ func (c *Core) AddLearner(now edict.Time, id edict.ProcessID, addr string) (wire
 	if slices.Contains(cfg.Members, id) || slices.Contains(cfg.Learners, id) {
 		return wire.Entry{}, fmt.Errorf("log: %v is already in epoch %d", id, cfg.Epoch)
 	}
+	// A snapshot header carries the address too (wire.SnapshotHeader),
+	// and refuses one no process can be reached at.
+	if err := wire.CheckAddr(addr); err != nil {
+		return wire.Entry{}, fmt.Errorf("log: address of %v: %w", id, err)
+	}
 	cfg.Learners = append(cfg.Learners, id)
 	slices.Sort(cfg.Learners)
 	return c.proposeMembership(now, wire.EntryConfig, cfg, map[edict.ProcessID]string{id: addr})

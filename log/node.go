@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -104,6 +105,11 @@ type Node struct {
 	// pending are the events of the loop's current step, sent to the
 	// observers once its status is published (announce). Loop only.
 	pending []Event
+	// peers are the transport addresses this Node knows, its own
+	// included if it knows it: Recovery.Peers, then what ConfigChanged
+	// events taught. A leader puts them on the snapshots it streams.
+	// Loop only.
+	peers map[edict.ProcessID]string
 	// durable are waitDurable's callers, each waiting for a Ready's batch
 	// (and every earlier one) to be written. Loop only.
 	durable []durableWaiter
@@ -181,6 +187,10 @@ func Start(cfg Config) (*Node, error) {
 		proposals: make(chan *proposal, cfg.MaxBatch), reads: make(chan *readRequest, 1024),
 		ops: make(chan func(), 64), applyDone: make(chan applied, 64), fatal: make(chan error, 1),
 		observers: map[*Observer]struct{}{}, stop: make(chan struct{}), done: make(chan struct{}),
+		peers: maps.Clone(peers),
+	}
+	if n.peers == nil {
+		n.peers = map[edict.ProcessID]string{}
 	}
 	n.d = NewDriver(core, clock, nodeEnv{n}, snapIdx)
 	n.applier = newApplier(n, snapIdx)
@@ -349,7 +359,11 @@ func (n *Node) onEvent(ev Event) {
 		if ev.Membership != nil {
 			n.log.Info("configuration", "epoch", ev.Epoch, "members", ev.Membership.Config.Members, "learners", ev.Membership.Config.Learners)
 			for id, addr := range ev.Membership.Addrs {
-				if id != n.cfg.ID && addr != "" {
+				// A snapshot installed repeats addresses this Node
+				// knows already: writing them again would cost a sync
+				// each.
+				if id != n.cfg.ID && addr != "" && n.peers[id] != addr {
+					n.peers[id] = addr
 					n.cfg.Transport.AddPeer(id, addr)
 					if err := n.cfg.Store.Set(peerKey(id), []byte(addr)); err != nil {
 						n.log.Error("persist peer address", "peer", uint64(id), "err", err)

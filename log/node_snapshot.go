@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
@@ -46,6 +47,7 @@ func (n *Node) sendSnapshot(peer edict.ProcessID) {
 		fail(ErrNotLeader)
 		return
 	}
+	tm.Addrs = n.snapshotAddrs(tm.Members, tm.Learners)
 	go func() {
 		_, rc, err := n.cfg.Snapshots.Open(m.ID)
 		if err == nil {
@@ -63,6 +65,50 @@ func (n *Node) sendSnapshot(peer edict.ProcessID) {
 	}()
 }
 
+// peerAddrs is the part of a transport that says where it reaches a peer
+// (transport.TCP does).
+type peerAddrs interface {
+	PeerAddr(id edict.ProcessID) (string, bool)
+}
+
+// snapshotAddrs returns the addresses to put on a snapshot that names
+// members and learners: every one this Node knows of them. A receiver
+// that installs the snapshot skips the config edicts that named the
+// processes they added, and their addresses with them. For a peer, the
+// address the transport uses comes first: an embedder may have changed
+// it with AddPeer since this Node learned one. For this process, the
+// address the cluster was given comes first: a transport may listen on
+// an address no one else can dial. An address a receiver would refuse
+// (wire.CheckAddrs) is left out rather than make the snapshot unsendable;
+// learners come first to the size bound, theirs being the addresses the
+// newest config edicts carried.
+func (n *Node) snapshotAddrs(members, learners []edict.ProcessID) map[edict.ProcessID]string {
+	live, _ := n.cfg.Transport.(peerAddrs)
+	addrs := map[edict.ProcessID]string{}
+	total := 0
+	for _, p := range slices.Concat(learners, members) {
+		addr, ok := n.peers[p]
+		switch {
+		case p == n.cfg.ID:
+			if !ok {
+				addr = n.cfg.Transport.LocalAddr()
+			}
+		case live != nil:
+			if a, ok := live.PeerAddr(p); ok {
+				addr = a
+			}
+		}
+		if wire.CheckAddr(addr) == nil && total+len(addr) <= wire.MaxAddrsLen {
+			addrs[p] = addr
+			total += len(addr)
+		}
+	}
+	if len(addrs) == 0 {
+		return nil
+	}
+	return addrs
+}
+
 // receiveSnapshot installs a snapshot from the leader in three steps: the
 // acceptance rule is checked when the stream starts; the stream is stored
 // whole in the snapshot store, off the loop, unpublished; then, on the loop,
@@ -77,8 +123,11 @@ func (n *Node) receiveSnapshot(in *wire.IncomingSnapshot) {
 		return
 	}
 	tm := in.Header
+	// The addresses are stored with the snapshot: a crash after its
+	// publication and before the runtime stores them under peers/ would
+	// lose them otherwise (Recover reads them back).
 	meta := wire.SnapshotMeta{Index: tm.LastIndex, Reign: tm.Reign, Stamp: tm.LastStamp,
-		Config: wire.EpochConfig{Epoch: tm.Epoch, Members: tm.Members, Learners: tm.Learners}}
+		Config: wire.EpochConfig{Epoch: tm.Epoch, Members: tm.Members, Learners: tm.Learners}, Addrs: tm.Addrs}
 	sink, err := n.cfg.Snapshots.Create(meta)
 	if err != nil {
 		_ = in.Finish(fmt.Errorf("create snapshot: %w", err))

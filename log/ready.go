@@ -99,7 +99,9 @@ const (
 	LeaderChanged
 	// EpochChanged: the process moved to a new epoch (membership changed).
 	EpochChanged
-	// ConfigChanged: learners changed within the epoch.
+	// ConfigChanged: learners changed within the epoch, or a
+	// configuration (and the addresses of its processes) became known
+	// otherwise: from a snapshot installed, or an epoch begun.
 	ConfigChanged
 
 	// SnapshotTaken (Node only): a snapshot of this process's state
@@ -154,6 +156,8 @@ type Event struct {
 	// Reason says why a SteppedDown or a Stopped happened.
 	Reason string
 	// Membership is the configuration a ConfigChanged event makes known,
-	// with the addresses of the processes it adds.
+	// with the addresses that came with it: a config edict's, of the
+	// processes it adds; an installed snapshot's, of the processes it
+	// names, as its sender knew them.
 	Membership *wire.Membership
 }

@@ -17,8 +17,9 @@ import (
 // the state machine restored to the newest snapshot.
 type Recovery struct {
 	State State
-	// Peers are the transport addresses known: the bootstrap ones and
-	// those the log taught (stored under peers/).
+	// Peers are the transport addresses known: the bootstrap ones, those
+	// the log taught (stored under peers/), and those the newest snapshot
+	// carries for processes neither names.
 	Peers map[edict.ProcessID]string
 	// Incarnation is this life's, already stored.
 	Incarnation uint64
@@ -51,9 +52,19 @@ func Recover(id edict.ProcessID, store Store, snaps SnapshotStore, restore func(
 	if err != nil {
 		return Recovery{}, err
 	}
-	applied, err := restoreSnapshot(store, snaps, restore, &st)
+	applied, snapAddrs, err := restoreSnapshot(store, snaps, restore, &st)
 	if err != nil {
 		return Recovery{}, err
+	}
+	// A snapshot installed from a leader carries the addresses of the
+	// processes added by the config edicts it spans, which the runtime
+	// then stores under peers/; a crash in between leaves them only
+	// here. They fill gaps: an address stored under peers/ was learned
+	// later, and one given for this start is the embedder's word.
+	for p, addr := range snapAddrs {
+		if _, ok := known[p]; !ok && wire.CheckAddr(addr) == nil {
+			known[p] = addr
+		}
 	}
 	return Recovery{State: st, Peers: known, Incarnation: inc, Applied: applied}, nil
 }
@@ -150,40 +161,41 @@ func loadState(id edict.ProcessID, s Store, bootstrap map[edict.ProcessID]string
 // silent start from an older state. A snapshot installed from a leader
 // whose records a crash kept from the store is completed here (the log
 // reset, the accepted reign) and in NewCore (its epoch configuration).
-func restoreSnapshot(store LogStore, snaps SnapshotStore, restore func(io.Reader) error, st *State) (uint64, error) {
+// It returns the snapshot's index and the addresses it carries.
+func restoreSnapshot(store LogStore, snaps SnapshotStore, restore func(io.Reader) error, st *State) (uint64, map[edict.ProcessID]string, error) {
 	metas, err := snaps.List()
 	if err != nil {
-		return 0, fmt.Errorf("log: list snapshots: %w", err)
+		return 0, nil, fmt.Errorf("log: list snapshots: %w", err)
 	}
 	var m wire.SnapshotMeta
 	if len(metas) > 0 {
 		m = metas[0]
 		_, rc, err := snaps.Open(m.ID)
 		if err != nil {
-			return 0, fmt.Errorf("log: open snapshot %s: %w", m.ID, err)
+			return 0, nil, fmt.Errorf("log: open snapshot %s: %w", m.ID, err)
 		}
 		err = restore(rc)
 		rc.Close()
 		if err != nil {
-			return 0, fmt.Errorf("log: restore snapshot %s (index %d): %w", m.ID, m.Index, err)
+			return 0, nil, fmt.Errorf("log: restore snapshot %s (index %d): %w", m.ID, m.Index, err)
 		}
 		st.Snapshot = wire.Position{Index: m.Index, Stamp: m.Stamp}
 		st.SnapshotConfig = m.Config
 	}
 	first, err := store.FirstIndex()
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	last, err := store.LastIndex()
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	snap := st.Snapshot.Index
 	reset := last < snap
 	if !reset && snap > 0 && first <= snap && !mutated(RuleRecoverInstall) {
 		pre, err := store.Entries(snap, snap+1, 0)
 		if err != nil {
-			return 0, fmt.Errorf("log: load entry %d: %w", snap, err)
+			return 0, nil, fmt.Errorf("log: load entry %d: %w", snap, err)
 		}
 		reset = len(pre) == 1 && !pre[0].Stamp.Equal(st.Snapshot.Stamp)
 	}
@@ -204,30 +216,30 @@ func restoreSnapshot(store LogStore, snaps SnapshotStore, restore func(io.Reader
 		if cmp, err := m.Reign.Compare(st.AcceptedReign); err == nil && cmp > 0 {
 			enc, err := wire.EncodeStamp(m.Reign)
 			if err != nil {
-				return 0, fmt.Errorf("log: snapshot %s: reign: %w", m.ID, err)
+				return 0, nil, fmt.Errorf("log: snapshot %s: reign: %w", m.ID, err)
 			}
 			b.Stable = map[string][]byte{wire.KeyAcceptedReign: enc}
 			st.AcceptedReign = m.Reign
 		}
 		if err := store.StoreBatch(b); err != nil {
-			return 0, fmt.Errorf("log: reset the log to snapshot %d: %w", snap, err)
+			return 0, nil, fmt.Errorf("log: reset the log to snapshot %d: %w", snap, err)
 		}
 	case first > snap+1 && last >= first:
-		return 0, fmt.Errorf("log: the log store starts at index %d but the newest snapshot ends at %d: entries %d..%d are missing", first, snap, snap+1, first-1)
+		return 0, nil, fmt.Errorf("log: the log store starts at index %d but the newest snapshot ends at %d: entries %d..%d are missing", first, snap, snap+1, first-1)
 	case last > snap:
 		es, err := store.Entries(max(first, snap+1), last+1, 0)
 		if err != nil {
-			return 0, fmt.Errorf("log: load entries: %w", err)
+			return 0, nil, fmt.Errorf("log: load entries: %w", err)
 		}
 		st.Entries = es
 		if snap == 0 && first > 1 {
-			return 0, fmt.Errorf("log: the log store starts at index %d with no snapshot", first)
+			return 0, nil, fmt.Errorf("log: the log store starts at index %d with no snapshot", first)
 		}
 		if snap > 0 && first <= snap && mutated(RuleRecoverInstall) {
 			if pre, err := store.Entries(snap, snap+1, 0); err == nil && len(pre) == 1 && !pre[0].Stamp.Equal(st.Snapshot.Stamp) {
-				return 0, fmt.Errorf("log: entry %d in the store does not match the snapshot's stamp", snap)
+				return 0, nil, fmt.Errorf("log: entry %d in the store does not match the snapshot's stamp", snap)
 			}
 		}
 	}
-	return snap, nil
+	return snap, m.Addrs, nil
 }

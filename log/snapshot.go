@@ -2,6 +2,7 @@ package log
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/edictlog/edictlog/edict"
@@ -126,6 +127,11 @@ func (c *Core) SnapshotInstalled(now edict.Time, from edict.ProcessID, meta wire
 	}
 	c.acceptReign(meta.Reign)
 	cfg := wire.EpochConfig{Epoch: meta.Epoch, Members: meta.Members, Learners: meta.Learners}
+	// The config edicts the snapshot spans are where this process would
+	// have learned how to reach the processes they added; the snapshot
+	// carries the addresses instead, announced with the configuration
+	// for the runtime to keep (Node.onEvent).
+	addrs := maps.Clone(meta.Addrs)
 	if old, known := c.epochs[meta.Epoch]; !known || old.Heard {
 		// The snapshot spans a stop edict this process never saw. Its
 		// epoch was active where the snapshot was taken: it ran.
@@ -133,13 +139,18 @@ func (c *Core) SnapshotInstalled(now edict.Time, from edict.ProcessID, meta wire
 		if b, err := wire.EncodeEpochConfig(cfg); err == nil {
 			c.setStable(wire.EpochConfigKey(cfg.Epoch), b)
 		}
-		c.event(Event{Kind: ConfigChanged, Epoch: cfg.Epoch, Membership: &wire.Membership{Config: cfg}})
+		c.event(Event{Kind: ConfigChanged, Epoch: cfg.Epoch, Membership: &wire.Membership{Config: cfg, Addrs: addrs}})
 		c.learnRanEpoch(now, cfg)
 	} else if !slices.Equal(old.Learners, cfg.Learners) {
 		// It spans config edicts that added or removed learners: without
 		// them this process, should it lead, would not replicate to a
 		// learner it never heard of.
-		c.learnMembership(now, wire.Membership{Config: cfg}, false)
+		c.learnMembership(now, wire.Membership{Config: cfg, Addrs: addrs}, false)
+	} else if len(addrs) > 0 {
+		// The configuration is known, but what taught it may have named
+		// no address (a stop edict names none): announce the addresses
+		// with it all the same.
+		c.event(Event{Kind: ConfigChanged, Epoch: old.Epoch, Membership: &wire.Membership{Config: old, Addrs: addrs}})
 	}
 	c.commit = max(c.commit, pos.Index)
 	c.handed, c.applied, c.configDone = max(c.handed, pos.Index), max(c.applied, pos.Index), max(c.configDone, pos.Index)

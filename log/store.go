@@ -66,8 +66,8 @@ type Store interface {
 
 // SnapshotStore keeps the newest snapshots, up to its retention count.
 type SnapshotStore interface {
-	// Create starts a snapshot; meta's Index, Reign, Stamp and Config are
-	// used, the other fields are filled in by the store.
+	// Create starts a snapshot; meta's Index, Reign, Stamp, Config and
+	// Addrs are used, the other fields are filled in by the store.
 	Create(meta wire.SnapshotMeta) (wire.SnapshotSink, error)
 	// List returns the complete snapshots, newest (highest Index) first.
 	// A snapshot whose metadata is damaged is an error, not left out.

@@ -1,0 +1,143 @@
+package log
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
+)
+
+// configAddrs returns the addresses the ConfigChanged events of id since
+// event from made known, by process.
+func (c *tcluster) configAddrs(id edict.ProcessID, from int) map[edict.ProcessID]string {
+	got := map[edict.ProcessID]string{}
+	for _, ev := range c.events[id][from:] {
+		if ev.Kind == ConfigChanged && ev.Membership != nil {
+			for p, a := range ev.Membership.Addrs {
+				got[p] = a
+			}
+		}
+	}
+	return got
+}
+
+// A follower that installs a snapshot skips the config edict that added a
+// learner, and with it the learner's address: the runtime learns
+// addresses only from the ConfigChanged events (Node.onEvent). The
+// snapshot's header carries them instead, and the install announces them.
+// Without, a follower that later led the epoch would never reach the
+// learner (Jepsen: a replacement while a member was cut off).
+func TestSnapshotInstallTeachesLearnerAddress(t *testing.T) {
+	c := newTCluster(t, 1, 2, 3)
+	c.settle(50*time.Millisecond, nil)
+	c.down[3] = true
+	c.stable[4] = map[string][]byte{}
+	c.boot(4, []wire.EpochConfig{c.epoch0})
+	_, err := c.cores[1].AddLearner(c.reading(1), 4, "addr-4")
+	require.NoError(t, err)
+	c.cores[1].Flush(c.reading(1))
+	c.collect(1)
+	for i := range 10 {
+		c.propose(1, fmt.Sprintf("v%d", i))
+	}
+	c.settle(100*time.Millisecond, nil)
+	require.NotContains(t, c.cores[3].Status(c.reading(3)).Learners, edict.ProcessID(4), "p3 was down for the config edict")
+
+	pos, ok := c.cores[1].SnapshotPosition(c.cores[1].applied)
+	require.True(t, ok)
+	meta, ok := c.cores[1].SnapshotMeta(pos, 0)
+	require.True(t, ok)
+	// What the leader's runtime adds (Node.sendSnapshot).
+	meta.Addrs = map[edict.ProcessID]string{1: "addr-1", 2: "addr-2", 3: "addr-3", 4: "addr-4"}
+	require.NoError(t, meta.Validate())
+
+	c.down[3] = false
+	mark := len(c.events[3])
+	require.NoError(t, c.cores[3].AcceptSnapshot(c.reading(3), 1, meta))
+	require.NoError(t, c.cores[3].SnapshotInstalled(c.reading(3), 1, meta))
+	c.collect(3)
+	require.Contains(t, c.cores[3].Status(c.reading(3)).Learners, edict.ProcessID(4), "learned from the snapshot")
+	require.Equal(t, "addr-4", c.configAddrs(3, mark)[4], "the install announces the learner's address with its configuration")
+}
+
+// The same for an epoch the follower never knew: a snapshot past the stop
+// edict that began it, which promoted a learner whose config edict is
+// inside the snapshot too.
+func TestSnapshotInstallOfANewEpochTeachesAddresses(t *testing.T) {
+	c := newTCluster(t, 1, 2, 3)
+	core := c.cores[3]
+	meta := snapshotMeta(40, 1, []edict.ProcessID{1, 2, 4})
+	meta.Addrs = map[edict.ProcessID]string{1: "addr-1", 4: "addr-4"}
+	mark := len(c.events[3])
+	require.NoError(t, core.SnapshotInstalled(c.reading(3), 1, meta))
+	c.collect(3)
+	require.True(t, core.el.EpochKnown(1))
+	require.Equal(t, map[edict.ProcessID]string{1: "addr-1", 4: "addr-4"}, c.configAddrs(3, mark))
+}
+
+// A follower that already knows the snapshot's configuration still hears
+// the addresses that came with it: what taught it the configuration may
+// not have named them (a stop edict names no address), and announcing an
+// address twice costs the runtime a write.
+func TestSnapshotInstallOfAKnownConfigurationTeachesAddresses(t *testing.T) {
+	c := newTCluster(t, 1, 2, 3)
+	core := c.cores[3]
+	meta := snapshotMeta(40, 0, []edict.ProcessID{1, 2, 3})
+	meta.Addrs = map[edict.ProcessID]string{2: "addr-2"}
+	mark := len(c.events[3])
+	require.NoError(t, core.SnapshotInstalled(c.reading(3), 1, meta))
+	c.collect(3)
+	require.Equal(t, map[edict.ProcessID]string{2: "addr-2"}, c.configAddrs(3, mark))
+	var cfgs []wire.EpochConfig
+	for _, ev := range c.events[3][mark:] {
+		if ev.Kind == ConfigChanged {
+			cfgs = append(cfgs, ev.Membership.Config)
+		}
+	}
+	require.Equal(t, []wire.EpochConfig{{Epoch: 0, Members: []edict.ProcessID{1, 2, 3}}}, cfgs, "the configuration announced is the one known")
+}
+
+// localTransport is a Transport that only says its own address.
+type localTransport struct {
+	Transport
+	local string
+}
+
+func (l localTransport) LocalAddr() string { return l.local }
+
+// liveTransport also says where it reaches its peers, as transport.TCP
+// does.
+type liveTransport struct {
+	localTransport
+	live map[edict.ProcessID]string
+}
+
+func (l liveTransport) PeerAddr(id edict.ProcessID) (string, bool) {
+	a, ok := l.live[id]
+	return a, ok
+}
+
+// What a leader puts on the snapshots it streams: the address of every
+// process the snapshot names that it knows, the transport's where it has
+// one, its own as the cluster was given it, and nothing a receiver would
+// refuse.
+func TestSnapshotAddrs(t *testing.T) {
+	members, learners := []edict.ProcessID{1, 2, 3}, []edict.ProcessID{4, 5}
+	known := map[edict.ProcessID]string{1: "given-1", 2: "known-2", 4: "known-4", 5: "", 9: "known-9"}
+	n := &Node{cfg: Config{ID: 1, Transport: localTransport{local: "local-1"}}, peers: known}
+	require.Equal(t, map[edict.ProcessID]string{1: "given-1", 2: "known-2", 4: "known-4"}, n.snapshotAddrs(members, learners))
+
+	n.cfg.Transport = liveTransport{localTransport{local: "local-1"}, map[edict.ProcessID]string{1: "live-1", 3: "live-3", 4: "live-4"}}
+	require.Equal(t, map[edict.ProcessID]string{1: "given-1", 2: "known-2", 3: "live-3", 4: "live-4"}, n.snapshotAddrs(members, learners))
+
+	n.peers = map[edict.ProcessID]string{}
+	require.Equal(t, map[edict.ProcessID]string{1: "local-1", 3: "live-3", 4: "live-4"}, n.snapshotAddrs(members, learners),
+		"its own address from the transport when the cluster gave it none")
+
+	n.cfg.Transport = localTransport{}
+	require.Nil(t, n.snapshotAddrs(members, learners))
+}
