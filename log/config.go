@@ -17,8 +17,10 @@ type Config struct {
 	// ID is this process's id, non-zero and unique in the cluster.
 	ID edict.ProcessID
 	// Peers are the processes of the bootstrap epoch and their transport
-	// addresses, this one included. Used on the first start only: later
-	// starts read the membership from the store.
+	// addresses, this one included. The membership they give is used on
+	// the first start only: later starts read it from the store. The
+	// addresses are read on every start, and an address the log taught
+	// later (stored under peers/) replaces the one given here.
 	Peers map[edict.ProcessID]string
 	// Join makes a first start join a running cluster instead of
 	// bootstrapping one: the process counts itself in no epoch until the
