@@ -2,82 +2,105 @@ package log_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 )
 
-// After a graceful handover, under a writer going as fast as it can, the
-// new leader must keep its reign: its renewals must not be lost. They once
-// were, in about half the runs: every proposal's reading moved the lease
-// core past its renewal point, which then vanished from NextTick, so the
-// runtime never ticked and the lease lapsed (the edictkv end-to-end test
-// saw writes with an unknown outcome). Default lease timings, as in
-// production.
-func TestNewLeaderKeepsReignAfterHandoverUnderLoad(t *testing.T) {
-	for iter := range 3 {
-		c := newNetCluster(t, 3, func(cfg *log.Config) { cfg.RoundTrip, cfg.RenewInterval = 10*time.Millisecond, 200*time.Millisecond })
-		// The sequence the end-to-end test ran: a leader killed, a new one,
-		// the killed one back from disk (past its quarantine), a handover.
-		first := c.waitLeader(10 * time.Second)
-		c.put("before", "v")
-		c.kill(first.id)
-		old := c.waitLeader(10 * time.Second)
-		c.put("after", "v")
-		c.restart(first.id)
-		time.Sleep(time.Second)
-		var writes atomic.Int64
-		stop, done := make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(done)
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				cmd, _ := kvfsm.EncodeCommand(kvfsm.Command{Put: &kvfsm.Put{Key: fmt.Sprintf("k%d", i%64), Value: "v"}})
-				if _, err := c.tryApply(cmd); err == nil {
-					writes.Add(1)
-				}
+// A graceful handover under a writer going as fast as it can, over TCP
+// and bbolt, after the sequence an edictkv end-to-end test ran (a leader
+// killed, a new one, the killed one back from disk): writes go on under
+// the new leader, and every acknowledged write is on every running node.
+// That the new leader keeps its reign meanwhile is a timing claim, checked
+// in virtual time (TestNewLeaderKeepsReignAfterHandoverUnderLoad); on a busy
+// machine leadership may move again here, and the writer retries through
+// whoever leads. Every wait only bounds a hang.
+func TestWritesGoOnThroughAHandoverUnderLoad(t *testing.T) {
+	c := newNetCluster(t, 3)
+	first := c.waitLeader(20 * time.Second)
+	c.put("before", "v")
+	c.kill(first.id)
+	old := c.waitLeader(20 * time.Second)
+	c.put("after", "v")
+	restarted := c.restart(first.id)
+	waitApplied(t, c.barrier(), restarted)
+
+	// The writer's keys are its own, one per write, so that every
+	// acknowledged one can be looked for at the end.
+	var writes atomic.Int64
+	var acked []string // the writer's until done is closed
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
 			}
-		}()
-		time.Sleep(100 * time.Millisecond)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_ = old.Shutdown(ctx) // resigns: hands leadership over
-		cancel()
-		var leader *netNode
-		for deadline := time.Now().Add(5 * time.Second); leader == nil && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			for _, n := range c.others(old.id) {
-				if n.Status().IsLeader {
-					leader = n
-				}
+			key := fmt.Sprintf("w%d", i)
+			_, err := c.tryApply(putCmd(t, key, "v"))
+			switch {
+			case err == nil:
+				acked = append(acked, key)
+				writes.Add(1)
+			case errors.Is(err, log.ErrNotCommitted), errors.Is(err, log.ErrShutdown):
+				// No effect: another edict took its index, or it reached
+				// the old leader as it shut down.
+			default:
+				t.Errorf("write %d: %v", i, err)
 			}
 		}
-		if leader == nil {
+	}()
+	stopWriter := func() {
+		select {
+		case <-stop:
+		default:
 			close(stop)
-			<-done
-			t.Fatalf("iteration %d: no leader after the handover", iter)
 		}
-		reign := leader.Status().Reign
-		for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-			st := leader.Status()
-			if !st.IsLeader || !st.Reign.Equal(reign) {
-				close(stop)
-				<-done
-				t.Fatalf("iteration %d: the new leader %v lost its reign under load (leader now %v): %s", iter, leader.id, st.Leader, leader.Debug(context.Background()))
+		<-done
+	}
+	defer stopWriter()
+
+	waitWrites := func(n int64, what string) {
+		eventually(t, 30*time.Second, func() error {
+			if w := writes.Load(); w < n {
+				return fmt.Errorf("%d writes acknowledged %s, want %d", w, what, n)
+			}
+			return nil
+		})
+	}
+	waitWrites(50, "before the handover")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	err := old.Shutdown(ctx) // resigns: hands leadership over
+	cancel()
+	if err != nil {
+		t.Logf("the old leader's shutdown: %v", err)
+	}
+	atHandover := writes.Load()
+	waitWrites(atHandover+50, "after the handover")
+	time.Sleep(time.Second) // a longer stream under the new leader, not a deadline
+	stopWriter()
+	delete(c.nodes, old.id)
+	old.net.Close()
+	old.store.Close()
+
+	running := c.others(old.id)
+	waitApplied(t, c.barrier(), running...)
+	for _, n := range running {
+		have := map[string]bool{}
+		for _, kv := range dump(t, n) {
+			have[kv.Key] = true
+		}
+		for _, key := range acked {
+			if !have[key] {
+				t.Errorf("node %v lacks the acknowledged write %q", n.id, key)
 			}
 		}
-		close(stop)
-		<-done
-		t.Logf("iteration %d: %v kept its reign through %d writes", iter, leader.id, writes.Load())
-		delete(c.nodes, old.id)
-		old.net.Close()
-		old.store.Close()
-		c.stopAll()
 	}
+	t.Logf("%d writes acknowledged, %d of them after the handover; leader now %v", len(acked), int64(len(acked))-atHandover, c.waitLeader(20*time.Second).id)
 }

@@ -2,6 +2,7 @@ package log_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -15,7 +16,7 @@ import (
 )
 
 // slowStore is a real store (bbolt, fsync) behind a disk that takes delay
-// longer for every durable batch: issue 16's disk hog, without depending on
+// longer for every durable batch: a disk hog's, without depending on
 // what else the machine's disk is doing.
 type slowStore struct {
 	log.Store
@@ -39,70 +40,101 @@ func watchLeadership(t *testing.T, c *netCluster) *atomic.Int64 {
 		o := n.Observe(ch, func(ev log.Event) bool {
 			return ev.Kind == log.SteppedDown || ev.Kind == log.BecameLeader
 		})
-		t.Cleanup(o.Cancel)
+		done := make(chan struct{})
 		go func() {
+			defer close(done)
 			for ev := range ch {
 				t.Logf("%v: %v", n.id, ev.Kind)
 				changes.Add(1)
 			}
 		}()
+		// Nothing is sent once Cancel returns; the reader ends before
+		// the test does, so that it never logs after it.
+		t.Cleanup(func() {
+			o.Cancel()
+			close(ch)
+			<-done
+		})
 	}
 	return &changes
 }
 
 // Every durable write of every node takes 60% of a lease and more (400 ms
-// against MaxLease 650 ms), while clients write without pause. Lease
-// messages are stepped and answered while batches are being written, so
-// the leader keeps its lease and every write succeeds. Before issue 16 the
-// Node's loop waited for each write: a granter in the middle of one
-// answered no grant request, and the leader lost its lease.
-func TestSlowDiskKeepsTheLeader(t *testing.T) {
+// against MaxLease 650 ms), while four clients write without pause: every
+// write succeeds, and every node holds each client's last one. Lease
+// messages are stepped while batches are being written; a runtime that
+// waited for each write answered no grant request meanwhile and found no
+// leader at all. That the leader keeps its lease the whole time is a
+// timing claim, checked in virtual time: the simulator's log-slow-disk
+// (writes up to 60% of a lease on every disk, one reign for the whole run)
+// and its negative control blocking-disk, which fails for a runtime that
+// waits. Here a busy machine may move leadership: clients write through
+// whoever leads, and only a write that fails for good fails the test.
+func TestWritesSucceedOnASlowDisk(t *testing.T) {
 	c := newNetCluster(t, 3, withSlowDisk(400*time.Millisecond))
-	leader := c.waitLeader(20 * time.Second)
+	c.waitLeader(20 * time.Second)
 	changes := watchLeadership(t, c)
 
 	var wg sync.WaitGroup
 	var writes atomic.Int64
-	errs := make(chan error, 64)
+	last := make([]string, 4) // each writer's last acknowledged value, "" after a failure
 	deadline := time.Now().Add(4 * time.Second)
-	for w := range 4 {
+	for w := range last {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := 0; time.Now().Before(deadline); i++ {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_, err := leader.Apply(ctx, putCmd(t, fmt.Sprintf("k%d", w), fmt.Sprint(i)))
-				cancel()
-				if err != nil {
-					errs <- fmt.Errorf("writer %d, write %d: %w", w, i, err)
+				if _, err := c.tryApply(putCmd(t, fmt.Sprintf("k%d", w), fmt.Sprint(i))); err != nil {
+					t.Errorf("writer %d, write %d: %v", w, i, err)
+					last[w] = ""
 					return
 				}
+				last[w] = fmt.Sprint(i)
 				writes.Add(1)
 			}
 		}()
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
+	want := map[string]string{}
+	for w, v := range last {
+		if v != "" {
+			want[fmt.Sprintf("k%d", w)] = v
+		}
 	}
+	c.checkAllApplied(want, c.others(0)...)
+	leader := c.waitLeader(20 * time.Second)
 	st := leader.StorageStats()
-	t.Logf("%d writes in 4s; leader's store: %d transactions, mean %v, max %v, %d slow",
-		writes.Load(), st.Writes, st.WriteTime/time.Duration(max(st.Writes, 1)), st.WriteMax, st.SlowWrites)
-	require.Zero(t, changes.Load(), "leadership changed under a slow disk")
-	require.True(t, leader.Status().IsLeader, "the leader kept its lease")
+	t.Logf("%d writes in 4s, %d leadership changes; leader's store: %d transactions, mean %v, max %v, %d slow",
+		writes.Load(), changes.Load(), st.Writes, st.WriteTime/time.Duration(max(st.Writes, 1)), st.WriteMax, st.SlowWrites)
 	require.Positive(t, writes.Load())
 }
 
+// leading returns the node that leads a ready reign now, or nil.
+func leading(c *netCluster) *netNode {
+	for _, n := range c.others(0) {
+		if n.Status().IsLeader {
+			return n
+		}
+	}
+	return nil
+}
+
 // A disk far slower than the clients: the entries waiting for it stay
-// within the configured bound (plus one batch of proposals), writes wait
-// for room rather than pile up in memory, and the lease holds.
+// within the configured bound (plus one batch of proposals at the leader,
+// one append at a follower), writes wait for room rather than pile up in
+// memory, and the writes go on. The bounds are structural, not timing:
+// they hold on a busy machine too, where leadership may move and the
+// clients follow it. The leader's bound is checked on the first reign's
+// samples (a later leader may start its reign with a follower's backlog).
 func TestWriteBacklogIsBounded(t *testing.T) {
-	const maxUnsynced, maxBatch = 16, 4
+	// maxAppend is the most entries one append carries: the Core's
+	// default, which log.Config does not change.
+	const maxUnsynced, maxBatch, maxAppend = 16, 4, 256
 	c := newNetCluster(t, 3, withSlowDisk(150*time.Millisecond), func(cfg *log.Config) {
 		cfg.MaxUnsyncedEntries, cfg.MaxBatch = maxUnsynced, maxBatch
 	})
 	leader := c.waitLeader(20 * time.Second)
+	reign := leader.Status().Reign
 	changes := watchLeadership(t, c)
 
 	stop := make(chan struct{})
@@ -118,11 +150,17 @@ func TestWriteBacklogIsBounded(t *testing.T) {
 			case <-time.After(time.Millisecond):
 			}
 			for _, n := range c.nodes {
+				before := n.Status()
 				e := int64(n.StorageStats().BacklogEntries)
+				after := n.Status()
 				if e > peak.Load() {
 					peak.Store(e)
 				}
-				if n == leader && e > leaderPeak.Load() {
+				// The Node publishes its status after every step, so a
+				// sample between two that show the first reign was taken
+				// while it led that reign.
+				firstReign := func(s log.Status) bool { return s.IsLeader && s.Reign.Equal(reign) }
+				if n == leader && firstReign(before) && firstReign(after) && e > leaderPeak.Load() {
 					leaderPeak.Store(e)
 				}
 			}
@@ -137,13 +175,25 @@ func TestWriteBacklogIsBounded(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
 			for i := 0; ; i++ {
-				_, err := leader.Apply(ctx, putCmd(t, fmt.Sprintf("k%d", w), fmt.Sprint(i)))
+				l := leading(c)
+				if l == nil {
+					select {
+					case <-ctx.Done():
+						waited.Add(1)
+						return
+					case <-time.After(5 * time.Millisecond):
+					}
+					continue
+				}
+				_, err := l.Apply(ctx, putCmd(t, fmt.Sprintf("k%d", w), fmt.Sprint(i)))
 				switch {
 				case err == nil:
 					ok.Add(1)
 				case ctx.Err() != nil:
 					waited.Add(1)
 					return
+				case retriable(err), errors.Is(err, log.ErrNotCommitted):
+					// Leadership moved: write through the next leader.
 				default:
 					t.Errorf("writer %d: %v", w, err)
 					return
@@ -154,16 +204,20 @@ func TestWriteBacklogIsBounded(t *testing.T) {
 	wg.Wait()
 	close(stop)
 	sampler.Wait()
-	st := leader.StorageStats()
-	t.Logf("%d writes done, %d writers still waiting at their deadline; peak backlog %d entries (leader %d); leader throttled %d times",
-		ok.Load(), waited.Load(), peak.Load(), leaderPeak.Load(), st.Throttled)
+	var throttled, shed uint64
+	for _, n := range c.nodes {
+		st := n.StorageStats()
+		throttled, shed = throttled+st.Throttled, shed+st.AppendsShed
+	}
+	t.Logf("%d writes done, %d writers still waiting at their deadline; peak backlog %d entries (first leader %d); throttled %d times, %d appends shed; %d leadership changes",
+		ok.Load(), waited.Load(), peak.Load(), leaderPeak.Load(), throttled, shed, changes.Load())
 	// The leader checks the bound before it takes a batch of proposals; a
-	// follower before it steps an append, which carries at most what the
-	// leader has and the follower lacks: a bound's worth and one batch.
+	// follower before it steps an append, which carries what the follower
+	// lacks, up to maxAppend. A follower that keeps up lacks no more than
+	// the leader's backlog, but one starved of CPU falls behind, and its
+	// catch-up append is larger (on a busy machine, 48 entries here).
 	require.LessOrEqual(t, leaderPeak.Load(), int64(maxUnsynced+maxBatch), "leader's backlog beyond its bound")
-	require.LessOrEqual(t, peak.Load(), int64(2*(maxUnsynced+maxBatch)), "a follower's backlog beyond its bound")
-	require.Positive(t, st.Throttled, "the leader never had to hold proposals back: the test did not load the disk")
+	require.LessOrEqual(t, peak.Load(), int64(maxUnsynced-1+maxAppend), "a follower's backlog beyond its bound")
+	require.Positive(t, throttled, "no leader ever had to hold proposals back: the test did not load the disk")
 	require.Positive(t, ok.Load())
-	require.Zero(t, changes.Load(), "leadership changed under a slow disk")
-	require.True(t, leader.Status().IsLeader)
 }

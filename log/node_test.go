@@ -1,38 +1,29 @@
 package log_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/edictlog/edictlog/fsm/kvfsm"
-	"github.com/edictlog/edictlog/log"
-	"github.com/stretchr/testify/require"
 )
 
-// A leader under a steady stream of writes must keep renewing its lease:
-// the runtime's loop always has an event ready, and its timers must fire
-// anyway. Writes run for many renewal intervals; none may fail. The lease
-// timings are relaxed so that CPU starvation from tests running beside
-// this one (go test ./... runs packages in parallel) is not mistaken for
-// the bug this test is about.
-func TestLeaderKeepsLeaseUnderLoad(t *testing.T) {
-	c := startBenchCluster(t, func(cfg *log.Config) {
-		cfg.RoundTrip, cfg.RenewInterval = 50*time.Millisecond, 600*time.Millisecond
-	})
-	leader := c.leader(t)
-	deadline := time.Now().Add(1500 * time.Millisecond)
+// A stream of writes for many renewal intervals over TCP and bbolt: every
+// write succeeds, and every node holds the last value of every key. That
+// the leader keeps renewing its lease meanwhile, although its loop always
+// has an event ready, is a timing claim, checked in virtual time
+// (TestNewLeaderKeepsReignAfterHandoverUnderLoad runs the Core as the
+// Node's loop does: after every event, Tick if a deadline has passed). On
+// a busy machine the lease may move here, and the writes follow it; a
+// write fails the test only if it finds no leader to take it for 20 s.
+func TestWritesSucceedUnderAStream(t *testing.T) {
+	c := newNetCluster(t, 3)
+	c.waitLeader(20 * time.Second)
+	want := map[string]string{}
 	n := 0
-	for time.Now().Before(deadline) {
-		cmd, err := kvfsm.EncodeCommand(kvfsm.Command{Put: &kvfsm.Put{Key: fmt.Sprintf("k%d", n%16), Value: "v"}})
-		require.NoError(t, err)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err = leader.Apply(ctx, cmd)
-		cancel()
-		require.NoError(t, err, "write %d", n)
-		n++
+	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); n++ {
+		key, value := fmt.Sprintf("k%d", n%16), fmt.Sprint(n)
+		c.put(key, value)
+		want[key] = value
 	}
-	require.True(t, leader.Status().IsLeader, "the leader kept its lease through %d writes", n)
-	t.Logf("%d writes in 1.5s, leader unchanged", n)
+	c.checkAllApplied(want, c.others(0)...)
+	t.Logf("%d writes in 1.5s; leader now %v", n, c.waitLeader(20*time.Second).id)
 }
