@@ -152,7 +152,9 @@ func TestDoForwardsOnce(t *testing.T) {
 	require.ErrorAs(t, err, &nle)
 	require.ErrorIs(t, err, route.ErrMisdirected)
 	require.Equal(t, l.Status().ID, nle.Leader)
-	require.Less(t, time.Since(start), 100*time.Millisecond, "refused at once")
+	// At once: not after the router's wait for a leader (5 s). The bound
+	// is that wait's, not a latency: a busy machine keeps it.
+	require.Less(t, time.Since(start), 2*time.Second, "refused at once")
 }
 
 // A leader that cannot be reached is tried again with a growing back-off,
@@ -179,17 +181,23 @@ func TestDoGivesUp(t *testing.T) {
 	require.ErrorIs(t, err, route.ErrNoLeader)
 	require.Equal(t, l.Status().ID, nle.Leader)
 	require.GreaterOrEqual(t, took, wait)
-	// 10+20+40+80+100+100+... ms: about seven tries in 400ms.
-	require.GreaterOrEqual(t, tries.Load(), int64(4))
+	// 10+20+40+80+100+100+... ms: about seven tries in 400ms on a quiet
+	// machine; a busy one fires the timers late, so fewer, but at least
+	// one retry. Never more: the back-off only grows.
+	require.GreaterOrEqual(t, tries.Load(), int64(2), "tried again")
 	require.LessOrEqual(t, tries.Load(), int64(12), "no busy loop")
 
+	// A router that would wait far longer than the caller: the wait ends
+	// with the caller's context, long before the router's own.
+	long := route.New(f, 30*time.Second)
+	defer long.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
 	start = time.Now()
-	err = r.Do(ctx, false, nil, unreachable)
+	err = long.Do(ctx, false, nil, unreachable)
 	require.ErrorIs(t, err, route.ErrNoLeader)
 	require.ErrorIs(t, err, context.Canceled)
-	require.Less(t, time.Since(start), wait)
+	require.Less(t, time.Since(start), 10*time.Second)
 }
 
 // While no leader is known nothing is tried and no timer runs: the Node's
