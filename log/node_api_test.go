@@ -191,12 +191,20 @@ func TestNodeTransferLeadership(t *testing.T) {
 	require.Equal(t, l.id, c.waitLeader(10*time.Second).id, "refused transfers changed nothing")
 }
 
+// steadyLease is for tests whose claims need one leader throughout and
+// that never wait for a lease to run out: the leader renews 2.7 s before
+// its lease ends, so it keeps it through a stall of seconds on a busy
+// machine (testTimings' leader loses it after about a quarter second).
+func steadyLease(cfg *log.Config) {
+	cfg.RoundTrip, cfg.RenewInterval = 25*time.Millisecond, 3*time.Second
+}
+
 // Every read level returns a written value: a lease read on the leader,
 // a follower read on a follower (linearizable: it sees every write
 // acknowledged before it), a stale read after that on the same follower.
 // A lease read on a follower names the leader.
 func TestNodeReadLevels(t *testing.T) {
-	c := newNetCluster(t, 3)
+	c := newNetCluster(t, 3, steadyLease)
 	l := c.waitLeader(10 * time.Second)
 	res := c.put("k", "v1")
 
@@ -489,7 +497,7 @@ func TestNodeConfigErrors(t *testing.T) {
 // at once, before anything is appended; bad commands and queries are
 // reported, not applied.
 func TestNodeBadInput(t *testing.T) {
-	c := newNetCluster(t, 3)
+	c := newNetCluster(t, 3, steadyLease)
 	l := c.waitLeader(10 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
