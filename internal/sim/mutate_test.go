@@ -140,6 +140,10 @@ func TestMutations(t *testing.T) {
 	fmt.Fprintf(&b, "%-34s | %-6s | %-22s | %-5s | %s\n", "rule", "caught", "scenario", "seeds", "first violation")
 	var missed []string
 	for _, r := range rows {
+		if r.caught == nil && argued[r.rule] != "" {
+			fmt.Fprintf(&b, "%-34s | %-6s | %-22s | %-5s | (none in %d runs; argued: %s)\n", r.rule, "argued", "-", "-", r.runs, argued[r.rule])
+			continue
+		}
 		if r.caught == nil {
 			fmt.Fprintf(&b, "%-34s | %-6s | %-22s | %-5s | (none in %d runs)\n", r.rule, "no", "-", "-", r.runs)
 			missed = append(missed, r.rule)
@@ -174,6 +178,14 @@ var deeperHunts = map[string]struct {
 	seeds    int
 }{
 	"log/accept-grantee": {"log-figure8", 200},
+}
+
+// argued are the rules whose deletion docs/protocol.md's table argues
+// no run can show, with the argument's gist: the runner reports them as
+// argued rather than failing, and still hunts them, so that a run that
+// does catch one shows the argument wrong.
+var argued = map[string]string{
+	"elect/" + elect.RuleNoCampaignHeard: "a reign starts from the best log of a quorum of its epoch, which meets the quorum of the epoch before that committed the stop edict (one member changes at a time)",
 }
 
 // explorerHunts are the rules whose deletion costs nothing until a
