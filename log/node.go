@@ -443,14 +443,7 @@ func (n *Node) waitDurable(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	select {
-	case <-done:
-		return nil
-	case <-n.done:
-		return ErrShutdown
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return n.await(ctx, done)
 }
 
 // synced releases, on the loop, the waiters whose batches are durable:
@@ -490,6 +483,11 @@ func (n *Node) do(ctx context.Context, f func()) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	return n.await(ctx, done)
+}
+
+// await waits for done, unless the Node stops or ctx ends first.
+func (n *Node) await(ctx context.Context, done <-chan struct{}) error {
 	select {
 	case <-done:
 		return nil

@@ -50,7 +50,10 @@ func TestCrashPoints(t *testing.T) {
 					rng.Shuffle(len(cps), func(i, j int) { cps[i], cps[j] = cps[j], cps[i] })
 					cps = cps[:min(perSeed, len(cps))]
 				}
-				for _, cp := range cps {
+				for i, cp := range cps {
+					if nearDeadline(t, i, len(cps)) {
+						break
+					}
 					res := RunLogCrashingAt(sc, seed, cp, 0, noSend)
 					runs.Add(1)
 					if res.Violation != "" {
