@@ -1,7 +1,6 @@
 package log
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -199,18 +198,7 @@ func TestStepRefusesMisdirected(t *testing.T) {
 // skipped: were it to lead, it must replicate to the learner.
 func TestSnapshotCarriesLearners(t *testing.T) {
 	c := newTCluster(t, 1, 2, 3)
-	c.settle(50*time.Millisecond, nil)
-	c.down[3] = true
-	c.stable[4] = map[string][]byte{}
-	c.boot(4, []wire.EpochConfig{c.epoch0})
-	_, err := c.cores[1].AddLearner(c.reading(1), 4, "addr-4")
-	require.NoError(t, err)
-	c.cores[1].Flush(c.reading(1))
-	c.collect(1)
-	for i := range 10 {
-		c.propose(1, fmt.Sprintf("v%d", i))
-	}
-	c.settle(100*time.Millisecond, nil)
+	c.addLearnerWhileDown(3)
 	require.Contains(t, c.cores[1].Status(c.reading(1)).Learners, edict.ProcessID(4))
 	require.NotContains(t, c.cores[3].Status(c.reading(3)).Learners, edict.ProcessID(4), "p3 was down for the config edict")
 

@@ -2,6 +2,7 @@ package log
 
 import (
 	"cmp"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -279,6 +280,24 @@ func appliedData(es []wire.Entry) []string {
 
 func obsDown(p edict.ProcessID) elect.Observation {
 	return elect.Observation{Kind: elect.ProcessDown, Process: p}
+}
+
+// addLearnerWhileDown has p1, the leader, add p4 as a learner (address
+// "addr-4") and commit ten entries while process down is cut off, so that
+// down misses the config edict.
+func (c *tcluster) addLearnerWhileDown(down edict.ProcessID) {
+	c.settle(50*time.Millisecond, nil)
+	c.down[down] = true
+	c.stable[4] = map[string][]byte{}
+	c.boot(4, []wire.EpochConfig{c.epoch0})
+	_, err := c.cores[1].AddLearner(c.reading(1), 4, "addr-4")
+	require.NoError(c.t, err)
+	c.cores[1].Flush(c.reading(1))
+	c.collect(1)
+	for i := range 10 {
+		c.propose(1, fmt.Sprintf("v%d", i))
+	}
+	c.settle(100*time.Millisecond, nil)
 }
 
 // joinLearner boots p4 with an empty store and has p1, the leader, add it

@@ -1,9 +1,7 @@
 package log
 
 import (
-	"fmt"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -33,18 +31,7 @@ func (c *tcluster) configAddrs(id edict.ProcessID, from int) map[edict.ProcessID
 // learner (Jepsen: a replacement while a member was cut off).
 func TestSnapshotInstallTeachesLearnerAddress(t *testing.T) {
 	c := newTCluster(t, 1, 2, 3)
-	c.settle(50*time.Millisecond, nil)
-	c.down[3] = true
-	c.stable[4] = map[string][]byte{}
-	c.boot(4, []wire.EpochConfig{c.epoch0})
-	_, err := c.cores[1].AddLearner(c.reading(1), 4, "addr-4")
-	require.NoError(t, err)
-	c.cores[1].Flush(c.reading(1))
-	c.collect(1)
-	for i := range 10 {
-		c.propose(1, fmt.Sprintf("v%d", i))
-	}
-	c.settle(100*time.Millisecond, nil)
+	c.addLearnerWhileDown(3)
 	require.NotContains(t, c.cores[3].Status(c.reading(3)).Learners, edict.ProcessID(4), "p3 was down for the config edict")
 
 	pos, ok := c.cores[1].SnapshotPosition(c.cores[1].applied)
