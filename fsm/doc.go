@@ -1,7 +1,10 @@
 // Package fsm defines the state machines an edictlog replicated log drives:
-// [FSM], [BatchFSM], [Snapshot] and [Querier], declared where the log
-// consumes them. The etcd-shaped key-value state machine that edictkv, the
-// simulator and the log's tests use is package [kvfsm] (fsm/kvfsm).
+// [FSM], [BatchFSM], [DiskFSM], [Snapshot] and [Querier], declared where
+// the log consumes them. The etcd-shaped key-value state machine that
+// edictkv, the simulator and the log's tests use is package [kvfsm]
+// (fsm/kvfsm); package [kvdisk] (fsm/kvdisk) keeps it in a file, a small
+// DiskFSM; package [fsmtest] (fsm/fsmtest) is the conformance suite a
+// DiskFSM must pass.
 //
 // What the log guarantees an FSM, and what it asks in return:
 //
@@ -17,5 +20,71 @@
 //   - Entries with empty Data are the log's own (a reign-start edict, an
 //     epoch configuration); an FSM treats them as no-ops.
 //
+// An FSM lives in memory: every start restores it from the newest
+// snapshot and applies the log after it, and every Config.SnapshotEvery
+// entries the log writes the whole state out (Snapshot, Persist) so that
+// it can compact the log behind it. A [DiskFSM] keeps its state durable in
+// a store of its own, for a state too large to copy that often. What it
+// promises the log:
+//
+//   - Durable index. The FSM's store holds, after any crash, the effects
+//     of exactly the entries up to some index d, and DurableIndex reports
+//     d: the effects of an entry, and the index with them, become durable
+//     together, and never those of an entry without those of every entry
+//     before it. d never decreases: Apply and Sync raise it, and the log
+//     restores only a snapshot ahead of everything applied.
+//   - Sync makes every entry applied so far durable and returns the index
+//     of the last one (the one Restore carried, if none was applied since;
+//     0 for an empty state). d is at least what Sync last returned and at
+//     most the last index applied: entries applied since the last Sync may
+//     be lost in a crash, but never half-applied. Apply may make entries
+//     durable sooner (committing each batch, as a database does), which
+//     shortens what a start applies again.
+//   - Snapshot captures, in the Apply goroutine and quickly, a consistent
+//     copy of the state after the last applied entry, and Persist writes
+//     it, possibly while later entries are applied and Sync runs, in a
+//     format of the FSM's choosing (for a bbolt store, the file itself,
+//     tx.WriteTo) that carries the index of the last applied entry.
+//     Persist writes the same bytes, or at least bytes that restore to
+//     states that answer every query alike, for the same applied entries
+//     on every replica.
+//   - Restore replaces the whole state with a stream Persist wrote, on
+//     this replica or another, atomically and durably: when it returns
+//     nil the store holds exactly the stream's state and DurableIndex
+//     reports the index the stream carries; when it returns an error
+//     (a truncated or damaged stream, a reader that fails, even at its end
+//     in place of io.EOF: snapshot stores verify their digests only
+//     there), the previous state and durable index are intact, in memory
+//     and in the store; a crash in the middle leaves one or the other.
+//
+// What the log does with it in return:
+//
+//   - At start it asks DurableIndex before any Apply. With d at or above
+//     the index of the newest snapshot, it restores nothing and hands the
+//     FSM only the entries after d (the entries up to d are committed:
+//     they were applied); below it, it restores that snapshot, which then
+//     holds a copy of the state, and applies after it. A d beyond the end
+//     of the log's own store is impossible (entries are applied only once
+//     durable in that store, and an installed snapshot is stored before
+//     the FSM is restored from it), and the start fails naming both.
+//   - Every Config.SnapshotEvery applied entries it calls Sync and records
+//     a snapshot at the index Sync returned that holds no copy of the
+//     state, only the log's metadata of that index (reign, stamp, epoch
+//     configuration); then it compacts its log behind it, keeping
+//     Config.TrailingEntries. The log is never compacted past an index
+//     Sync returned.
+//   - To catch up a member that lacks compacted entries, it calls Sync,
+//     then Snapshot, and Persist into its snapshot store, and streams that
+//     copy: a full copy of the state on disk beside the FSM's own, until
+//     the snapshot store's retention removes it.
+//   - A snapshot received from a leader is stored whole before the FSM is
+//     restored from it and before the log is reset to it, which two may
+//     happen in either order. A start after a crash at any point finds the
+//     FSM at the snapshot's index (restored: nothing to do) or below it
+//     (restored again from the stored snapshot), and completes the log's
+//     reset itself.
+//
 // [kvfsm]: https://pkg.go.dev/github.com/edictlog/edictlog/fsm/kvfsm
+// [kvdisk]: https://pkg.go.dev/github.com/edictlog/edictlog/fsm/kvdisk
+// [fsmtest]: https://pkg.go.dev/github.com/edictlog/edictlog/fsm/fsmtest
 package fsm
