@@ -1,0 +1,390 @@
+package backend
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// BoltOptions tunes a [Bolt] backend. The zero value is the production
+// setting.
+type BoltOptions struct {
+	// InitialMmapSize is the address space reserved for the file (default
+	// 10 GiB, as etcd). A file that outgrows it makes the next commit wait
+	// until every open view is released while bbolt remaps it, so keep it
+	// above the largest expected database. It is virtual memory, not RAM.
+	InitialMmapSize int
+	// NoSync skips fsync on commit. For tests and benchmarks only: a
+	// machine crash can then lose or corrupt committed batches.
+	NoSync bool
+}
+
+// DefaultInitialMmapSize is BoltOptions.InitialMmapSize's default.
+const DefaultInitialMmapSize = 10 << 30
+
+// lockTimeout bounds how long Open waits for the file lock: another
+// process holding it is a misconfiguration to report, not to wait out.
+const lockTimeout = 2 * time.Second
+
+// Bolt is a [Backend] on a bbolt file. Commits fsync the file (unless
+// BoltOptions.NoSync). Restore writes the new database to a temporary file
+// in the same directory, fsyncs it, checks it, and installs it by renaming
+// it over the file and fsyncing the directory.
+type Bolt struct {
+	path string
+	opts BoltOptions
+
+	// mu guards cur, closed and failed; Commit and Begin hold it shared,
+	// Install and Close exclusively.
+	mu     sync.RWMutex
+	cur    *boltDB
+	closed bool
+	failed error
+
+	size, sizeInUse atomic.Int64
+
+	// retired counts replaced databases still open for their views.
+	retired sync.WaitGroup
+}
+
+// boltDB is one open bbolt database and the views still reading it: a
+// database replaced by Restore is closed once its last view is released.
+type boltDB struct {
+	db    *bolt.DB
+	views sync.WaitGroup
+}
+
+// OpenBolt opens the bbolt file at path, creating it if it does not exist.
+func OpenBolt(path string, o BoltOptions) (*Bolt, error) {
+	if o.InitialMmapSize <= 0 {
+		o.InitialMmapSize = DefaultInitialMmapSize
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
+		// A file cut short would fault when bbolt maps pages past its end.
+		if err := verifyBoltFile(path, false); err != nil {
+			return nil, err
+		}
+	}
+	db, err := openBoltDB(path, o)
+	if err != nil {
+		return nil, err
+	}
+	b := &Bolt{path: path, opts: o, cur: &boltDB{db: db}}
+	b.updateSizes(b.cur)
+	return b, nil
+}
+
+func openBoltDB(path string, o BoltOptions) (*bolt.DB, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:         lockTimeout,
+		InitialMmapSize: o.InitialMmapSize,
+		NoSync:          o.NoSync,
+		NoGrowSync:      o.NoSync,
+		// As etcd: the freelist is rebuilt at open instead of being
+		// rewritten by every commit, and kept in a hashmap.
+		NoFreelistSync: true,
+		FreelistType:   bolt.FreelistMapType,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("backend: open %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// verifyBoltFile checks that the file holds a whole, consistent bbolt
+// database before it is opened for writing: the size its meta page claims
+// is there, and, when deep, bbolt's page checks pass.
+func verifyBoltFile(path string, deep bool) (err error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("backend: %w", err)
+	}
+	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: lockTimeout})
+	if err != nil {
+		return fmt.Errorf("backend: %s is not a bbolt database: %w", path, err)
+	}
+	defer db.Close()
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("backend: %s is corrupt: %v", path, r)
+		}
+	}()
+	return db.View(func(tx *bolt.Tx) error {
+		if need := tx.Size(); need > fi.Size() {
+			return fmt.Errorf("backend: %s is truncated: it holds %d bytes, its database needs %d", path, fi.Size(), need)
+		}
+		if !deep {
+			return nil
+		}
+		for cerr := range tx.Check() {
+			if err == nil {
+				err = fmt.Errorf("backend: %s is corrupt: %w", path, cerr)
+			}
+		}
+		return err
+	})
+}
+
+func (b *Bolt) updateSizes(d *boltDB) {
+	_ = d.db.View(func(tx *bolt.Tx) error {
+		size := tx.Size()
+		free := int64(d.db.Stats().FreePageN) * int64(d.db.Info().PageSize)
+		b.size.Store(size)
+		b.sizeInUse.Store(size - free)
+		return nil
+	})
+}
+
+// Begin implements Backend.
+func (b *Bolt) Begin() (ReadTx, error) {
+	b.mu.RLock()
+	if b.closed {
+		b.mu.RUnlock()
+		return nil, ErrClosed
+	}
+	d := b.cur
+	d.views.Add(1)
+	b.mu.RUnlock()
+	return beginBolt(d)
+}
+
+func beginBolt(d *boltDB) (ReadTx, error) {
+	tx, err := d.db.Begin(false)
+	if err != nil {
+		d.views.Done()
+		return nil, fmt.Errorf("backend: begin: %w", err)
+	}
+	return &boltTx{tx: tx, d: d}, nil
+}
+
+// Commit implements Backend.
+func (b *Bolt) Commit(batch *Batch) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return ErrClosed
+	}
+	if b.failed != nil {
+		return b.failed
+	}
+	d := b.cur
+	err := d.db.Update(func(tx *bolt.Tx) error {
+		for _, o := range batch.ops {
+			switch o.kind {
+			case opCreateBucket:
+				if _, err := tx.CreateBucketIfNotExists(o.bucket); err != nil {
+					return fmt.Errorf("create bucket %q: %w", o.bucket, err)
+				}
+			case opPut:
+				bk := tx.Bucket(o.bucket)
+				if bk == nil {
+					return fmt.Errorf("put into missing bucket %q", o.bucket)
+				}
+				// Package mvcc's buckets grow at their end: fuller
+				// pages waste less.
+				bk.FillPercent = 0.9
+				if err := bk.Put(o.key, o.value); err != nil {
+					return fmt.Errorf("put %q in bucket %q: %w", o.key, o.bucket, err)
+				}
+			case opDelete:
+				if bk := tx.Bucket(o.bucket); bk != nil {
+					if err := bk.Delete(o.key); err != nil {
+						return fmt.Errorf("delete %q in bucket %q: %w", o.key, o.bucket, err)
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("backend: commit: %w", err)
+	}
+	b.updateSizes(d)
+	return nil
+}
+
+// Size implements Backend.
+func (b *Bolt) Size() int64 { return b.size.Load() }
+
+// SizeInUse implements Backend.
+func (b *Bolt) SizeInUse() int64 { return b.sizeInUse.Load() }
+
+// Path is the database file's path.
+func (b *Bolt) Path() string { return b.path }
+
+// Restore implements Backend.
+func (b *Bolt) Restore(r io.Reader) (Restored, error) {
+	dir, base := filepath.Split(b.path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, base+".restore-*")
+	if err != nil {
+		return nil, fmt.Errorf("backend: restore: %w", err)
+	}
+	tmp := f.Name()
+	fail := func(err error) (Restored, error) {
+		f.Close()
+		os.Remove(tmp)
+		return nil, err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		return fail(fmt.Errorf("backend: restore: reading the snapshot stream: %w", err))
+	}
+	if err := f.Sync(); err != nil {
+		return fail(fmt.Errorf("backend: restore: %w", err))
+	}
+	if err := f.Close(); err != nil {
+		return fail(fmt.Errorf("backend: restore: %w", err))
+	}
+	if err := verifyBoltFile(tmp, true); err != nil {
+		return fail(fmt.Errorf("backend: restore: the snapshot stream is not a whole database: %w", err))
+	}
+	db, err := openBoltDB(tmp, b.opts)
+	if err != nil {
+		return fail(err)
+	}
+	return &boltRestored{b: b, tmp: tmp, d: &boltDB{db: db}}, nil
+}
+
+type boltRestored struct {
+	b    *Bolt
+	tmp  string
+	d    *boltDB
+	done bool
+}
+
+func (r *boltRestored) Begin() (ReadTx, error) {
+	if r.done {
+		return nil, ErrClosed
+	}
+	r.d.views.Add(1)
+	return beginBolt(r.d)
+}
+
+func (r *boltRestored) Install() error {
+	if r.done {
+		return errors.New("backend: restore already installed or discarded")
+	}
+	b := r.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		r.Discard()
+		return ErrClosed
+	}
+	if err := os.Rename(r.tmp, b.path); err != nil {
+		r.Discard()
+		return fmt.Errorf("backend: restore: %w", err)
+	}
+	r.done = true
+	if err := syncDir(filepath.Dir(b.path)); err != nil {
+		// The new file is in place and open; only the rename's
+		// durability is in doubt. Refuse further commits, so that nothing
+		// is acknowledged as durable on top of it.
+		b.failed = fmt.Errorf("backend: restore: the directory could not be synced after the rename: %w", err)
+	}
+	old := b.cur
+	b.cur = r.d
+	b.updateSizes(b.cur)
+	b.retired.Add(1)
+	go func() {
+		defer b.retired.Done()
+		old.views.Wait()
+		old.db.Close()
+	}()
+	return nil
+}
+
+func (r *boltRestored) Discard() {
+	if r.done {
+		return
+	}
+	r.done = true
+	r.d.views.Wait()
+	r.d.db.Close()
+	os.Remove(r.tmp)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Close implements Backend. It waits for every view to be released.
+func (b *Bolt) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	d := b.cur
+	b.mu.Unlock()
+	d.views.Wait()
+	b.retired.Wait()
+	if err := d.db.Close(); err != nil {
+		return fmt.Errorf("backend: close: %w", err)
+	}
+	return nil
+}
+
+type boltTx struct {
+	tx       *bolt.Tx
+	d        *boltDB
+	released bool
+}
+
+func (t *boltTx) HasBucket(bucket []byte) bool { return t.tx.Bucket(bucket) != nil }
+
+func (t *boltTx) Get(bucket, key []byte) []byte {
+	bk := t.tx.Bucket(bucket)
+	if bk == nil {
+		return nil
+	}
+	return bk.Get(key)
+}
+
+func (t *boltTx) Ascend(bucket, from, to []byte, fn func(k, v []byte) bool) {
+	bk := t.tx.Bucket(bucket)
+	if bk == nil {
+		return
+	}
+	c := bk.Cursor()
+	var k, v []byte
+	if from == nil {
+		k, v = c.First()
+	} else {
+		k, v = c.Seek(from)
+	}
+	for ; k != nil && (to == nil || bytes.Compare(k, to) < 0); k, v = c.Next() {
+		if !fn(k, v) {
+			return
+		}
+	}
+}
+
+func (t *boltTx) WriteTo(w io.Writer) (int64, error) { return t.tx.WriteTo(w) }
+
+func (t *boltTx) Size() int64 { return t.tx.Size() }
+
+func (t *boltTx) Release() {
+	if t.released {
+		return
+	}
+	t.released = true
+	t.tx.Rollback()
+	t.d.views.Done()
+}
