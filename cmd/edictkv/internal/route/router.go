@@ -1,31 +1,3 @@
-// Package route decides where edictkv runs a request that needs the
-// leader — a write, a lease read, an admin call — for both of its APIs:
-// the HTTP API (internal/httpapi) and etcd's gRPC API (internal/etcdapi).
-// Each API says how to serve a request here and how to forward it; a
-// Router says which, and when to look again.
-//
-// What a Router guarantees:
-//
-//   - A request is served here only while the Node's Status says this
-//     process leads.
-//   - A request another process forwarded here is never forwarded again:
-//     unless this process leads, or is beginning a reign, Do refuses it at
-//     once (ErrMisdirected), and the forwarder looks again. A request
-//     makes one hop at most, so stale leader hints cannot make it loop.
-//   - It never polls the Node. While no leader is known, or this process
-//     is beginning a reign, it waits for the Node's next leadership event
-//     (log.Node.Observe), which the Node sends only once Status shows the
-//     change. After an attempt that was refused or could not reach the
-//     leader it tries again at the next leadership event or after a short
-//     back-off (10ms, doubling up to 100ms), whichever comes first: a
-//     refusal such as a transfer that gives up, or a leader whose address
-//     is not yet known, ends without an event.
-//   - It gives up after the wait it was made with, and then says so with a
-//     *log.NotLeaderError (wrapping ErrNoLeader, and the context's error
-//     if the caller's context ended) that names the leader it knew of, if
-//     any. Serve and forward functions signal "look again" the same way,
-//     so one check, errors.As(err, new(*log.NotLeaderError)), tells a
-//     request not answered from one answered.
 package route
 
 import (
@@ -33,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
@@ -40,11 +13,16 @@ import (
 )
 
 var (
-	// ErrNoLeader: no leader was known, or reachable, within the wait.
-	ErrNoLeader = errors.New("route: no leader reachable")
-	// ErrMisdirected: the request was forwarded here, and this process
-	// does not lead; the forwarder should look for the leader again.
+	// ErrNoLeader: no leader was known, or reachable, within the wait. It
+	// is the log's own sentinel, so that one check covers a read the Node
+	// refused for want of a leader and a call the Router gave up on.
+	ErrNoLeader = log.ErrNoLeader
+	// ErrMisdirected: the call was forwarded here, and this process does
+	// not lead; the forwarder should look for the leader again.
 	ErrMisdirected = errors.New("route: forwarded to a process that does not lead")
+	// ErrHandingOver: this process leads but is handing leadership over;
+	// the call waits for the next leader.
+	ErrHandingOver = errors.New("route: handing leadership over")
 )
 
 // Back-off between attempts that were refused or could not reach the
@@ -54,8 +32,8 @@ const (
 	maxBackoff   = 100 * time.Millisecond
 )
 
-// Router routes the requests of one process. It is safe for concurrent
-// use; Close it when done.
+// Router routes the calls of one process. It is safe for concurrent use;
+// Close it when done.
 type Router struct {
 	node *log.Node
 	id   edict.ProcessID
@@ -68,6 +46,13 @@ type Router struct {
 
 	mu      sync.Mutex
 	changed chan struct{} // closed at the next leadership event
+
+	// gate is held shared by every call served as leader, and exclusively
+	// by a handover, which so waits for them to finish. handingOver, while
+	// set, sends later calls to the next leader instead of serving them.
+	gate        sync.RWMutex
+	handingOver atomic.Bool
+	handover    sync.Mutex // one handover at a time
 }
 
 // New returns a Router for node that waits up to wait for a leader.
@@ -87,6 +72,9 @@ func New(node *log.Node, wait time.Duration) *Router {
 	go r.watch(events)
 	return r
 }
+
+// Wait is how long a call waits for a leader before Do gives up.
+func (r *Router) Wait() time.Duration { return r.wait }
 
 // watch wakes the waiters at every leadership event.
 func (r *Router) watch(events <-chan log.Event) {
@@ -112,7 +100,7 @@ func (r *Router) changes() <-chan struct{} {
 	return r.changed
 }
 
-// Close ends the Router's subscription and its goroutine. Requests still
+// Close ends the Router's subscription and its goroutine. Calls still
 // waiting go on until their wait ends.
 func (r *Router) Close() {
 	r.once.Do(func() {
@@ -122,19 +110,20 @@ func (r *Router) Close() {
 	<-r.done
 }
 
-// Do runs a request that needs the leader, with serve here while this
-// process leads, or with forward at the leader another process is known
-// to be. Either returns a *log.NotLeaderError when the request was not
-// answered and is worth another look (leadership moved; the leader could
-// not be reached; nothing was written); anything else is the answer, and
-// Do returns it. forwarded says another process sent the request here.
-// serve and forward are given ctx; the wait is Do's own.
+// Do runs a call that needs the leader, with serve here while this
+// process leads and no handover is under way, or with forward at the
+// leader another process is known to be. Either returns a
+// *log.NotLeaderError when the call was not answered and is worth another
+// look (leadership moved; the leader could not be reached; nothing was
+// written); anything else is the answer, and Do returns it. forwarded
+// says another process sent the call here. serve and forward are given
+// ctx; the wait is Do's own.
 func (r *Router) Do(ctx context.Context, forwarded bool, serve func(context.Context) error,
 	forward func(ctx context.Context, leader edict.ProcessID) error) error {
 	return r.loop(ctx, func(st log.Status) (bool, error) {
 		switch {
 		case st.IsLeader:
-			return true, serve(ctx)
+			return true, r.serveGated(ctx, serve)
 		case st.Leader == r.id:
 			// Beginning a reign: it will lead, or step down, in a moment.
 			return false, nil
@@ -147,10 +136,24 @@ func (r *Router) Do(ctx context.Context, forwarded bool, serve func(context.Cont
 	}, func(err error) bool { return errors.Is(err, ErrMisdirected) })
 }
 
-// Retry runs try, which serves a request here that needs a leader known
-// (a follower read), and runs it again while it returns a
+// serveGated runs serve under the handover gate, or refuses, having run
+// nothing, while a handover is under way.
+func (r *Router) serveGated(ctx context.Context, serve func(context.Context) error) error {
+	if !r.gate.TryRLock() {
+		return &log.NotLeaderError{Leader: edict.None, Err: ErrHandingOver}
+	}
+	defer r.gate.RUnlock()
+	if r.handingOver.Load() {
+		return &log.NotLeaderError{Leader: edict.None, Err: ErrHandingOver}
+	}
+	return serve(ctx)
+}
+
+// Retry runs try, which serves a call here that needs a leader known (a
+// follower read), and runs it again while it returns a
 // *log.NotLeaderError, as Do does; anything else try returns is the
-// answer.
+// answer. It does not take the handover gate: a read has no outcome to
+// lose when leadership moves.
 func (r *Router) Retry(ctx context.Context, try func(context.Context) error) error {
 	return r.loop(ctx, func(log.Status) (bool, error) { return true, try(ctx) }, nil)
 }
@@ -205,4 +208,86 @@ func (r *Router) giveUp(ctx context.Context) error {
 		err = fmt.Errorf("%w: %w", ErrNoLeader, cerr)
 	}
 	return &log.NotLeaderError{Leader: r.node.Status().Leader, Err: err}
+}
+
+// HandOver transfers leadership to target, or, if target is None, to the
+// other member the leader knows to have stored the most (Successor). New
+// calls stop being served here at once and wait for the next leader; the
+// calls being served here finish first; then the log transfers
+// leadership. It returns the target once the log knows the target leads.
+// A process that does not lead refuses with a *log.NotLeaderError; with
+// no other member to hand to it returns None and does nothing.
+//
+// Handovers run one at a time. Do not call HandOver from a call served
+// under the gate (Do's serve): it would wait for itself.
+func (r *Router) HandOver(ctx context.Context, target edict.ProcessID) (edict.ProcessID, error) {
+	r.handover.Lock()
+	defer r.handover.Unlock()
+	st := r.node.Status()
+	if !st.IsLeader {
+		return edict.None, &log.NotLeaderError{Leader: st.Leader, Err: log.ErrNotLeader}
+	}
+	if target == edict.None {
+		if target = r.Successor(); target == edict.None {
+			return edict.None, nil
+		}
+	}
+	if target == r.id {
+		return target, nil // it leads already
+	}
+	r.handingOver.Store(true)
+	// Cleared once the transfer ends: by then Status names the new leader
+	// and calls go there, or, if the transfer failed, this process still
+	// leads and serves them again.
+	defer r.handingOver.Store(false)
+	r.gate.Lock() // waits for the calls being served
+	r.gate.Unlock()
+	if err := r.node.TransferLeadership(ctx, target); err != nil {
+		return target, fmt.Errorf("route: transfer leadership to %d: %w", target, err)
+	}
+	return target, nil
+}
+
+// Transfer runs a leadership transfer asked of this process, for target
+// (None: the Successor): HandOver here while this process leads, or
+// forward at the leader, routed as Do routes a call but outside the
+// handover gate, which HandOver takes itself. It returns the target
+// HandOver chose (None when the call was forwarded, or there was no other
+// member), or the error that ended it.
+func (r *Router) Transfer(ctx context.Context, forwarded bool, target edict.ProcessID,
+	forward func(ctx context.Context, leader edict.ProcessID) error) (edict.ProcessID, error) {
+	var chosen edict.ProcessID
+	err := r.loop(ctx, func(st log.Status) (bool, error) {
+		switch {
+		case st.IsLeader:
+			var err error
+			chosen, err = r.HandOver(ctx, target)
+			return true, err
+		case st.Leader == r.id:
+			return false, nil
+		case forwarded:
+			return true, &log.NotLeaderError{Leader: st.Leader, Err: ErrMisdirected}
+		case st.Leader != edict.None:
+			return true, forward(ctx, st.Leader)
+		}
+		return false, nil
+	}, func(err error) bool { return errors.Is(err, ErrMisdirected) })
+	return chosen, err
+}
+
+// Successor is the other member the leader knows to have stored the
+// most: the one that needs the least catching up to lead. None if this
+// process has no other member.
+func (r *Router) Successor() edict.ProcessID {
+	st := r.node.Status()
+	best, bestMatch := edict.None, uint64(0)
+	for _, p := range st.Members {
+		if p == r.id {
+			continue
+		}
+		if m := st.Match[p]; best == edict.None || m > bestMatch {
+			best, bestMatch = p, m
+		}
+	}
+	return best
 }
