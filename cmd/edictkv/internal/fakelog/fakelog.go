@@ -1,0 +1,163 @@
+// Package fakelog stands in for log.Node in the tests of edictkv's
+// services and adapters: Log applies each command to a kvfsm.KV at once,
+// at the next index, with a stamp of its own, and answers reads from it.
+// It can be told to lead or follow and to fail the way the log fails, so
+// that a test reaches every outcome deterministically and without a
+// cluster. The end-to-end tests (internal/process, cmd/edictkv) run the
+// real log.
+package fakelog
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
+	"github.com/edictlog/edictlog/log"
+)
+
+// Log is a log of one process over a kvfsm.KV. The zero value is not
+// usable: call New.
+type Log struct {
+	KV *kvfsm.KV
+
+	mu       sync.Mutex
+	index    uint64
+	self     edict.ProcessID
+	leader   edict.ProcessID
+	stale    time.Duration
+	applyErr error
+	readErr  error
+	applied  []Applied
+}
+
+// Applied is one command Apply took, with its index.
+type Applied struct {
+	Index uint64
+	Cmd   kvfsm.Command
+}
+
+// New returns a Log of process 1 that leads.
+func New() *Log { return &Log{KV: kvfsm.NewKV(), self: 1, leader: 1} }
+
+// StampAt is the stamp Log gives the entry at index i: well formed, and
+// distinct for every index.
+func StampAt(i uint64) edict.Stamp {
+	return edict.Stamp{Epoch: 1, Counter: i,
+		QT: edict.QT{{Process: 1, T: edict.Time{Incarnation: 1, Nanos: int64(i)}}, {Process: 2, T: edict.Time{Incarnation: 1, Nanos: int64(i) + 1}}}}
+}
+
+// Follow makes the process follow leader (None: no leader known).
+func (l *Log) Follow(leader edict.ProcessID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.leader = leader
+}
+
+// SetStaleness sets what a stale read reports as its staleness.
+func (l *Log) SetStaleness(d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stale = d
+}
+
+// FailApply makes every Apply return err, having appended nothing (nil:
+// apply again).
+func (l *Log) FailApply(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.applyErr = err
+}
+
+// FailRead makes every Read return err (nil: answer again).
+func (l *Log) FailRead(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.readErr = err
+}
+
+// Skip applies n of the log's own entries (reign starts, configurations):
+// revisions then have a gap, as in the real log.
+func (l *Log) Skip(n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for range n {
+		l.index++
+		l.KV.Apply(fsm.Entry{Index: l.index, Stamp: StampAt(l.index)})
+	}
+}
+
+// Applied returns the commands applied so far through Apply.
+func (l *Log) Applied() []Applied {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Applied(nil), l.applied...)
+}
+
+// Apply implements log.Node.Apply's contract: a follower refuses with a
+// *log.NotLeaderError; a leader applies cmd at the next index and answers
+// with the state machine's response.
+func (l *Log) Apply(ctx context.Context, cmd []byte) (log.ApplyResult, error) {
+	if err := ctx.Err(); err != nil {
+		return log.ApplyResult{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.applyErr != nil {
+		return log.ApplyResult{}, l.applyErr
+	}
+	if l.leader != l.self {
+		return log.ApplyResult{}, &log.NotLeaderError{Leader: l.leader, Err: log.ErrNotLeader}
+	}
+	l.index++
+	st := StampAt(l.index)
+	res := l.KV.Apply(fsm.Entry{Index: l.index, Stamp: st, Data: cmd})
+	if c, err := kvfsm.DecodeCommand(cmd); err == nil {
+		l.applied = append(l.applied, Applied{Index: l.index, Cmd: c})
+	}
+	return log.ApplyResult{Index: l.index, Stamp: st, Response: res}, nil
+}
+
+// Read implements log.Node.Read's contract: a lease read needs this
+// process to lead, a follower read a leader known; a stale read is always
+// answered, from whatever is applied.
+func (l *Log) Read(ctx context.Context, level log.ReadLevel, query []byte) (log.ReadResult, error) {
+	if err := ctx.Err(); err != nil {
+		return log.ReadResult{}, err
+	}
+	l.mu.Lock()
+	leader, stale, index, rerr := l.leader, l.stale, l.index, l.readErr
+	l.mu.Unlock()
+	if rerr != nil {
+		return log.ReadResult{}, rerr
+	}
+	served := level
+	switch level {
+	case log.ReadLease:
+		if leader != l.self {
+			return log.ReadResult{}, &log.NotLeaderError{Leader: leader, Err: log.ErrNotLeader}
+		}
+	case log.ReadFollower:
+		if leader == edict.None {
+			return log.ReadResult{}, &log.NotLeaderError{Err: log.ErrNoLeader}
+		}
+		if leader == l.self {
+			served = log.ReadLease
+		}
+	case log.ReadStale:
+	default:
+		return log.ReadResult{}, errors.New("fakelog: unknown read level")
+	}
+	data, err := l.KV.Query(query)
+	if err != nil {
+		return log.ReadResult{}, err
+	}
+	out := log.ReadResult{Data: data, Level: served, Index: index}
+	if served == log.ReadStale {
+		out.Staleness = stale
+	}
+	return out, nil
+}
