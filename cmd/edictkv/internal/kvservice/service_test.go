@@ -1,0 +1,252 @@
+package kvservice_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/fakelog"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/log"
+)
+
+func newService(t *testing.T, l kvservice.Limits) (*kvservice.Service, *fakelog.Log, *[]time.Duration) {
+	t.Helper()
+	fl := fakelog.New()
+	var commits []time.Duration
+	s, err := kvservice.New(kvservice.Config{State: fl, Limits: l, ObserveCommit: func(d time.Duration) { commits = append(commits, d) }})
+	require.NoError(t, err)
+	return s, fl, &commits
+}
+
+func put(t *testing.T, s *kvservice.Service, k, v string) (*pb.PutResponse, kvservice.Info) {
+	t.Helper()
+	resp, info, err := s.Put(context.Background(), &pb.PutRequest{Key: []byte(k), Value: []byte(v), PrevKv: true})
+	require.NoError(t, err)
+	return resp, info
+}
+
+// Writes are log entries at the next revision, carrying their stamps;
+// reads answer at the revision of the state they read, with the stamps of
+// what they return.
+func TestWritesAndReads(t *testing.T) {
+	s, fl, commits := newService(t, kvservice.Limits{})
+	ctx := context.Background()
+
+	first, info := put(t, s, "a", "1")
+	assert.Equal(t, int64(1), first.Header.Revision)
+	assert.Nil(t, first.PrevKv)
+	assert.Equal(t, fakelog.StampAt(1), info.Stamp(1), "the write's own stamp")
+	fl.Skip(2) // the log's own entries: revisions have gaps
+	second, info := put(t, s, "a", "2")
+	assert.Equal(t, int64(4), second.Header.Revision)
+	require.NotNil(t, second.PrevKv)
+	assert.Equal(t, "1", string(second.PrevKv.Value))
+	assert.Equal(t, fakelog.StampAt(1), info.Stamp(second.PrevKv.ModRevision), "the previous value's stamp")
+	assert.Equal(t, fakelog.StampAt(4), info.Stamp(4))
+	put(t, s, "b", "x")
+
+	got, info, err := s.Range(ctx, log.ReadLease, &pb.RangeRequest{Key: []byte("a"), RangeEnd: []byte("c")})
+	require.NoError(t, err)
+	assert.Equal(t, int64(5), got.Header.Revision)
+	require.Len(t, got.Kvs, 2)
+	assert.Equal(t, int64(2), got.Kvs[0].Version)
+	assert.Equal(t, int64(1), got.Kvs[0].CreateRevision)
+	assert.Equal(t, log.ReadLease, info.Level)
+	for _, kv := range got.Kvs {
+		assert.Equal(t, fakelog.StampAt(uint64(kv.ModRevision)), info.Stamp(kv.ModRevision), "stamp of %s", kv.Key)
+	}
+
+	del, info, err := s.DeleteRange(ctx, &pb.DeleteRangeRequest{Key: []byte("a"), RangeEnd: []byte("c"), PrevKv: true})
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), del.Deleted)
+	assert.Len(t, del.PrevKvs, 2)
+	assert.Equal(t, fakelog.StampAt(6), info.Stamp(del.Header.Revision))
+
+	txn, info, err := s.Txn(ctx, &pb.TxnRequest{
+		Compare: []*pb.Compare{{Key: []byte("a"), Target: pb.Compare_CREATE, Result: pb.Compare_EQUAL,
+			TargetUnion: &pb.Compare_CreateRevision{CreateRevision: 0}}},
+		Success: []*pb.RequestOp{
+			{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("a"), Value: []byte("3")}}},
+			{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: []byte("a")}}},
+		},
+	})
+	require.NoError(t, err)
+	assert.True(t, txn.Succeeded)
+	read := txn.Responses[1].GetResponseRange()
+	require.Len(t, read.Kvs, 1, "a range in a branch sees the branch's earlier writes")
+	assert.Equal(t, txn.Header.Revision, read.Kvs[0].ModRevision)
+	assert.Equal(t, fakelog.StampAt(7), info.Stamp(7))
+
+	assert.Len(t, *commits, 5, "every write is observed once")
+	assert.Len(t, fl.Applied(), 5)
+}
+
+// A read is served at the level asked, where that level allows; at a
+// follower, a lease read is the router's to send to the leader.
+func TestReadLevels(t *testing.T) {
+	s, fl, _ := newService(t, kvservice.Limits{})
+	put(t, s, "k", "v")
+	ctx := context.Background()
+	req := &pb.RangeRequest{Key: []byte("k")}
+
+	_, info, err := s.Range(ctx, log.ReadFollower, req)
+	require.NoError(t, err)
+	assert.Equal(t, log.ReadLease, info.Level, "a follower read the leader answers is a lease read")
+
+	fl.Follow(2)
+	fl.SetStaleness(40 * time.Millisecond)
+	_, err = rangeErr(s, log.ReadLease, req)
+	var nle *log.NotLeaderError
+	require.ErrorAs(t, err, &nle)
+	assert.Equal(t, edict.ProcessID(2), nle.Leader)
+	_, info, err = s.Range(ctx, log.ReadFollower, req)
+	require.NoError(t, err)
+	assert.Equal(t, log.ReadFollower, info.Level)
+	assert.Zero(t, info.Staleness)
+	resp, info, err := s.Range(ctx, log.ReadStale, req)
+	require.NoError(t, err)
+	assert.Equal(t, log.ReadStale, info.Level)
+	assert.Equal(t, 40*time.Millisecond, info.Staleness)
+	assert.Len(t, resp.Kvs, 1)
+
+	fl.Follow(edict.None)
+	_, err = rangeErr(s, log.ReadFollower, req)
+	require.ErrorAs(t, err, &nle)
+	require.ErrorIs(t, err, kvservice.ErrNoLeader)
+}
+
+func rangeErr(s *kvservice.Service, level log.ReadLevel, r *pb.RangeRequest) (*pb.RangeResponse, error) {
+	resp, _, err := s.Range(context.Background(), level, r)
+	return resp, err
+}
+
+// There is no history: the current revision can be read at, any other is
+// refused, saying which revisions the state can answer at.
+func TestRangeAtRevision(t *testing.T) {
+	s, fl, _ := newService(t, kvservice.Limits{})
+	put(t, s, "k", "v")
+	fl.Skip(3)
+	for _, c := range []struct {
+		rev  int64
+		want error
+	}{{0, nil}, {4, nil}, {1, kvservice.ErrCompacted}, {3, kvservice.ErrCompacted}, {5, kvservice.ErrFutureRev}, {1 << 40, kvservice.ErrFutureRev}} {
+		t.Run(fmt.Sprint(c.rev), func(t *testing.T) {
+			resp, err := rangeErr(s, log.ReadLease, &pb.RangeRequest{Key: []byte("k"), Revision: c.rev})
+			if c.want == nil {
+				require.NoError(t, err)
+				assert.Equal(t, int64(4), resp.Header.Revision)
+				return
+			}
+			require.ErrorIs(t, err, c.want)
+			var re *kvservice.RevisionError
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, kvservice.RevisionError{Requested: c.rev, Oldest: 4, Current: 4, Err: c.want}, *re)
+			assert.Contains(t, err.Error(), fmt.Sprint(c.rev))
+		})
+	}
+	_, err := s.Compact(context.Background(), &pb.CompactionRequest{Revision: 2})
+	require.ErrorIs(t, err, kvservice.ErrUnsupported)
+	assert.Contains(t, err.Error(), "not supported yet: Compact")
+}
+
+// A request refused for what it holds reaches nothing: no log entry, no
+// commit observed.
+func TestRefusalsChangeNothing(t *testing.T) {
+	s, fl, commits := newService(t, kvservice.Limits{MaxKeyBytes: 4, MaxValueBytes: 8, MaxTxnOps: 2, MaxRequestBytes: 64})
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		call func() error
+		want error
+	}{
+		{"oversized key", func() error { _, _, err := s.Put(ctx, &pb.PutRequest{Key: []byte("kkkkk")}); return err }, kvservice.ErrKeyTooLarge},
+		{"oversized value", func() error {
+			_, _, err := s.Put(ctx, &pb.PutRequest{Key: []byte("k"), Value: make([]byte, 9)})
+			return err
+		}, kvservice.ErrValueTooLarge},
+		{"oversized request", func() error {
+			op := &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("k"), Value: make([]byte, 8)}}}
+			op2 := &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("j"), Value: make([]byte, 8)}}}
+			cmp := &pb.Compare{Key: []byte("k"), Target: pb.Compare_VALUE, TargetUnion: &pb.Compare_Value{Value: make([]byte, 30)}}
+			_, _, err := s.Txn(ctx, &pb.TxnRequest{Compare: []*pb.Compare{cmp}, Success: []*pb.RequestOp{op, op2}, Failure: []*pb.RequestOp{op, op2}})
+			return err
+		}, kvservice.ErrRequestTooLarge},
+		{"empty key", func() error { _, _, err := s.DeleteRange(ctx, &pb.DeleteRangeRequest{}); return err }, kvservice.ErrEmptyKey},
+		{"lease", func() error { _, _, err := s.Put(ctx, &pb.PutRequest{Key: []byte("k"), Lease: 1}); return err }, kvservice.ErrUnsupported},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.ErrorIs(t, c.call(), c.want)
+			assert.Empty(t, fl.Applied())
+			assert.Empty(t, *commits)
+		})
+	}
+}
+
+// The log's outcomes reach the caller as the taxonomy's; a refusal to
+// route again stays a *log.NotLeaderError; the caller leaving is the
+// caller's own error.
+func TestLogOutcomes(t *testing.T) {
+	s, fl, commits := newService(t, kvservice.Limits{})
+	ctx := context.Background()
+	for _, c := range []struct {
+		name   string
+		logErr error
+		want   error
+	}{
+		{"outcome unknown", fmt.Errorf("%w: %w", log.ErrOutcomeUnknown, context.DeadlineExceeded), kvservice.ErrTimeout},
+		{"not committed", log.ErrNotCommitted, kvservice.ErrLeaderChanged},
+		{"shut down", log.ErrShutdown, kvservice.ErrStopped},
+		{"deadline", context.DeadlineExceeded, kvservice.ErrTimeout},
+		{"caller left", context.Canceled, context.Canceled},
+		{"not leader", &log.NotLeaderError{Leader: 3, Err: log.ErrNotLeader}, log.ErrNotLeader},
+		{"transfer", &log.NotLeaderError{Leader: 1, Err: log.ErrTransferring}, log.ErrTransferring},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fl.FailApply(c.logErr)
+			_, _, err := s.Put(ctx, &pb.PutRequest{Key: []byte("k")})
+			require.ErrorIs(t, err, c.want)
+			fl.FailRead(c.logErr)
+			_, err = rangeErr(s, log.ReadLease, &pb.RangeRequest{Key: []byte("k")})
+			require.ErrorIs(t, err, c.want)
+			var nle *log.NotLeaderError
+			assert.Equal(t, errors.As(c.logErr, &nle), errors.As(err, &nle), "routed again exactly when the log says so")
+		})
+	}
+	fl.FailApply(errors.New("disk on fire"))
+	_, _, err := s.Put(ctx, &pb.PutRequest{Key: []byte("k")})
+	require.ErrorContains(t, err, "disk on fire")
+	assert.Empty(t, *commits, "no write succeeded")
+}
+
+// The state machine's refusal of a committed command changes nothing and
+// says why.
+func TestStateMachineRefusal(t *testing.T) {
+	s, _, _ := newService(t, kvservice.Limits{})
+	// A branch that writes one key twice is refused before the log: the
+	// state machine would refuse it too.
+	op := &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("d")}}}
+	_, _, err := s.Txn(context.Background(), &pb.TxnRequest{Success: []*pb.RequestOp{op, op}})
+	require.ErrorIs(t, err, kvservice.ErrDuplicateKey)
+}
+
+func TestLimitsDefaults(t *testing.T) {
+	s, _, _ := newService(t, kvservice.Limits{})
+	l := s.Limits()
+	assert.Equal(t, 1<<10, l.MaxKeyBytes)
+	assert.Equal(t, 1<<20, l.MaxValueBytes)
+	assert.Equal(t, 128, l.MaxTxnOps)
+	assert.Positive(t, l.MaxRequestBytes)
+	big, _, _ := newService(t, kvservice.Limits{MaxKeyBytes: 1 << 30, MaxRequestBytes: 1 << 40})
+	assert.Equal(t, 64<<10, big.Limits().MaxKeyBytes, "at most what the state machine takes")
+	assert.Equal(t, l.MaxRequestBytes, big.Limits().MaxRequestBytes)
+	_, err := kvservice.New(kvservice.Config{})
+	require.Error(t, err)
+}
