@@ -17,9 +17,12 @@ type KeyValueHash struct {
 // revision), counting, at or below the compaction revision, only the
 // entries a compaction at rev keeps, and leaving out a tombstone at the
 // compaction revision. Two stores with the same history and compaction
-// revision hash alike whatever their physical compaction progress, and
-// since the entries are etcd's own encoding, alike with etcd. It returns
-// the current revision too.
+// revision hash alike whatever their physical compaction progress, and,
+// the entries being etcd's own encoding, alike with etcd, with one
+// deviation: etcd counts every entry at or below the compaction revision
+// when nothing is kept (every key deleted), which makes its hash depend on
+// how far its physical compaction went; this one filters always. It
+// returns the current revision too.
 func (s *Store) HashByRev(rev int64) (KeyValueHash, int64, error) {
 	tr, err := s.Read()
 	if err != nil {
@@ -46,7 +49,7 @@ func (s *Store) HashByRev(rev int64) (KeyValueHash, int64, error) {
 			scanErr = fmt.Errorf("%w: hash: key bucket: %v", ErrCorrupt, err)
 			return false
 		}
-		if lower.GreaterThan(kr) && len(keep) > 0 {
+		if lower.GreaterThan(kr) {
 			if _, ok := keep[kr]; !ok {
 				return true
 			}

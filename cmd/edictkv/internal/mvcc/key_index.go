@@ -134,10 +134,23 @@ func (ki *keyIndex) findGeneration(rev int64) *generation {
 // doCompact finds the generation and position from which compact at atRev
 // keeps revisions, adding the newest revision at or below atRev to
 // available.
+//
+// It skips the generations that ended before atRev, as etcd's does, and
+// also one that ended at atRev when the next one starts at atRev too (the
+// key deleted and put again by one transaction): the key lives at atRev,
+// in the next generation. etcd stops at the ended generation and keeps
+// only its tombstone, so its physical compaction would then remove the
+// put that a read at atRev needs; etcd's API cannot reach that case (a
+// Txn refuses a put and a delete of one key), but this store's callers
+// can.
 func (ki *keyIndex) doCompact(atRev int64, available map[Revision]struct{}) (genIdx, revIdx int) {
 	for genIdx < len(ki.generations)-1 {
 		g := &ki.generations[genIdx]
-		if tomb := g.revs[len(g.revs)-1].Main; tomb >= atRev {
+		tomb := g.revs[len(g.revs)-1].Main
+		if tomb > atRev {
+			break
+		}
+		if next := &ki.generations[genIdx+1]; tomb == atRev && (next.isEmpty() || next.revs[0].Main > atRev) {
 			break
 		}
 		genIdx++

@@ -196,7 +196,7 @@ func (s *Store) install(st *loaded) {
 	s.currentRev, s.compactRev, s.appliedIndex = st.currentRev, st.compactRev, st.index
 	s.durableIndex.Store(st.index)
 	s.job = nil
-	if st.pending > 0 {
+	if st.hasPending {
 		keep := s.ix.compact(st.pending)
 		s.compactRev = st.pending
 		s.job = newCompactJob(st.pending, keep, nil)
@@ -210,8 +210,9 @@ type loaded struct {
 	currentRev int64
 	compactRev int64
 	index      uint64
-	// pending is a scheduled compaction not finished, or 0.
-	pending int64
+	// pending is a scheduled compaction not finished, if hasPending.
+	pending    int64
+	hasPending bool
 }
 
 func corrupt(format string, args ...any) error {
@@ -300,7 +301,7 @@ func load(tx backend.ReadTx) (*loaded, error) {
 		return nil, corrupt("the revision bucket ends at revision %d, the store is at revision %d", maxIdxRev, st.currentRev)
 	}
 	if scheduled > finished {
-		st.pending = scheduled
+		st.pending, st.hasPending = scheduled, true
 	}
 	return st, nil
 }
