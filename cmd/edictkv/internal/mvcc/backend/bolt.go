@@ -7,9 +7,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -99,24 +101,30 @@ func openBoltDB(path string, o BoltOptions) (*bolt.DB, error) {
 	return db, nil
 }
 
-// verifyBoltFile checks that the file holds a whole, consistent bbolt
-// database before it is opened for writing: the size its meta page claims
-// is there, and, when deep, bbolt's page checks pass.
+// verifyBoltFile checks that the file holds a whole bbolt database before
+// it is opened for writing: the size its meta page claims is there, and,
+// when deep, every page of every bucket reads as what it claims to be.
+// bbolt asserts by panicking, and a damaged page can point outside the
+// mapped file, so the walk runs with faults turned into panics and
+// recovers them. (bbolt's own Check is not used: it first rebuilds the
+// freelist in a goroutine of its own, where a damaged page's panic cannot
+// be recovered.)
 func verifyBoltFile(path string, deep bool) (err error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return fmt.Errorf("backend: %w", err)
 	}
-	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: lockTimeout})
-	if err != nil {
-		return fmt.Errorf("backend: %s is not a bbolt database: %w", path, err)
-	}
-	defer db.Close()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("backend: %s is corrupt: %v", path, r)
 		}
 	}()
+	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: lockTimeout})
+	if err != nil {
+		return fmt.Errorf("backend: %s is not a bbolt database: %w", path, err)
+	}
+	defer db.Close()
 	return db.View(func(tx *bolt.Tx) error {
 		if need := tx.Size(); need > fi.Size() {
 			return fmt.Errorf("backend: %s is truncated: it holds %d bytes, its database needs %d", path, fi.Size(), need)
@@ -124,13 +132,44 @@ func verifyBoltFile(path string, deep bool) (err error) {
 		if !deep {
 			return nil
 		}
-		for cerr := range tx.Check() {
-			if err == nil {
-				err = fmt.Errorf("backend: %s is corrupt: %w", path, cerr)
+		// Every key and value must lie in the file: a damaged length
+		// would make them reach past its end, or into other memory.
+		base := db.Info().Data
+		limit := base + uintptr(tx.Size())
+		inFile := func(b []byte) bool {
+			if len(b) == 0 {
+				return true
 			}
+			p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+			return p >= base && p < limit && uintptr(len(b)) <= limit-p
 		}
-		return err
+		return tx.ForEach(func(name []byte, bk *bolt.Bucket) error {
+			var last []byte
+			c := bk.Cursor()
+			for k, v := c.First(); k != nil; k, v = c.Next() {
+				if !inFile(k) || !inFile(v) {
+					return fmt.Errorf("backend: %s is corrupt: bucket %q holds an entry outside the file", path, name)
+				}
+				if last != nil && bytes.Compare(k, last) <= 0 {
+					return fmt.Errorf("backend: %s is corrupt: bucket %q: key %x after %x", path, name, k, last)
+				}
+				last = k
+			}
+			return nil
+		})
 	})
+}
+
+// openChecked opens a database file that verifyBoltFile passed, turning
+// a panic of bbolt's freelist rebuild into an error.
+func openChecked(path string, o BoltOptions) (db *bolt.DB, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("backend: %s is corrupt: %v", path, r)
+		}
+	}()
+	return openBoltDB(path, o)
 }
 
 func (b *Bolt) updateSizes(d *boltDB) {
@@ -248,7 +287,7 @@ func (b *Bolt) Restore(r io.Reader) (Restored, error) {
 	if err := verifyBoltFile(tmp, true); err != nil {
 		return fail(fmt.Errorf("backend: restore: the snapshot stream is not a whole database: %w", err))
 	}
-	db, err := openBoltDB(tmp, b.opts)
+	db, err := openChecked(tmp, b.opts)
 	if err != nil {
 		return fail(err)
 	}
