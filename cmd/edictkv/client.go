@@ -16,7 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
+	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 )
 
 // client is what every client subcommand shares: the node to talk to.
@@ -39,7 +39,7 @@ func clientFlags(name string, stderr io.Writer) (*flag.FlagSet, *client) {
 // errRemote is an error answer from the server.
 type errRemote struct {
 	status int
-	body   httpapi.ErrorJSON
+	body   kvjson.ErrorJSON
 }
 
 func (e *errRemote) Error() string {
@@ -104,13 +104,18 @@ func parseArgs(fs *flag.FlagSet, args []string, names ...string) ([]string, erro
 func runGet(args []string, stdout, stderr io.Writer) error {
 	fs, c := clientFlags("get", stderr)
 	consistency := fs.String("consistency", "lease", "read level: lease, follower or stale")
+	revision := fs.Int64("revision", 0, "read at this revision (log index); 0: the current one")
 	pos, err := parseArgs(fs, args, "<key>")
 	if err != nil {
 		return err
 	}
 	c.stdout = stdout
-	var g httpapi.GetResponse
-	if err := c.do(http.MethodGet, keyPath(pos[0])+"?consistency="+url.QueryEscape(*consistency), nil, &g); err != nil || c.asJSON {
+	q := url.Values{"consistency": {*consistency}}
+	if *revision != 0 {
+		q.Set("revision", strconv.FormatInt(*revision, 10))
+	}
+	var g kvjson.GetResponse
+	if err := c.do(http.MethodGet, keyPath(pos[0])+"?"+q.Encode(), nil, &g); err != nil || c.asJSON {
 		return err
 	}
 	if g.Value != nil {
@@ -144,7 +149,7 @@ func runPut(args []string, stdout, stderr io.Writer) error {
 }
 
 func (c *client) write(method, path string, value []byte) error {
-	var w httpapi.WriteResponse
+	var w kvjson.WriteResponse
 	if err := c.do(method, path, bytes.NewReader(value), &w); err != nil || c.asJSON {
 		return err
 	}
@@ -193,7 +198,7 @@ func runMembers(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	c.stdout = stdout
-	var cl httpapi.ClusterJSON
+	var cl kvjson.ClusterJSON
 	if err := c.do(http.MethodGet, "/v1/cluster", nil, &cl); err != nil || c.asJSON {
 		return err
 	}
@@ -253,7 +258,7 @@ func runTransfer(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	c.stdout = stdout
-	return c.admin("/v1/cluster/transfer", httpapi.TransferRequest{ID: *to})
+	return c.admin("/v1/cluster/transfer", kvjson.TransferRequest{ID: *to})
 }
 
 func runAddLearner(args []string, stdout, stderr io.Writer) error {
@@ -265,7 +270,7 @@ func runAddLearner(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	c.stdout = stdout
-	return c.admin("/v1/cluster/learners", httpapi.LearnerRequest{ID: *id, RaftAddr: *raft, HTTPAddr: *httpAddr})
+	return c.admin("/v1/cluster/learners", kvjson.LearnerRequest{ID: *id, RaftAddr: *raft, HTTPAddr: *httpAddr})
 }
 
 func runPromote(args []string, stdout, stderr io.Writer) error {
@@ -275,7 +280,7 @@ func runPromote(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	c.stdout = stdout
-	return c.admin("/v1/cluster/promote", httpapi.MemberRequest{ID: *id})
+	return c.admin("/v1/cluster/promote", kvjson.MemberRequest{ID: *id})
 }
 
 func runRemove(args []string, stdout, stderr io.Writer) error {
@@ -285,7 +290,7 @@ func runRemove(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	c.stdout = stdout
-	return c.admin("/v1/cluster/remove", httpapi.MemberRequest{ID: *id})
+	return c.admin("/v1/cluster/remove", kvjson.MemberRequest{ID: *id})
 }
 
 // runRecover is forced recovery: it must be run against every survivor
@@ -310,5 +315,5 @@ func runRecover(args []string, stdout, stderr io.Writer) error {
 		}
 		ids = append(ids, id)
 	}
-	return c.admin("/v1/cluster/recover", httpapi.RecoverRequest{Survivors: ids, Confirm: httpapi.ConfirmRecovery})
+	return c.admin("/v1/cluster/recover", kvjson.RecoverRequest{Survivors: ids, Confirm: kvjson.ConfirmRecovery})
 }

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
+	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 )
 
 // cli runs a client subcommand of the built binary and returns its
@@ -56,8 +56,8 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() error
 	}
 }
 
-func status(p *proc) (httpapi.StatusJSON, error) {
-	var st httpapi.StatusJSON
+func status(p *proc) (kvjson.StatusJSON, error) {
+	var st kvjson.StatusJSON
 	code, b, err := call("GET", "http://"+p.api+"/v1/status", "")
 	if err == nil && code != 200 {
 		err = fmt.Errorf("status %d: %s", code, b)
@@ -74,7 +74,7 @@ func (c *cluster) putIndex(p *proc, key, value string) uint64 {
 	c.t.Helper()
 	c.put(p, key, value)
 	code, b, err := call("GET", "http://"+p.api+"/v1/kv/"+key, "")
-	var g httpapi.GetResponse
+	var g kvjson.GetResponse
 	if err != nil || code != 200 || json.Unmarshal(b, &g) != nil {
 		c.t.Fatalf("read back %s via node %d: %d %s %v", key, p.id, code, b, err)
 	}
@@ -148,7 +148,7 @@ func TestMembershipChanges(t *testing.T) {
 	}
 	var epoch1 uint64
 	waitFor(t, "a leader of a new epoch of four members, known to all", 20*time.Second, func() error {
-		var cl httpapi.ClusterJSON
+		var cl kvjson.ClusterJSON
 		out, err := tryCLI("members", "--json", "--addr", p4.api)
 		if err != nil {
 			return err
@@ -224,7 +224,7 @@ func TestMembershipChanges(t *testing.T) {
 		c.mustRead(k, v)
 	}
 	code, b, err := call("GET", "http://"+via.api+"/v1/cluster", "")
-	var cl httpapi.ClusterJSON
+	var cl kvjson.ClusterJSON
 	if err != nil || code != 200 || json.Unmarshal(b, &cl) != nil || len(cl.Members) != 3 {
 		t.Fatalf("/v1/cluster after the removal: %d %s %v", code, b, err)
 	}

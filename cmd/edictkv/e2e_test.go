@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
+	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 )
 
 // binary is edictkv, built once for the end-to-end tests.
@@ -245,7 +245,7 @@ func (c *cluster) leader() *proc {
 				continue
 			}
 			code, b, err := call("GET", "http://"+p.api+"/v1/status", "")
-			var st httpapi.StatusJSON
+			var st kvjson.StatusJSON
 			if err == nil && code == 200 && json.Unmarshal(b, &st) == nil && st.IsLeader {
 				return p
 			}
@@ -293,7 +293,7 @@ func (c *cluster) get(p *proc, key, level string) (string, int) {
 	if code != 200 {
 		return "", code
 	}
-	var g httpapi.GetResponse
+	var g kvjson.GetResponse
 	if err := json.Unmarshal(b, &g); err != nil || g.Value == nil {
 		c.t.Fatalf("GET %s: %s (%v)", key, b, err)
 	}

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/process"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect/detectors"
@@ -166,7 +166,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		HTTPAddr: *httpAddr, HTTPAdvertise: *httpAdv, GRPCAddr: *grpcAddr, GRPCAdvertise: *grpcAdv, ClusterID: *clusterID, Join: *join, TLS: tlsFiles, Rho: *rho, Lease: *lease,
 		SnapshotEvery: *snapEvery, LeaderWait: *leaderWait, Logger: logger, Pprof: *pprofOn,
 		GossipAddr: *gossipAddr, GossipAdvertise: *gossipAdv, GossipJoin: joins, ClusterKey: key, Detector: *detector,
-		Limits: httpapi.Limits{MaxKeyBytes: *maxKey, MaxValueBytes: *maxValue}})
+		Limits: kvservice.Limits{MaxKeyBytes: *maxKey, MaxValueBytes: *maxValue}})
 	if err != nil {
 		return err
 	}

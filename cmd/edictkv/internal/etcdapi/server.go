@@ -6,7 +6,6 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -16,85 +15,60 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/directory"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/route"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Directory tells the API where the processes of the cluster are.
-type Directory interface {
-	// ClientAddr is id's gRPC address (host:port), "" if unknown.
-	ClientAddr(id edict.ProcessID) string
-	// PeerAddr is id's log transport address, "" if unknown.
-	PeerAddr(id edict.ProcessID) string
+// Node is what the API asks of the log beyond the KV service (log.Node).
+type Node interface {
+	Status() log.Status
+	// ReignIndex is what the header reports as raft_term.
+	ReignIndex() uint64
+}
+
+// Router routes the calls that need the leader (*route.Router).
+type Router interface {
+	Do(ctx context.Context, forwarded bool, serve func(context.Context) error,
+		forward func(ctx context.Context, leader edict.ProcessID) error) error
+	HandOver(ctx context.Context, target edict.ProcessID) (edict.ProcessID, error)
 }
 
 // Config configures a Server.
 type Config struct {
-	ID   edict.ProcessID
-	Node *log.Node
+	ID        edict.ProcessID
+	Node      Node
+	KV        *kvservice.Service
+	Router    Router
+	Directory *directory.Directory
 	// ClusterID names the cluster; the header's cluster_id is its FNV-1a
 	// hash.
 	ClusterID string
-	Directory Directory
 	// DBSize, if set, reports the store's size in bytes (Status).
 	DBSize func() int64
-	// MaxKeyBytes and MaxValueBytes bound keys and values (defaults 1 KiB
-	// and 1 MiB, as edictkv's HTTP API); MaxTxnOps the ops of one Txn
-	// branch (default 128, etcd's).
-	MaxKeyBytes, MaxValueBytes, MaxTxnOps int
-	// LeaderWait is how long a request that needs the leader waits for one
-	// (default 3s); WriteTimeout bounds a write's commit (default 10s).
-	LeaderWait, WriteTimeout time.Duration
-	// Router routes the requests that need the leader; edictkv shares its
-	// HTTP API's (httpapi.Server.Router), whose own wait then applies.
-	// If nil, the Server makes one with LeaderWait, and Close closes it.
-	Router *route.Router
-	// Registerer receives the request metrics (optional).
+	// Registerer receives the request metrics (none if nil).
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
 }
 
-// Server serves etcd's v3 gRPC API (KV, Cluster, Maintenance) for one
-// edictkv process. Register it on a grpc.Server; Close it after that
-// server has stopped.
+// Server serves etcd's v3 gRPC API for one edictkv process. Register it on
+// a grpc.Server; Close it after that server has stopped.
 type Server struct {
 	cfg       Config
 	clusterID uint64
-	limits    limits
 	log       *slog.Logger
 	health    *health.Server
 	metrics   *grpcMetrics
-
-	router    *route.Router
-	ownRouter bool // made by New: Close closes it
-
-	mu    sync.Mutex
-	peers map[edict.ProcessID]*peerConn // forwarding connections
+	forward   *route.GRPCForwarder
 }
 
 // New returns a Server for cfg.
 func New(cfg Config) (*Server, error) {
-	if cfg.Node == nil || cfg.ID == edict.None || cfg.Directory == nil {
-		return nil, errors.New("etcdapi: Config.ID, Node and Directory are required")
-	}
-	if cfg.MaxKeyBytes <= 0 {
-		cfg.MaxKeyBytes = 1 << 10
-	}
-	cfg.MaxKeyBytes = min(cfg.MaxKeyBytes, kvfsm.MaxKeySize)
-	if cfg.MaxValueBytes <= 0 {
-		cfg.MaxValueBytes = 1 << 20
-	}
-	if cfg.MaxTxnOps <= 0 {
-		cfg.MaxTxnOps = 128
-	}
-	if cfg.LeaderWait <= 0 {
-		cfg.LeaderWait = 3 * time.Second
-	}
-	if cfg.WriteTimeout <= 0 {
-		cfg.WriteTimeout = 10 * time.Second
+	if cfg.Node == nil || cfg.KV == nil || cfg.Router == nil || cfg.Directory == nil || cfg.ID == edict.None {
+		return nil, errors.New("etcdapi: Config.ID, Node, KV, Router and Directory are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -104,30 +78,27 @@ func New(cfg Config) (*Server, error) {
 	}
 	h := fnv.New64a()
 	h.Write([]byte(cfg.ClusterID))
-	s := &Server{cfg: cfg, clusterID: h.Sum64(), log: cfg.Logger.With("component", "etcdapi", "node", uint64(cfg.ID)),
-		limits: limits{maxKey: cfg.MaxKeyBytes, maxValue: cfg.MaxValueBytes, maxTxnOps: cfg.MaxTxnOps},
-		health: health.NewServer(), peers: map[edict.ProcessID]*peerConn{}}
 	m, err := newGRPCMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
 	}
-	s.metrics = m
-	s.router = cfg.Router
-	if s.router == nil {
-		s.router, s.ownRouter = route.New(cfg.Node, cfg.LeaderWait), true
-	}
-	return s, nil
+	return &Server{cfg: cfg, clusterID: h.Sum64(), log: cfg.Logger.With("component", "etcdapi", "node", uint64(cfg.ID)),
+		health: health.NewServer(), metrics: m,
+		forward: route.NewGRPCForwarder(cfg.ID, cfg.Directory.GRPCAddr,
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(kvservice.MaxResponseBytes)))}, nil
 }
 
+// grpcOverhead is what gRPC's framing may add to the largest request the
+// KV service takes (etcd allows the same).
+const grpcOverhead = 512 << 10
+
 // ServerOptions are the grpc.Server options the API needs: message sizes
-// that fit the limits, and the interceptors that count requests and name
-// unimplemented calls.
+// that fit the KV service's limits, and the interceptors that count
+// requests and name unimplemented calls.
 func (s *Server) ServerOptions() []grpc.ServerOption {
-	// A Txn of MaxTxnOps puts of the largest value, plus framing.
-	maxMsg := min(s.cfg.MaxTxnOps*(s.cfg.MaxKeyBytes+s.cfg.MaxValueBytes)+64<<10, kvfsm.MaxCommandSize)
 	return []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(maxMsg),
-		grpc.MaxSendMsgSize(kvfsm.MaxResultSize),
+		grpc.MaxRecvMsgSize(s.cfg.KV.Limits().MaxRequestBytes + grpcOverhead),
+		grpc.MaxSendMsgSize(kvservice.MaxResponseBytes),
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
 		grpc.ChainStreamInterceptor(s.streamInterceptor),
 	}
@@ -137,9 +108,9 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 // (partly), and Watch, Lease and Auth, which answer Unimplemented; plus
 // the standard gRPC health service.
 func (s *Server) Register(g *grpc.Server) {
-	pb.RegisterKVServer(g, &kvService{s: s})
-	pb.RegisterClusterServer(g, &clusterService{s: s})
-	pb.RegisterMaintenanceServer(g, &maintenanceService{s: s})
+	pb.RegisterKVServer(g, &kvServer{s: s})
+	pb.RegisterClusterServer(g, &clusterServer{s: s})
+	pb.RegisterMaintenanceServer(g, &maintenanceServer{s: s})
 	pb.RegisterWatchServer(g, &pb.UnimplementedWatchServer{})
 	pb.RegisterLeaseServer(g, &pb.UnimplementedLeaseServer{})
 	pb.RegisterAuthServer(g, &pb.UnimplementedAuthServer{})
@@ -147,31 +118,41 @@ func (s *Server) Register(g *grpc.Server) {
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 }
 
-// Close closes the connections used to forward requests to the leader,
-// and the router if the Server made it, and marks the health service not
-// serving.
-func (s *Server) Close() error {
-	s.health.Shutdown()
-	if s.ownRouter {
-		s.router.Close()
-	}
-	s.mu.Lock()
-	peers := s.peers
-	s.peers = map[edict.ProcessID]*peerConn{}
-	s.mu.Unlock()
-	var errs []error
-	for _, p := range peers {
-		errs = append(errs, p.conn.Close())
-	}
-	return errors.Join(errs...)
+// Drain marks the API as shutting down: the health service answers
+// NOT_SERVING from now on, so that clients move to other endpoints while
+// the calls in flight finish.
+func (s *Server) Drain() {
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 }
 
-// header is the response header: revision is the state machine's revision
-// the answer reflects, raft_term the Node's ReignIndex (a number that
-// grows with each reign; edictlog has no terms).
+// Close closes the connections used to forward calls to the leader and
+// shuts the health service down.
+func (s *Server) Close() error {
+	s.health.Shutdown()
+	return s.forward.Close()
+}
+
+// fill completes a response header, as etcd's v3rpc does after its server
+// answered: the KV service sets the revision, the API the rest. A header
+// the leader filled in (forwarded) keeps its term and cluster, and names
+// this process, which answered the client.
+func (s *Server) fill(h *pb.ResponseHeader, forwarded bool) {
+	if h == nil {
+		return
+	}
+	h.MemberId = uint64(s.cfg.ID)
+	if !forwarded {
+		h.ClusterId = s.clusterID
+		h.RaftTerm = s.cfg.Node.ReignIndex()
+	}
+}
+
+// header is a response header at revision, for the calls the KV service
+// does not answer.
 func (s *Server) header(revision uint64) *pb.ResponseHeader {
-	return &pb.ResponseHeader{ClusterId: s.clusterID, MemberId: uint64(s.cfg.ID),
-		Revision: int64(revision), RaftTerm: s.cfg.Node.ReignIndex()}
+	h := &pb.ResponseHeader{Revision: int64(revision)}
+	s.fill(h, false)
+	return h
 }
 
 // unaryInterceptor counts requests by method and code, and words the

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
+	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 	"github.com/edictlog/edictlog/edict"
 )
 
@@ -25,17 +25,17 @@ func TestWriteAnywhereReadEverywhere(t *testing.T) {
 		key := fmt.Sprintf("k%d", id)
 		a := do(t, http.MethodPut, c.url(id, "/v1/kv/"+key), "v"+key)
 		mustStatus(t, a, http.StatusOK)
-		var w httpapi.WriteResponse
+		var w kvjson.WriteResponse
 		a.json(t, &w)
-		if w.Index == 0 || a.header.Get(httpapi.HeaderIndex) != fmt.Sprint(w.Index) || a.header.Get(httpapi.HeaderStamp) != w.Stamp.Token {
+		if w.Index == 0 || a.header.Get(kvjson.HeaderIndex) != fmt.Sprint(w.Index) || a.header.Get(kvjson.HeaderStamp) != w.Stamp.Token {
 			t.Fatalf("write via %d: index %d, headers %v", id, w.Index, a.header)
 		}
-		if id != leader && a.header.Get(httpapi.HeaderServedBy) != fmt.Sprint(uint64(leader)) {
-			t.Fatalf("write via follower %d served by %q, want the leader %d", id, a.header.Get(httpapi.HeaderServedBy), leader)
+		if id != leader && a.header.Get(kvjson.HeaderServedBy) != fmt.Sprint(uint64(leader)) {
+			t.Fatalf("write via follower %d served by %q, want the leader %d", id, a.header.Get(kvjson.HeaderServedBy), leader)
 		}
 		for rid := range c.procs {
 			for _, level := range []string{"lease", "follower", "stale"} {
-				var g httpapi.GetResponse
+				var g kvjson.GetResponse
 				// A stale read may lag; the others must see the write at once.
 				eventually(t, "read "+key+" at "+level, func() bool {
 					r := do(t, http.MethodGet, c.url(rid, "/v1/kv/"+key+"?consistency="+level), "")
@@ -65,7 +65,7 @@ func TestWriteAnywhereReadEverywhere(t *testing.T) {
 	// A missing key is a 404 with the index it was read at.
 	a := do(t, http.MethodGet, c.url(leader, "/v1/kv/missing"), "")
 	mustStatus(t, a, http.StatusNotFound)
-	if e := a.errorBody(t); e.Code != httpapi.CodeNotFound || e.Index == 0 {
+	if e := a.errorBody(t); e.Code != kvjson.CodeNotFound || e.Index == 0 {
 		t.Fatalf("404 body %+v", e)
 	}
 	// Delete, then the key is gone; deleting again is a 404.
@@ -81,12 +81,12 @@ func TestCompareAndSwap(t *testing.T) {
 	// cas=0 creates only.
 	a := do(t, http.MethodPut, url+"?cas=0", "one")
 	mustStatus(t, a, http.StatusOK)
-	var first httpapi.WriteResponse
+	var first kvjson.WriteResponse
 	a.json(t, &first)
 	a = do(t, http.MethodPut, url+"?cas=0", "two")
 	mustStatus(t, a, http.StatusConflict)
 	e := a.errorBody(t)
-	if e.Code != httpapi.CodeCASFailed || e.Current == nil || *e.Current.Value != "one" || e.Current.ModIndex != first.Index {
+	if e.Code != kvjson.CodeCASFailed || e.Current == nil || *e.Current.Value != "one" || e.Current.ModIndex != first.Index {
 		t.Fatalf("409 body %+v", e)
 	}
 	// By index: the current mod index wins, a stale one loses.
@@ -95,7 +95,7 @@ func TestCompareAndSwap(t *testing.T) {
 	// By value.
 	mustStatus(t, do(t, http.MethodPut, url+"?prev=nope", "five"), http.StatusConflict)
 	mustStatus(t, do(t, http.MethodPut, url+"?prev=three", "six"), http.StatusOK)
-	var g httpapi.GetResponse
+	var g kvjson.GetResponse
 	a = do(t, http.MethodGet, url, "")
 	mustStatus(t, a, http.StatusOK)
 	a.json(t, &g)
@@ -141,7 +141,7 @@ func TestNoLeader(t *testing.T) {
 		a = do(t, http.MethodPut, c.url(alive, "/v1/kv/x"), "y")
 		return a.status == http.StatusServiceUnavailable
 	})
-	if a.header.Get("Retry-After") == "" || a.errorBody(t).Code != httpapi.CodeNoLeader {
+	if a.header.Get("Retry-After") == "" || a.errorBody(t).Code != kvjson.CodeNoLeader {
 		t.Fatalf("503 without Retry-After or code: %v %s", a.header, a.body)
 	}
 	mustStatus(t, do(t, http.MethodGet, c.url(alive, "/livez"), ""), http.StatusOK)
@@ -174,7 +174,7 @@ func TestClusterStatusAndMetrics(t *testing.T) {
 		}
 		return true
 	})
-	var cl httpapi.ClusterJSON
+	var cl kvjson.ClusterJSON
 	a := do(t, http.MethodGet, c.url(leader, "/v1/cluster"), "")
 	mustStatus(t, a, http.StatusOK)
 	a.json(t, &cl)

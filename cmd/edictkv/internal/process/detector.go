@@ -5,7 +5,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
+	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/elect/detectors"
@@ -89,7 +89,7 @@ type localLeaderer interface {
 
 // localLeader reports this process's local leader (Nerio §10.3), if the
 // election has local leaders and this process has one.
-func (l *lockedProtocol) localLeader(now edict.Time) (*httpapi.LocalLeaderJSON, bool) {
+func (l *lockedProtocol) localLeader(now edict.Time) (*kvjson.LocalLeaderJSON, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ll, ok := l.p.(localLeaderer)
@@ -100,7 +100,7 @@ func (l *lockedProtocol) localLeader(now edict.Time) (*httpapi.LocalLeaderJSON, 
 	if leader == edict.None {
 		return nil, false
 	}
-	out := &httpapi.LocalLeaderJSON{ID: uint64(leader), Support: make([]uint64, 0, len(support)), Authoritative: auth}
+	out := &kvjson.LocalLeaderJSON{ID: uint64(leader), Support: make([]uint64, 0, len(support)), Authoritative: auth}
 	for _, p := range support {
 		out.Support = append(out.Support, uint64(p))
 	}

@@ -3,9 +3,11 @@
 // the log's transport and the API listeners, builds the weak leader
 // election (the Node's default, gossip's memberlist detector, or one of
 // the papers' algorithms), starts a log.Node running the kvfsm.KV state
-// machine, and serves the HTTP API (internal/httpapi) and, if asked, etcd's
-// gRPC API (internal/etcdapi) over it. Both APIs route the requests that
-// need the leader through the HTTP API's one internal/route Router.
+// machine, and wires over it what both APIs share — one leader router
+// with its handover gate (internal/route), the member directory
+// (internal/directory), the KV service (internal/kvservice) and the
+// metrics registry — then serves the HTTP API (internal/httpapi) and, if
+// asked, etcd's gRPC API (internal/etcdapi), two adapters over them.
 //
 // What a Process guarantees:
 //
@@ -14,15 +16,17 @@
 //     and serves. The peers given to Start are the bootstrap epoch, read
 //     on the first start only (later the membership comes from the store);
 //     their API addresses are used on every start.
-//   - With the etcd API on, the process publishes its HTTP and gRPC
-//     addresses in the replicated registry (through whichever process
-//     leads) until they are there, so that the others can forward to it
-//     and list it.
+//   - With the etcd API on, the process records its HTTP and gRPC
+//     addresses in the member directory (through whichever process leads)
+//     until they are there, so that the others can forward to it and list
+//     it.
 //   - It follows the Node by its events (log.Node.Observe), never by
 //     polling Status: the gossip detector's epoch and members, and the
 //     count of reigns.
-//   - Shutdown hands leadership to the most up-to-date other member before
-//     it stops serving, finishes the requests in flight, stops the Node
+//   - Shutdown marks both APIs not ready, hands leadership to the most
+//     up-to-date other member through the router's handover gate (the
+//     calls being served as leader finish first) before it stops serving,
+//     finishes the requests in flight, stops the Node
 //     (which releases any lease it still holds), and only then leaves
 //     gossip, so that the others never count it dead while it might lead.
 //
@@ -30,9 +34,10 @@
 // of leader it saw, its lease statistics (renewals, late renewals, leases
 // lost by cause, the age of each peer's last grant) and storage statistics
 // (the unsynced backlog, slow writes, shed appends, throttled proposals),
-// the store's append and fsync times — are exported beside the HTTP and
-// etcd APIs' request metrics, on the HTTP API's /metrics. Statistics the
-// Node keeps are read from it at scrape time, never polled.
+// the store's append and fsync times, the commit latency of writes — live
+// in the process's registry beside the HTTP and etcd APIs' request
+// metrics, all served on the HTTP API's /metrics. Statistics the Node
+// keeps are read from it at scrape time, never polled.
 //
 // Built with the tag jepsen, a process also carries the Jepsen harness's
 // fault hooks (faults_jepsen.go): it wraps its transport, clock and store

@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
+	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/transport"
@@ -318,24 +319,24 @@ func (f *faults) routes(s *httpapi.Server) {
 			err = json.Unmarshal(b, &req)
 		}
 		if err != nil {
-			httpapi.WriteError(w, http.StatusBadRequest, httpapi.CodeInvalidRequest, fmt.Sprintf("faults body: %v", err))
+			httpapi.WriteError(w, http.StatusBadRequest, kvjson.CodeInvalidRequest, fmt.Sprintf("faults body: %v", err))
 			return
 		}
 		if req.ClockRate != nil {
 			if r := *req.ClockRate; !(r > 0) || math.IsInf(r, 0) {
-				httpapi.WriteError(w, http.StatusBadRequest, httpapi.CodeInvalidRequest, "clock_rate must be positive and finite")
+				httpapi.WriteError(w, http.StatusBadRequest, kvjson.CodeInvalidRequest, "clock_rate must be positive and finite")
 				return
 			}
 		}
 		if req.Delay != nil {
 			if err := req.Delay.validate(); err != nil {
-				httpapi.WriteError(w, http.StatusBadRequest, httpapi.CodeInvalidRequest, err.Error())
+				httpapi.WriteError(w, http.StatusBadRequest, kvjson.CodeInvalidRequest, err.Error())
 				return
 			}
 		}
 		if req.Fsync != nil {
 			if err := req.Fsync.validate(); err != nil {
-				httpapi.WriteError(w, http.StatusBadRequest, httpapi.CodeInvalidRequest, err.Error())
+				httpapi.WriteError(w, http.StatusBadRequest, kvjson.CodeInvalidRequest, err.Error())
 				return
 			}
 		}

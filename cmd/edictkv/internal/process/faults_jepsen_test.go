@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
+	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/wire"
 )
@@ -69,7 +69,7 @@ func TestFaultsPartitionAndHeal(t *testing.T) {
 		if a.status != 200 {
 			return false
 		}
-		var g httpapi.GetResponse
+		var g kvjson.GetResponse
 		a.json(t, &g)
 		return g.Value != nil && *g.Value == "v2"
 	})
@@ -153,7 +153,7 @@ func TestFaultsDelay(t *testing.T) {
 	for id := range c.procs {
 		eventually(t, "every node to apply the last write", func() bool {
 			a := do(t, "GET", c.url(id, "/v1/kv/k?consistency=stale"), "")
-			var g httpapi.GetResponse
+			var g kvjson.GetResponse
 			if a.status != 200 {
 				return false
 			}

@@ -16,6 +16,9 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/route"
+	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 	"github.com/edictlog/edictlog/edict"
 )
 
@@ -23,10 +26,11 @@ import (
 // short timeouts: built once per fuzz worker, not once per input, since a
 // real Node costs a bbolt file, a transport and an election.
 type fuzzNode struct {
-	dir  string
-	n    int
-	proc *Process
-	srv  *httpapi.Server
+	dir    string
+	n      int
+	proc   *Process
+	srv    *httpapi.Server
+	router *route.Router
 }
 
 func newFuzzNode(f *testing.F) *fuzzNode {
@@ -55,19 +59,27 @@ func (fx *fuzzNode) start() error {
 	// Node, with the limits of badinput_test.go and short waits: an input
 	// that makes the cluster lose its leader (promoting a learner that does
 	// not exist) then costs about a second, not the default 3s+10s.
-	srv, err := httpapi.New(httpapi.Config{ID: 1, Node: p.Node, KV: p.KV, HTTPAddrs: map[edict.ProcessID]string{1: p.HTTPAddr()},
-		Limits: httpapi.Limits{MaxKeyBytes: 16, MaxValueBytes: 32, MaxBodyBytes: 256}, LeaderWait: 200 * time.Millisecond,
-		WriteTimeout: time.Second, Logger: quietLogger(), Client: &http.Client{Timeout: time.Second}})
+	kv, err := kvservice.New(kvservice.Config{State: p.Node, Limits: kvservice.Limits{MaxKeyBytes: 16, MaxValueBytes: 32},
+		Timeout: time.Second})
 	if err != nil {
 		_ = p.Close()
 		return err
 	}
+	router := route.New(p.Node, 200*time.Millisecond)
+	srv, err := httpapi.New(httpapi.Config{ID: 1, Node: p.Node, KV: kv, Router: router, Directory: p.dir,
+		MaxBodyBytes: 256, Timeout: time.Second, Logger: quietLogger(), Client: &http.Client{Timeout: time.Second}})
+	if err != nil {
+		router.Close()
+		_ = p.Close()
+		return err
+	}
+	fx.router = router
 	fx.proc, fx.srv = p, srv
 	return fx.waitLeader()
 }
 
 func (fx *fuzzNode) close() {
-	fx.srv.Close()
+	fx.router.Close()
 	_ = fx.proc.Close()
 }
 
@@ -134,11 +146,11 @@ func (fx *fuzzNode) checkAnswer(t *testing.T, what string, rec *httptest.Respons
 	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
 		t.Fatalf("%s: %d with Content-Type %q: %q", what, rec.Code, ct, rec.Body.Bytes())
 	}
-	var e httpapi.ErrorJSON
+	var e kvjson.ErrorJSON
 	dec := json.NewDecoder(bytes.NewReader(rec.Body.Bytes()))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&e); err != nil || e.Error == "" || e.Code == "" {
-		t.Fatalf("%s: %d body %q is not an httpapi.ErrorJSON with error and code (%v)", what, rec.Code, rec.Body.Bytes(), err)
+		t.Fatalf("%s: %d body %q is not an kvjson.ErrorJSON with error and code (%v)", what, rec.Code, rec.Body.Bytes(), err)
 	}
 	st := fx.proc.Node.Status()
 	if n := fx.proc.KV.Len(); n != keysBefore {
@@ -148,7 +160,7 @@ func (fx *fuzzNode) checkAnswer(t *testing.T, what string, rec *httptest.Respons
 	// committed command, evaluated by the state machine: they take a log
 	// index (and say which) but change no key. Every other 4xx is refused
 	// before anything reaches the log.
-	committed := (e.Code == httpapi.CodeNotFound && e.Index != 0) || e.Code == httpapi.CodeCASFailed
+	committed := (e.Code == kvjson.CodeNotFound && e.Index != 0) || e.Code == kvjson.CodeCASFailed
 	if !committed && st.LastIndex != lastBefore {
 		t.Fatalf("%s: %d %s, but the log grew from %d to %d", what, rec.Code, e.Code, lastBefore, st.LastIndex)
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
+	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 	"github.com/edictlog/edictlog/edict"
 )
 
@@ -106,9 +106,9 @@ func (a answer) json(t *testing.T, v any) {
 	}
 }
 
-func (a answer) errorBody(t *testing.T) httpapi.ErrorJSON {
+func (a answer) errorBody(t *testing.T) kvjson.ErrorJSON {
 	t.Helper()
-	var e httpapi.ErrorJSON
+	var e kvjson.ErrorJSON
 	a.json(t, &e)
 	return e
 }

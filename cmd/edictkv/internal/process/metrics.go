@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
@@ -16,12 +15,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// LatencyBuckets span a fast local fsync (~100µs) to a pathological
+// multi-second stall. The commit histogram and the store's histograms use
+// them, so that the two compare.
+var LatencyBuckets = prometheus.ExponentialBuckets(50e-6, 2, 18)
+
 // metrics are the process's own, beside the APIs' request metrics in the
 // same registry: the Node's state, the reigns it started and the leaders it
-// saw, its lease and storage statistics, the store's timings.
+// saw, its lease and storage statistics, the store's timings, and how long
+// writes took to commit (kvservice.Config.ObserveCommit).
 type metrics struct {
 	leaders *leaderCounter
+	commit  prometheus.Histogram
 }
+
+// observeCommit records one write's time from proposal to apply.
+func (m *metrics) observeCommit(d time.Duration) { m.commit.Observe(d.Seconds()) }
 
 // leaderCounter counts the reigns this process started and the changes of
 // leader it saw. Its filter sees every event the Node announces, as it is
@@ -106,10 +115,11 @@ func (c *leaderCounter) changeCount() float64 {
 // counters are read from the Node at scrape time; leader events are
 // counted as they happen.
 func newMetrics(reg prometheus.Registerer, node *log.Node, store *TimedStore) (*metrics, error) {
-	m := &metrics{}
+	m := &metrics{commit: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edictkv_commit_seconds",
+		Help: "Time from a write's proposal at the leader to its commit and apply.", Buckets: LatencyBuckets})}
 	m.leaders = newLeaderCounter(node)
 	status := func(f func(log.Status) float64) func() float64 { return func() float64 { return f(node.Status()) } }
-	cs := []prometheus.Collector{
+	cs := []prometheus.Collector{m.commit,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edictkv_reigns_started_total",
 			Help: "Reigns (runs of leadership) this process started."}, m.leaders.reignCount),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edictkv_leader_changes_seen_total",
@@ -244,7 +254,7 @@ type TimedStore struct {
 // NewTimedStore wraps st.
 func NewTimedStore(st StatsStore) *TimedStore {
 	return &TimedStore{StatsStore: st, batch: prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "edictkv_append_seconds", Buckets: httpapi.LatencyBuckets,
+		Name: "edictkv_append_seconds", Buckets: LatencyBuckets,
 		Help: "Time to store one batch of log entries durably (write and fsync), leader and followers alike."})}
 }
 

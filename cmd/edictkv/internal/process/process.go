@@ -14,10 +14,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/directory"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/etcdapi"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/route"
+	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/elect/gossip"
@@ -63,8 +69,13 @@ type Config struct {
 	Lease time.Duration
 	// SnapshotEvery: see log.Config (zero: the default).
 	SnapshotEvery uint64
-	Limits        httpapi.Limits
-	// LeaderWait: see httpapi.Config (zero: 3s).
+	// Limits bound what clients may write, through either API (zero
+	// fields: kvservice's defaults); MaxBodyBytes bounds the JSON bodies
+	// of the HTTP API's cluster endpoints (zero: 64 KiB).
+	Limits       kvservice.Limits
+	MaxBodyBytes int
+	// LeaderWait is how long a call that needs the leader waits for one
+	// to be known before it is refused (zero: 3s).
 	LeaderWait time.Duration
 	// Pprof serves Go's profiler under /debug/pprof/ on the HTTP API.
 	Pprof bool
@@ -87,7 +98,8 @@ type Config struct {
 }
 
 // Process is one running edictkv process: store, transport, log node,
-// state machine and HTTP server. Listen, then Start, then Shutdown.
+// state machine, and the services and APIs over them. Listen, then Start,
+// then Shutdown.
 type Process struct {
 	cfg    Config
 	log    *slog.Logger
@@ -99,15 +111,24 @@ type Process struct {
 	// faults are the Jepsen harness's hooks (faults_jepsen.go; no-ops
 	// without the build tag jepsen).
 	faults faultHooks
+	// timed times the store's durable batches (metrics).
+	timed *TimedStore
 
-	// Set by Start.
+	// Set by Start: the log and its state machine, and over them the
+	// leader router, the member directory, the KV service and the HTTP
+	// API.
 	Node   *log.Node
 	KV     *kvfsm.KV
+	router *route.Router
+	dir    *directory.Directory
+	kv     *kvservice.Service
 	Server *httpapi.Server
 	http   *http.Server
 	served chan error
-	// metrics are the process's own, beside the APIs'.
-	metrics *metrics
+	// registry holds every metric the process exports: its own
+	// (metrics), the KV service's commit latency and the APIs' requests.
+	registry *prometheus.Registry
+	metrics  *metrics
 	// Set by Start when the etcd API is on.
 	etcd      *etcdapi.Server
 	grpc      *grpc.Server
@@ -132,6 +153,9 @@ func Listen(cfg Config) (_ *Process, err error) {
 	}
 	if cfg.ClusterID == "" {
 		cfg.ClusterID = "edictkv"
+	}
+	if cfg.LeaderWait <= 0 {
+		cfg.LeaderWait = 3 * time.Second
 	}
 	p := &Process{cfg: cfg, log: cfg.Logger.With("node", uint64(cfg.ID))}
 	p.faults = newFaultHooks(p)
@@ -195,21 +219,14 @@ func (p *Process) HTTPAddr() string {
 // addresses are used on every start.
 func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 	raft := map[edict.ProcessID]string{}
-	httpAddrs := map[edict.ProcessID]string{p.cfg.ID: p.HTTPAddr()}
-	grpcAddrs := map[edict.ProcessID]string{p.cfg.ID: p.GRPCAddr()}
 	for id, pe := range peers {
 		raft[id] = pe.RaftAddr
-		if id != p.cfg.ID && pe.HTTPAddr != "" {
-			httpAddrs[id] = pe.HTTPAddr
-		}
-		if id != p.cfg.ID && pe.GRPCAddr != "" {
-			grpcAddrs[id] = pe.GRPCAddr
-		}
 	}
 	p.KV = kvfsm.NewKV()
 	// The Jepsen hook's slow disk sits under the timing, so that the
 	// append histogram sees what the log waits for.
 	timed := NewTimedStore(p.faults.wrapStore(p.store))
+	p.timed = timed
 	// The detector is built once the Node has bumped the incarnation and
 	// built its clock (log.Config.NewDetector): gossip reads the clock, and
 	// the papers' algorithms name their messages by incarnation. None: the
@@ -241,19 +258,21 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 		return fmt.Errorf("process: start node %d: %w", p.cfg.ID, err)
 	}
 	p.Node = node
-	var localLeader func() (*httpapi.LocalLeaderJSON, bool)
+	if err := p.startServices(peers); err != nil {
+		_ = node.Shutdown(context.Background())
+		p.closeGossip(false)
+		p.closeResources()
+		return err
+	}
+	var localLeader func() (*kvjson.LocalLeaderJSON, bool)
 	if lp, ok := det.(*lockedProtocol); ok {
-		localLeader = func() (*httpapi.LocalLeaderJSON, bool) { return lp.localLeader(node.Clock().Now()) }
+		localLeader = func() (*kvjson.LocalLeaderJSON, bool) { return lp.localLeader(node.Clock().Now()) }
 	}
-	p.Server, err = httpapi.New(httpapi.Config{ID: p.cfg.ID, Node: node, KV: p.KV, HTTPAddrs: httpAddrs, GRPCAddrs: grpcAddrs, LocalLeader: localLeader,
-		Limits: p.cfg.Limits, LeaderWait: p.cfg.LeaderWait, Logger: p.cfg.Logger, Pprof: p.cfg.Pprof})
-	if err == nil {
-		// The process's own metrics, in the registry the API serves.
-		if p.metrics, err = newMetrics(p.Server.Registry(), node, timed); err != nil {
-			p.Server.Close()
-		}
-	}
+	p.Server, err = httpapi.New(httpapi.Config{ID: p.cfg.ID, Node: node, KV: p.kv, Router: p.router, Directory: p.dir,
+		MaxBodyBytes: p.cfg.MaxBodyBytes, LocalLeader: localLeader, Logger: p.cfg.Logger, Pprof: p.cfg.Pprof,
+		Registerer: p.registry, Metrics: promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{Registry: p.registry})})
 	if err != nil {
+		p.closeServices()
 		_ = node.Shutdown(context.Background())
 		p.closeGossip(false)
 		p.closeResources()
@@ -422,11 +441,14 @@ func (p *Process) Shutdown(ctx context.Context) error {
 		p.closeResources()
 		return nil
 	}
-	p.Server.Drain()
+	p.drain()
 	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	target, err := p.Server.HandOver(tctx)
+	target, err := p.router.HandOver(tctx, edict.None)
 	cancel()
+	var nle *log.NotLeaderError
 	switch {
+	case errors.As(err, &nle):
+		// Not the leader: nothing to hand over.
 	case err != nil:
 		p.log.Warn("leadership handover on shutdown failed; releasing the lease instead", "err", err)
 	case target != edict.None:
@@ -468,7 +490,7 @@ func (p *Process) Close() error {
 	if p.Node == nil {
 		return p.closeResources()
 	}
-	p.Server.Drain()
+	p.drain()
 	errs := []error{p.http.Close(), p.stopGRPC(context.Background(), false)}
 	p.closeServer()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -477,13 +499,54 @@ func (p *Process) Close() error {
 	return errors.Join(errs...)
 }
 
-// closeServer closes the HTTP API (after the etcd API, which shares its
-// router) and what lives as long as it: the metrics' subscription to the
+// drain marks both APIs as shutting down: /readyz and the gRPC health
+// service say so from now on.
+func (p *Process) drain() {
+	p.Server.Drain()
+	if p.etcd != nil {
+		p.etcd.Drain()
+	}
+}
+
+// closeServer closes, once both APIs have stopped serving, what lives as
+// long as they do: the router's and the metrics' subscriptions to the
 // Node, and the fault hooks' deliveries to the Node (faults_jepsen.go).
 func (p *Process) closeServer() {
-	p.Server.Close()
-	p.metrics.close()
+	p.closeServices()
 	p.faults.serverClosed()
+}
+
+// startServices builds what both APIs use over the Node: the metrics
+// registry with the process's own metrics, the leader router, the member
+// directory and the KV service.
+func (p *Process) startServices(peers map[edict.ProcessID]Peer) error {
+	p.registry = prometheus.NewRegistry()
+	var err error
+	if p.metrics, err = newMetrics(p.registry, p.Node, p.timed); err != nil {
+		return err
+	}
+	known := map[edict.ProcessID]directory.Addresses{}
+	for id, pe := range peers {
+		known[id] = directory.Addresses{HTTP: pe.HTTPAddr, GRPC: pe.GRPCAddr}
+	}
+	p.dir, err = directory.New(directory.Config{Self: p.cfg.ID, SelfAddrs: directory.Addresses{HTTP: p.HTTPAddr(), GRPC: p.GRPCAddr()},
+		SelfPeer: p.RaftAddr(), Known: known, Store: directory.KVStore{Log: p.Node, KV: p.KV},
+		PeerAddr: func(id edict.ProcessID) string { a, _ := p.trans.PeerAddr(id); return a }})
+	if err == nil {
+		p.kv, err = kvservice.New(kvservice.Config{State: p.Node, Limits: p.cfg.Limits, ObserveCommit: p.metrics.observeCommit})
+	}
+	if err != nil {
+		p.metrics.close()
+		return fmt.Errorf("process: %w", err)
+	}
+	p.router = route.New(p.Node, p.cfg.LeaderWait)
+	return nil
+}
+
+// closeServices ends the router's and the metrics' subscriptions.
+func (p *Process) closeServices() {
+	p.router.Close()
+	p.metrics.close()
 }
 
 // handoverGrace is how long a process that handed leadership over keeps

@@ -12,18 +12,16 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/directory"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/etcdapi"
-	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
-	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 )
 
 // startGRPC serves the etcd v3 API on the gRPC listener and starts
 // publishing this process's addresses.
 func (p *Process) startGRPC() error {
-	api, err := etcdapi.New(etcdapi.Config{ID: p.cfg.ID, Node: p.Node, ClusterID: p.cfg.ClusterID,
-		Directory: directory{p}, DBSize: p.dbSize,
-		MaxKeyBytes: p.cfg.Limits.MaxKeyBytes, MaxValueBytes: p.cfg.Limits.MaxValueBytes,
-		Router: p.Server.Router(), Registerer: p.Server.Registry(), Logger: p.cfg.Logger})
+	api, err := etcdapi.New(etcdapi.Config{ID: p.cfg.ID, Node: p.Node, KV: p.kv, Router: p.router, Directory: p.dir,
+		ClusterID: p.cfg.ClusterID, DBSize: p.dbSize, Registerer: p.registry, Logger: p.cfg.Logger})
 	if err != nil {
 		return fmt.Errorf("process: etcd API: %w", err)
 	}
@@ -49,36 +47,16 @@ func (p *Process) dbSize() int64 {
 	return st.FileSize
 }
 
-// directory is where the etcd API finds other processes: their gRPC
-// addresses in the registry, their transport addresses in the transport.
-type directory struct{ p *Process }
-
-func (d directory) ClientAddr(id edict.ProcessID) string {
-	if id == d.p.cfg.ID {
-		return d.p.GRPCAddr()
-	}
-	return d.p.Server.GRPCAddr(id)
-}
-
-func (d directory) PeerAddr(id edict.ProcessID) string {
-	if id == d.p.cfg.ID {
-		return d.p.RaftAddr()
-	}
-	a, _ := d.p.trans.PeerAddr(id)
-	return a
-}
-
-// publish writes this process's HTTP and gRPC addresses into the
-// replicated registry, through whichever process leads, until they are
-// there: that is how the others learn where to forward etcd API requests
-// when this process leads, and what MemberList reports.
+// publish records this process's HTTP and gRPC addresses in the member
+// directory, through whichever process leads, until they are there: that
+// is how the others learn where to forward etcd API requests when this
+// process leads, and what MemberList reports.
 func (p *Process) publish() {
 	defer close(p.published)
 	self := p.cfg.ID
 	backoff := 100 * time.Millisecond
 	for {
-		http, grpc := p.Server.Registered(self)
-		if http == p.HTTPAddr() && grpc == p.GRPCAddr() {
+		if p.dir.Recorded(self) == (directory.Addresses{HTTP: p.HTTPAddr(), GRPC: p.GRPCAddr()}) {
 			return
 		}
 		err := p.postAddresses()
@@ -98,7 +76,7 @@ func (p *Process) publish() {
 // postAddresses asks this process's own HTTP server to record the
 // addresses: it forwards to the leader like any admin request.
 func (p *Process) postAddresses() error {
-	body, err := json.Marshal(httpapi.AddressesRequest{ID: uint64(p.cfg.ID), HTTPAddr: p.HTTPAddr(), GRPCAddr: p.GRPCAddr()})
+	body, err := json.Marshal(kvjson.AddressesRequest{ID: uint64(p.cfg.ID), HTTPAddr: p.HTTPAddr(), GRPCAddr: p.GRPCAddr()})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,70 @@
+package etcdapi
+
+import (
+	"context"
+	"errors"
+	"path"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/status"
+
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/route"
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/log"
+)
+
+// atLeader runs a call that needs the leader through the router: local
+// here, under the handover gate, if this process leads; else the same call
+// (method, its full gRPC name, with req) at the leader. While no leader is
+// known or reachable it waits, up to the router's wait, then answers
+// etcd's "no leader". write says the call changes state: a write whose
+// forwarding broke after it was sent may have been applied, and is
+// answered etcd's "request timed out" — its outcome is unknown — never
+// retried.
+func atLeader[R any](s *Server, ctx context.Context, method string, req any, write bool,
+	local func(context.Context) (*R, error)) (*R, error) {
+	var out *R
+	forwarded := false
+	err := s.cfg.Router.Do(ctx, route.ForwardedGRPC(ctx),
+		func(ctx context.Context) error {
+			o, err := local(ctx)
+			var nle *log.NotLeaderError
+			if errors.As(err, &nle) {
+				return err // refused before anything was written: look again
+			}
+			out = o
+			return s.statusOf(method, err)
+		},
+		func(ctx context.Context, leader edict.ProcessID) error {
+			reply := new(R)
+			s.metrics.forwarded.WithLabelValues(path.Base(method)).Inc()
+			err := s.forward.Invoke(ctx, leader, method, req, reply, write)
+			switch {
+			case err == nil:
+				out, forwarded = reply, true
+				return nil
+			case errors.Is(err, log.ErrOutcomeUnknown):
+				s.log.Warn("forwarding a write to the leader failed after it was sent; outcome unknown",
+					"method", method, "leader", uint64(leader), "err", err)
+				return rpctypes.ErrGRPCTimeout
+			}
+			return err
+		})
+	var nle *log.NotLeaderError
+	switch {
+	case !errors.As(err, &nle):
+		if err != nil {
+			return nil, err
+		}
+		if h, ok := any(out).(interface{ GetHeader() *pb.ResponseHeader }); ok {
+			s.fill(h.GetHeader(), forwarded)
+		}
+		return out, nil
+	case errors.Is(err, route.ErrMisdirected):
+		return nil, route.MisdirectedGRPC
+	case ctx.Err() != nil:
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	return nil, rpctypes.ErrGRPCNoLeader
+}

@@ -1,0 +1,279 @@
+package etcdapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/directory"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/fakelog"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/route"
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/log"
+)
+
+type fakeNode struct {
+	mu sync.Mutex
+	st log.Status
+}
+
+func (n *fakeNode) Status() log.Status {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.st
+}
+func (n *fakeNode) ReignIndex() uint64 { return 17 }
+
+// fakeRouter serves here when self leads, forwards to the leader
+// otherwise, refuses a forwarded call it cannot serve, and records
+// handovers.
+type fakeRouter struct {
+	self, leader edict.ProcessID
+	handedTo     edict.ProcessID
+}
+
+func (r *fakeRouter) Do(ctx context.Context, forwarded bool, serve func(context.Context) error,
+	forward func(context.Context, edict.ProcessID) error) error {
+	switch {
+	case r.leader == r.self:
+		return serve(ctx)
+	case r.leader == edict.None:
+		return &log.NotLeaderError{Err: route.ErrNoLeader}
+	case forwarded:
+		return &log.NotLeaderError{Leader: r.leader, Err: route.ErrMisdirected}
+	}
+	return forward(ctx, r.leader)
+}
+
+func (r *fakeRouter) HandOver(ctx context.Context, target edict.ProcessID) (edict.ProcessID, error) {
+	if r.leader != r.self {
+		return edict.None, &log.NotLeaderError{Leader: r.leader, Err: log.ErrNotLeader}
+	}
+	r.handedTo = target
+	return target, nil
+}
+
+// process is one etcd API on loopback gRPC over a fake log.
+type process struct {
+	api    *Server
+	log    *fakelog.Log
+	router *fakeRouter
+	node   *fakeNode
+	addr   string
+	conn   *grpc.ClientConn
+}
+
+func startProcess(t *testing.T, id, leader edict.ProcessID, known map[edict.ProcessID]directory.Addresses) *process {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	fl := fakelog.New()
+	if leader != 1 || id != 1 {
+		fl.Follow(leader)
+	}
+	kv, err := kvservice.New(kvservice.Config{State: fl, Limits: kvservice.Limits{MaxKeyBytes: 16, MaxValueBytes: 32, MaxTxnOps: 4}})
+	require.NoError(t, err)
+	dir, err := directory.New(directory.Config{Self: id, SelfAddrs: directory.Addresses{GRPC: ln.Addr().String()},
+		SelfPeer: fmt.Sprintf("127.0.0.1:%d", 7000+id), Known: known, Store: directory.KVStore{Log: fl, KV: fl.KV}})
+	require.NoError(t, err)
+	p := &process{log: fl, router: &fakeRouter{self: id, leader: leader}, addr: ln.Addr().String(),
+		node: &fakeNode{st: log.Status{ID: id, Leader: leader, IsLeader: id == leader, Members: []edict.ProcessID{1, 2}, Learners: []edict.ProcessID{3}}}}
+	p.api, err = New(Config{ID: id, Node: p.node, KV: kv, Router: p.router, Directory: dir, ClusterID: "test",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	g := grpc.NewServer(p.api.ServerOptions()...)
+	p.api.Register(g)
+	go func() { _ = g.Serve(ln) }()
+	t.Cleanup(func() {
+		g.Stop()
+		_ = p.api.Close()
+	})
+	p.conn, err = grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { p.conn.Close() })
+	return p
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Calls that need the leader are forwarded to it by name and answered as
+// its own; a serializable read is answered where it was asked; etcd's
+// errors come back as etcd's.
+func TestKVThroughAFollower(t *testing.T) {
+	leader := startProcess(t, 1, 1, nil)
+	follower := startProcess(t, 2, 1, map[edict.ProcessID]directory.Addresses{1: {GRPC: leader.addr}})
+	kv, ctx := pb.NewKVClient(follower.conn), ctxT(t)
+
+	put, err := kv.Put(ctx, &pb.PutRequest{Key: []byte("a"), Value: []byte("1")})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), put.Header.Revision)
+	assert.Equal(t, uint64(2), put.Header.MemberId, "the process asked answers")
+	assert.Equal(t, uint64(17), put.Header.RaftTerm)
+	assert.NotZero(t, put.Header.ClusterId)
+	require.Len(t, leader.log.Applied(), 1, "applied at the leader")
+	assert.Empty(t, follower.log.Applied())
+
+	got, err := kv.Range(ctx, &pb.RangeRequest{Key: []byte("a")})
+	require.NoError(t, err)
+	require.Len(t, got.Kvs, 1, "a lease read at the leader")
+	local, err := kv.Range(ctx, &pb.RangeRequest{Key: []byte("a"), Serializable: true})
+	require.NoError(t, err)
+	assert.Empty(t, local.Kvs, "a serializable read answered here, from this process's state")
+
+	txn, err := kv.Txn(ctx, &pb.TxnRequest{
+		Compare: []*pb.Compare{{Key: []byte("a"), Target: pb.Compare_VALUE, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_Value{Value: []byte("1")}}},
+		Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: []byte("a"), PrevKv: true}}}}})
+	require.NoError(t, err)
+	require.True(t, txn.Succeeded)
+	assert.Len(t, txn.Responses[0].GetResponseDeleteRange().PrevKvs, 1)
+
+	op := &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("d")}}}
+	for _, c := range []struct {
+		name string
+		call func() error
+		want error
+		code codes.Code
+	}{
+		{"duplicate key, from the leader", func() error {
+			_, err := kv.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{op, op}})
+			return err
+		}, rpctypes.ErrDuplicateKey, codes.InvalidArgument},
+		{"too many ops", func() error {
+			_, err := kv.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{op, op, op, op, op}})
+			return err
+		}, rpctypes.ErrTooManyOps, codes.InvalidArgument},
+		{"no key", func() error { _, err := kv.Put(ctx, &pb.PutRequest{}); return err }, rpctypes.ErrEmptyKey, codes.InvalidArgument},
+		{"past revision", func() error {
+			_, err := kv.Range(ctx, &pb.RangeRequest{Key: []byte("a"), Revision: 1})
+			return err
+		}, rpctypes.ErrCompacted, codes.OutOfRange},
+		{"future revision", func() error {
+			_, err := kv.Range(ctx, &pb.RangeRequest{Key: []byte("a"), Revision: 100})
+			return err
+		}, rpctypes.ErrFutureRev, codes.OutOfRange},
+		{"lease", func() error { _, err := kv.Put(ctx, &pb.PutRequest{Key: []byte("l"), Lease: 3}); return err }, nil, codes.Unimplemented},
+		{"compact", func() error { _, err := kv.Compact(ctx, &pb.CompactionRequest{Revision: 1}); return err }, nil, codes.Unimplemented},
+		{"value too large", func() error {
+			_, err := kv.Put(ctx, &pb.PutRequest{Key: []byte("v"), Value: make([]byte, 33)})
+			return err
+		}, nil, codes.InvalidArgument},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.call()
+			require.Error(t, err)
+			assert.Equal(t, c.code, status.Code(err), "%v", err)
+			if c.want != nil {
+				assert.Equal(t, c.want, rpctypes.Error(err), "clientv3 sees etcd's error")
+			}
+		})
+	}
+	_, err = kv.Compact(ctx, &pb.CompactionRequest{Revision: 1})
+	assert.Contains(t, err.Error(), "Compact")
+
+	// A call forwarded to a process that does not lead is refused, to be
+	// routed again: never forwarded a second time.
+	fctx := metadata.AppendToOutgoingContext(ctx, "edictkv-forwarded-by", "3")
+	_, err = kv.Put(fctx, &pb.PutRequest{Key: []byte("a")})
+	assert.Equal(t, route.MisdirectedGRPC.Error(), err.Error())
+
+	// With no leader, etcd's "no leader".
+	follower.router.leader = edict.None
+	_, err = kv.Put(ctx, &pb.PutRequest{Key: []byte("a")})
+	assert.Equal(t, rpctypes.ErrNoLeader, rpctypes.Error(err))
+}
+
+// statusOf maps every error of the KV service's taxonomy to etcd's.
+func TestStatusOf(t *testing.T) {
+	p := startProcess(t, 1, 1, nil)
+	for _, c := range []struct {
+		err  error
+		want error
+	}{
+		{kvservice.ErrEmptyKey, rpctypes.ErrGRPCEmptyKey},
+		{fmt.Errorf("op 2: %w", kvservice.ErrTooManyOps), rpctypes.ErrGRPCTooManyOps},
+		{kvservice.ErrDuplicateKey, rpctypes.ErrGRPCDuplicateKey},
+		{kvservice.ErrRequestTooLarge, rpctypes.ErrGRPCRequestTooLarge},
+		{kvservice.ErrNoSpace, rpctypes.ErrGRPCNoSpace},
+		{kvservice.ErrKeyNotFound, rpctypes.ErrGRPCKeyNotFound},
+		{&kvservice.RevisionError{Requested: 1, Oldest: 5, Current: 5, Err: kvservice.ErrCompacted}, rpctypes.ErrGRPCCompacted},
+		{&kvservice.RevisionError{Requested: 9, Oldest: 5, Current: 5, Err: kvservice.ErrFutureRev}, rpctypes.ErrGRPCFutureRev},
+		{fmt.Errorf("write: %w", kvservice.ErrTimeout), rpctypes.ErrGRPCTimeout},
+		{kvservice.ErrLeaderChanged, rpctypes.ErrGRPCLeaderChanged},
+		{kvservice.ErrStopped, rpctypes.ErrGRPCStopped},
+		{kvservice.ErrNoLeader, rpctypes.ErrGRPCNoLeader},
+	} {
+		assert.Equal(t, c.want, p.api.statusOf("Put", c.err), "%v", c.err)
+	}
+	for _, c := range []struct {
+		err  error
+		code codes.Code
+	}{
+		{fmt.Errorf("%w: key of 20 bytes", kvservice.ErrKeyTooLarge), codes.InvalidArgument},
+		{kvservice.ErrValueTooLarge, codes.InvalidArgument},
+		{kvservice.ErrInvalid, codes.InvalidArgument},
+		{kvservice.ErrUnsupported, codes.Unimplemented},
+		{context.Canceled, codes.Canceled},
+		{errors.New("the disk is on fire"), codes.Internal},
+		{status.Error(codes.Aborted, "the leader's own"), codes.Aborted},
+	} {
+		assert.Equal(t, c.code, status.Code(p.api.statusOf("Put", c.err)), "%v", c.err)
+	}
+}
+
+// Cluster and Maintenance answer from the Node and the directory;
+// MoveLeader hands over through the router's gate.
+func TestClusterAndMaintenance(t *testing.T) {
+	leader := startProcess(t, 1, 1, map[edict.ProcessID]directory.Addresses{2: {GRPC: "127.0.0.1:2382"}})
+	ctx := ctxT(t)
+	ml, err := pb.NewClusterClient(leader.conn).MemberList(ctx, &pb.MemberListRequest{})
+	require.NoError(t, err)
+	require.Len(t, ml.Members, 3)
+	assert.Equal(t, "edictkv-1", ml.Members[0].Name)
+	assert.Equal(t, []string{"http://" + leader.addr}, ml.Members[0].ClientURLs)
+	assert.Equal(t, []string{"tcp://127.0.0.1:7001"}, ml.Members[0].PeerURLs)
+	assert.Equal(t, []string{"http://127.0.0.1:2382"}, ml.Members[1].ClientURLs)
+	assert.Empty(t, ml.Members[2].ClientURLs, "an address not known is left out")
+	assert.True(t, ml.Members[2].IsLearner)
+
+	m := pb.NewMaintenanceClient(leader.conn)
+	st, err := m.Status(ctx, &pb.StatusRequest{})
+	require.NoError(t, err)
+	assert.Equal(t, Version, st.Version)
+	assert.Equal(t, uint64(1), st.Leader)
+	assert.Equal(t, uint64(17), st.RaftTerm)
+
+	_, err = m.MoveLeader(ctx, &pb.MoveLeaderRequest{TargetID: 9})
+	assert.Equal(t, rpctypes.ErrBadLeaderTransferee, rpctypes.Error(err))
+	_, err = m.MoveLeader(ctx, &pb.MoveLeaderRequest{TargetID: 2})
+	require.NoError(t, err)
+	assert.Equal(t, edict.ProcessID(2), leader.router.handedTo)
+
+	follower := startProcess(t, 2, 1, nil)
+	_, err = pb.NewMaintenanceClient(follower.conn).MoveLeader(ctx, &pb.MoveLeaderRequest{TargetID: 1})
+	assert.Equal(t, rpctypes.ErrNotLeader, rpctypes.Error(err), "only the leader moves leadership, as in etcd")
+
+	_, err = pb.NewLeaseClient(leader.conn).LeaseGrant(ctx, &pb.LeaseGrantRequest{TTL: 5})
+	assert.Equal(t, codes.Unimplemented, status.Code(err))
+	assert.Contains(t, err.Error(), "LeaseGrant")
+}
