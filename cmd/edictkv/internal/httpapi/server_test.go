@@ -96,7 +96,9 @@ func (r *fakeRouter) Do(ctx context.Context, forwarded bool, serve func(context.
 	return forward(ctx, leader)
 }
 
-func (r *fakeRouter) Retry(ctx context.Context, try func(context.Context) error) error { return try(ctx) }
+func (r *fakeRouter) Retry(ctx context.Context, try func(context.Context) error) error {
+	return try(ctx)
+}
 
 func (r *fakeRouter) Transfer(ctx context.Context, forwarded bool, target edict.ProcessID,
 	forward func(context.Context, edict.ProcessID) error) (edict.ProcessID, error) {
