@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 	"github.com/edictlog/edictlog/jepsen/cluster"
 	"github.com/edictlog/edictlog/jepsen/history"
 	"github.com/edictlog/edictlog/jepsen/nemesis"
@@ -466,7 +467,7 @@ func (t *testCluster) AddLearner(ctx context.Context, id int) error {
 	if n == nil {
 		return fmt.Errorf("no node %d", id)
 	}
-	err := t.admin(ctx, "/v1/cluster/learners", map[string]any{"id": id, "raft_addr": n.RaftAddr, "http_addr": n.HTTPAddr})
+	err := t.admin(ctx, "/v1/cluster/learners", kvjson.LearnerRequest{ID: uint64(id), RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr})
 	if err != nil && ctx.Err() == nil {
 		// An earlier attempt may have gone through before its answer
 		// was lost.
@@ -482,7 +483,7 @@ func (t *testCluster) AddLearner(ctx context.Context, id int) error {
 // until the promotion is accepted, or ctx ends.
 func (t *testCluster) Promote(ctx context.Context, id int) error {
 	for {
-		err := t.admin(ctx, "/v1/cluster/promote", map[string]any{"id": id})
+		err := t.admin(ctx, "/v1/cluster/promote", kvjson.MemberRequest{ID: uint64(id)})
 		if err == nil || ctx.Err() == nil && t.isMember(ctx, id) {
 			t.mu.Lock()
 			if !slices.Contains(t.members, id) {
@@ -505,7 +506,7 @@ func (t *testCluster) Promote(ctx context.Context, id int) error {
 // the cluster through the leader, then stop its process. A removed
 // process is no longer a client target, and nothing restarts it.
 func (t *testCluster) Remove(ctx context.Context, id int) error {
-	err := t.admin(ctx, "/v1/cluster/remove", map[string]any{"id": id})
+	err := t.admin(ctx, "/v1/cluster/remove", kvjson.MemberRequest{ID: uint64(id)})
 	if err != nil && ctx.Err() == nil {
 		// An earlier attempt may have gone through before its answer
 		// was lost.
@@ -605,7 +606,7 @@ func (t *testCluster) isMember(ctx context.Context, id int) bool {
 
 // Transfer implements nemesis.Cluster.
 func (t *testCluster) Transfer(ctx context.Context, to int) error {
-	return t.admin(ctx, "/v1/cluster/transfer", map[string]any{"id": to})
+	return t.admin(ctx, "/v1/cluster/transfer", kvjson.TransferRequest{ID: uint64(to)})
 }
 
 // HealLeftovers implements nemesis.Cluster: it undoes every fault still in

@@ -2,8 +2,17 @@ module github.com/edictlog/edictlog/jepsen
 
 go 1.26.8
 
+// edictkv's HTTP API contract (cmd/edictkv/kvjson) is developed beside
+// the harness in one repository; go.work ties the modules together, and
+// these replaces make the module build on its own too (GOWORK=off).
+replace (
+	github.com/edictlog/edictlog => ../
+	github.com/edictlog/edictlog/cmd/edictkv => ../cmd/edictkv
+)
+
 require (
 	github.com/anishathalye/porcupine v1.3.1
+	github.com/edictlog/edictlog/cmd/edictkv v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
 	go.etcd.io/etcd/client/v3 v3.6.8
 	go.uber.org/zap v1.27.0

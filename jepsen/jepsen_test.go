@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 	"github.com/edictlog/edictlog/jepsen/check"
 	"github.com/edictlog/edictlog/jepsen/cluster"
 )
@@ -186,20 +187,12 @@ func TestMinorityPartitionLocalLeader(t *testing.T) {
 	}, 20*time.Second, 50*time.Millisecond, "node 2 applies k")
 
 	require.NoError(t, c.Partition([][]int{{1, 2}, {3, 4, 5}}))
-	// The harness is a black-box client of edictkv's HTTP API (a module of
-	// its own), so it reads the fields it checks into its own types.
-	type localLeader struct {
-		ID            uint64   `json:"id"`
-		Support       []uint64 `json:"support"`
-		Authoritative bool     `json:"authoritative"`
-	}
-	type withLocalLeader struct {
-		LocalLeader *localLeader `json:"local_leader"`
-	}
-	const headerPartition = "X-Edictkv-Partition"
-	status := func(id int) *localLeader {
+	// The harness is a black-box client of edictkv's HTTP API: it reads
+	// the answers into the API's public types (kvjson).
+	headerPartition := kvjson.HeaderPartition
+	status := func(id int) *kvjson.LocalLeaderJSON {
 		_, b := call(http.MethodGet, id, "/v1/status", "")
-		var st withLocalLeader
+		var st kvjson.StatusJSON
 		require.NoError(t, json.Unmarshal(b, &st))
 		return st.LocalLeader
 	}
@@ -212,7 +205,7 @@ func TestMinorityPartitionLocalLeader(t *testing.T) {
 	resp, b := call(http.MethodGet, 2, "/v1/kv/k?consistency=stale", "")
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
 	assert.Equal(t, "minority", resp.Header.Get(headerPartition))
-	var g withLocalLeader
+	var g kvjson.GetResponse
 	require.NoError(t, json.Unmarshal(b, &g))
 	require.NotNil(t, g.LocalLeader)
 	assert.False(t, g.LocalLeader.Authoritative)

@@ -59,6 +59,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 )
 
 // Mode says how processes are networked and partitioned.
@@ -891,19 +893,33 @@ func (c *Cluster) HookStats(ctx context.Context, id int) (HookStats, error) {
 	return *out.Stats, nil
 }
 
-// Status is the part of a node's GET /v1/status the harness reads.
+// Status is the part of a node's GET /v1/status (kvjson.StatusJSON) the
+// harness reads, in the harness's ints.
 type Status struct {
-	ID         int   `json:"id"`
-	Epoch      int   `json:"epoch"`
-	Leader     int   `json:"leader"`
-	IsLeader   bool  `json:"is_leader"`
-	Commit     int   `json:"commit"`
-	Applied    int   `json:"applied"`
-	FirstIndex int   `json:"first_index"`
-	LastIndex  int   `json:"last_index"`
-	Members    []int `json:"members"`
-	Learners   []int `json:"learners"`
-	Ready      bool  `json:"ready"`
+	ID         int
+	Epoch      int
+	Leader     int
+	IsLeader   bool
+	Commit     int
+	Applied    int
+	FirstIndex int
+	LastIndex  int
+	Members    []int
+	Learners   []int
+	Ready      bool
+}
+
+func statusOf(b kvjson.StatusJSON) Status {
+	ints := func(ids []uint64) []int {
+		out := make([]int, len(ids))
+		for i, id := range ids {
+			out[i] = int(id)
+		}
+		return out
+	}
+	return Status{ID: int(b.ID), Epoch: int(b.Epoch), Leader: int(b.Leader), IsLeader: b.IsLeader,
+		Commit: int(b.Commit), Applied: int(b.Applied), FirstIndex: int(b.FirstIndex), LastIndex: int(b.LastIndex),
+		Members: ints(b.Members), Learners: ints(b.Learners), Ready: b.Ready}
 }
 
 // Status asks one node for its status.
@@ -934,9 +950,11 @@ func (c *Cluster) status(ctx context.Context, n *Node) (Status, error) {
 	if resp.StatusCode != http.StatusOK {
 		return st, fmt.Errorf("cluster: node %d status: %s", n.ID, resp.Status)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+	var body kvjson.StatusJSON
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 		return st, err
 	}
+	st = statusOf(body)
 	c.mu.Lock()
 	if n.cmd == asked && asked != nil {
 		n.answered = true

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 	"github.com/edictlog/edictlog/jepsen/history"
 )
 
@@ -81,9 +82,7 @@ func (a *api) read(ctx context.Context, addr, key, level string) outcome {
 	case code != http.StatusOK:
 		return outcome{typ: history.Fail, err: errorText(code, b)}
 	}
-	var g struct {
-		Value *string `json:"value"`
-	}
+	var g kvjson.GetResponse
 	if err := json.Unmarshal(b, &g); err != nil || g.Value == nil {
 		return outcome{typ: history.Fail, err: fmt.Sprintf("unreadable answer %q: %v", b, err)}
 	}
@@ -138,10 +137,7 @@ func isDialError(err error) bool {
 }
 
 func errorText(code int, body []byte) string {
-	var e struct {
-		Code  string `json:"code"`
-		Error string `json:"error"`
-	}
+	var e kvjson.ErrorJSON
 	if json.Unmarshal(body, &e) == nil && e.Code != "" {
 		return fmt.Sprintf("%d %s: %s", code, e.Code, e.Error)
 	}
