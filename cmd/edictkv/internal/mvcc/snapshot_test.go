@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/mvcc/backend"
 )
 
@@ -176,9 +174,7 @@ func TestRestoreRefusesBadStreams(t *testing.T) {
 				"flipped early":  flip(20),
 				"flipped middle": flip(len(good) / 2),
 			}
-			if kind == "memory" {
-				cases["trailing byte"] = append(bytes.Clone(good), 0)
-			}
+			cases["trailing byte"] = append(bytes.Clone(good), 0)
 			for name, data := range cases {
 				t.Run(name, func(t *testing.T) {
 					dst, path := newKindWithPath(t, kind)
@@ -188,12 +184,6 @@ func TestRestoreRefusesBadStreams(t *testing.T) {
 					rev, idx := dst.Rev(), dst.ConsistentIndex()
 					err := dst.Restore(bytes.NewReader(data))
 					if err == nil {
-						// A flip may land in bytes nothing reads (free
-						// page space): then the restore is whole.
-						if name == "flipped middle" || name == "flipped early" {
-							sameStore(t, src, dst)
-							return
-						}
 						t.Fatal("restored a damaged stream")
 					}
 					t.Logf("refused: %v", err)
@@ -227,23 +217,32 @@ func newKindWithPath(t *testing.T, kind string) (*Store, string) {
 	return newBoltStore(t, Options{})
 }
 
-// TestRestoreRefusesForeignDatabase: a whole bbolt file that is not a
-// store is refused clearly.
+// TestRestoreRefusesForeignDatabase: a whole, well-formed database stream
+// that does not hold a store is refused clearly.
 func TestRestoreRefusesForeignDatabase(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "other.db")
-	db, err := bolt.Open(path, 0o600, nil)
+	other, err := backend.OpenBolt(filepath.Join(t.TempDir(), "other.db"), testBoltOptions)
 	if err != nil {
 		t.Fatal(err)
 	}
-	db.Update(func(tx *bolt.Tx) error {
-		b, _ := tx.CreateBucket([]byte("key"))
-		return b.Put([]byte("x"), []byte("y"))
-	})
-	db.Close()
-	data, _ := os.ReadFile(path)
+	defer other.Close()
+	b := &backend.Batch{}
+	b.CreateBucket([]byte("key"))
+	b.Put([]byte("key"), []byte("x"), []byte("y"))
+	if err := other.Commit(b); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := other.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := tx.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	tx.Release()
 	s, _ := newBoltStore(t, Options{})
 	put(t, s, 1, "a", "1")
-	err = s.Restore(bytes.NewReader(data))
+	err = s.Restore(&buf)
 	if !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("foreign database: %v", err)
 	}
@@ -272,12 +271,11 @@ func TestRestoreSurvivesReopen(t *testing.T) {
 	}
 	defer re.Close()
 	sameStore(t, src, re)
-	_ = backend.ErrClosed
 }
 
 // TestRestoreEveryFlip flips one byte at a time across a snapshot: each
-// damaged stream is refused, or (bbolt: a byte in free space or in the
-// spare meta page) restores exactly the source state. Nothing panics.
+// damaged stream is refused (the trailer's checksum sees what structure
+// checks cannot: a byte of a value), and the state stays. Nothing panics.
 func TestRestoreEveryFlip(t *testing.T) {
 	for _, kind := range []string{"memory", "bolt"} {
 		t.Run(kind, func(t *testing.T) {
@@ -298,13 +296,7 @@ func TestRestoreEveryFlip(t *testing.T) {
 					}
 					continue
 				}
-				if kind == "memory" {
-					t.Fatalf("flip at %d restored", i)
-				}
-				sameStore(t, src, dst)
-				// Back to the state the next flip must keep.
-				dst = openKind(t, kind)
-				put(t, dst, 1, "mine", "x")
+				t.Fatalf("flip at %d of %d restored", i, len(good))
 			}
 			t.Logf("%d of %d flips refused", refused, (len(good)+stride-1)/stride)
 		})
