@@ -87,7 +87,9 @@ func TestOpenRefusesCorruptEntries(t *testing.T) {
 		want   string
 	}{
 		{"short revision key", func(b *backend.Batch) { b.Put(key, []byte("\x00\x00\x00\x00\x00\x00\x00\x09_"), kv("a", 9, 9, 1)) }, "00000000000000095f"},
-		{"bad separator", func(b *backend.Batch) { b.Put(key, []byte("\x00\x00\x00\x00\x00\x00\x00\x09-\x00\x00\x00\x00\x00\x00\x00\x00"), kv("a", 9, 9, 1)) }, "separator"},
+		{"bad separator", func(b *backend.Batch) {
+			b.Put(key, []byte("\x00\x00\x00\x00\x00\x00\x00\x09-\x00\x00\x00\x00\x00\x00\x00\x00"), kv("a", 9, 9, 1))
+		}, "separator"},
 		{"bad mark", func(b *backend.Batch) { b.Put(key, append(revKey(Revision{Main: 9}, false), 'x'), kv("a", 9, 9, 1)) }, "mark"},
 		{"not protobuf", func(b *backend.Batch) { b.Put(key, revKey(Revision{Main: 9}, false), []byte{0x0a, 0x7f}) }, "9.0"},
 		{"mod revision off", func(b *backend.Batch) { b.Put(key, revKey(Revision{Main: 9}, false), kv("z", 9, 8, 1)) }, `"z"`},
