@@ -201,3 +201,35 @@ func TestClusterStatusAndMetrics(t *testing.T) {
 		}
 	}
 }
+
+// A read at a revision: the current one is answered, any other refused
+// with the current revision named, for there is no history yet.
+func TestReadAtRevision(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	f := c.follower(c.leader())
+	mustStatus(t, do(t, http.MethodPut, c.url(f, "/v1/kv/r"), "1"), http.StatusOK)
+	var current uint64
+	eventually(t, "a read at the current revision", func() bool {
+		a := do(t, http.MethodGet, c.url(f, "/v1/kv/r"), "")
+		mustStatus(t, a, http.StatusOK)
+		var g kvjson.GetResponse
+		a.json(t, &g)
+		at := do(t, http.MethodGet, c.url(f, fmt.Sprintf("/v1/kv/r?revision=%d", g.Index)), "")
+		if at.status == http.StatusGone {
+			return false // the log moved on in between: look again
+		}
+		mustStatus(t, at, http.StatusOK)
+		current = g.Index
+		return true
+	})
+	a := do(t, http.MethodGet, c.url(f, "/v1/kv/r?revision=1"), "")
+	mustStatus(t, a, http.StatusGone)
+	if e := a.errorBody(t); e.Code != kvjson.CodeCompacted || e.Index < current {
+		t.Fatalf("410 body %+v", e)
+	}
+	a = do(t, http.MethodGet, c.url(f, fmt.Sprintf("/v1/kv/r?revision=%d&consistency=stale", current+1000)), "")
+	mustStatus(t, a, http.StatusBadRequest)
+	if e := a.errorBody(t); e.Code != kvjson.CodeFutureRevision {
+		t.Fatalf("400 body %+v", e)
+	}
+}

@@ -218,6 +218,8 @@ func FuzzKV(f *testing.F) {
 	f.Add("PUT", "k", "cas=0", []byte("v"), "Content-Type: text/plain")
 	f.Add("PUT", "k", "prev=v", []byte("w"), "")
 	f.Add("GET", "k", "consistency=stale", []byte(nil), "")
+	f.Add("GET", "k", "revision=1&consistency=follower", []byte(nil), "")
+	f.Add("GET", "k", "revision=-3", []byte(nil), "")
 	f.Add("GET", "k", "consistency=follower&redirect=false", []byte(nil), "X-Edictkv-Forwarded-By: 2")
 	f.Add("DELETE", "a%2Fb", "redirect", []byte(nil), "")
 	fx := newFuzzNode(f)
