@@ -1,6 +1,7 @@
 package log
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"sync"
@@ -16,6 +17,14 @@ import (
 // queue is unbounded so the loop goroutine never waits for it.
 type applier struct {
 	n *Node
+	// disk is the FSM if it keeps its own state (fsm.DiskFSM): its
+	// snapshots hold no copy of the state (syncSnapshot), and a member
+	// that needs one is sent a copy made for it (copyState). last is then
+	// always the entry at lastIndex (its position, from Recover or an
+	// install, if nothing was applied since).
+	disk fsm.DiskFSM
+	// synced is the highest index a snapshot of disk recorded this life.
+	synced uint64
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -34,13 +43,17 @@ type applyJob struct {
 	entries  []wire.Entry
 	snapshot chan error  // take a snapshot now
 	restore  *restoreJob // replace the state
+	// copyFor: a DiskFSM's copy of its state for a peer (copyState).
+	copyFor func(wire.SnapshotMeta, error)
 }
 
 type restoreJob struct {
 	open  func() (io.ReadCloser, error)
 	index uint64
-	stamp edict.Stamp
-	after func(error)
+	// reign and stamp are the snapshot's (its metadata's Reign, the stamp
+	// of the entry at index).
+	reign, stamp edict.Stamp
+	after        func(error)
 }
 
 type applied struct {
@@ -51,8 +64,15 @@ type applied struct {
 	restored bool
 }
 
-func newApplier(n *Node, index uint64) *applier {
+// newApplier returns the applier of a state machine that holds the
+// entries up to at (Recovery.AppliedEntry), the newest snapshot being at
+// snap.
+func newApplier(n *Node, at wire.Entry, snap uint64) *applier {
+	index := at.Index
 	a := &applier{n: n, lastIndex: index, done: make(chan struct{})}
+	if d, ok := n.cfg.FSM.(fsm.DiskFSM); ok {
+		a.disk, a.last, a.synced = d, at, snap
+	}
 	a.cond = sync.NewCond(&a.mu)
 	// The reign-start edict of the reign the snapshot ended in is at or
 	// below its index, and every later reign starts above it: the
@@ -70,6 +90,9 @@ func (a *applier) enqueue(j applyJob) {
 		}
 		if j.restore != nil {
 			j.restore.after(ErrShutdown)
+		}
+		if j.copyFor != nil {
+			go j.copyFor(wire.SnapshotMeta{}, ErrShutdown) // it reports to the loop, which may be the caller
 		}
 		return
 	}
@@ -106,6 +129,8 @@ func (a *applier) run() {
 				a.restore(j.restore)
 			case j.snapshot != nil:
 				j.snapshot <- a.takeSnapshot(true)
+			case j.copyFor != nil:
+				a.copyState(j.copyFor)
 			default:
 				a.apply(j.entries)
 			}
@@ -166,6 +191,9 @@ func (a *applier) report(out applied) {
 // out on another goroutine, so applies go on meanwhile; the log is
 // compacted once it is durable. With wait it returns when it is.
 func (a *applier) takeSnapshot(wait bool) error {
+	if a.disk != nil {
+		return a.syncSnapshot(wait)
+	}
 	if a.lastIndex == 0 || a.last.Index != a.lastIndex {
 		return nil // nothing applied since the start or a restore
 	}
@@ -201,21 +229,150 @@ func (a *applier) takeSnapshot(wait bool) error {
 }
 
 func persistSnapshot(store SnapshotStore, meta wire.SnapshotMeta, s fsm.Snapshot) error {
+	_, err := persistSnapshotMeta(store, meta, s)
+	return err
+}
+
+// persistSnapshotMeta writes s into store as a snapshot with meta and
+// returns the stored snapshot's metadata (its ID and size).
+func persistSnapshotMeta(store SnapshotStore, meta wire.SnapshotMeta, s fsm.Snapshot) (wire.SnapshotMeta, error) {
 	if len(meta.Config.Members) == 0 {
-		return fmt.Errorf("log: snapshot at %d: no membership known yet", meta.Index)
+		return meta, fmt.Errorf("log: snapshot at %d: no membership known yet", meta.Index)
 	}
 	sink, err := store.Create(meta)
 	if err != nil {
-		return fmt.Errorf("log: create snapshot at %d: %w", meta.Index, err)
+		return meta, fmt.Errorf("log: create snapshot at %d: %w", meta.Index, err)
 	}
-	if err := s.Persist(sink); err != nil {
+	w := &countingWriter{w: sink}
+	if err := s.Persist(w); err != nil {
 		_ = sink.Cancel()
-		return fmt.Errorf("log: write snapshot at %d: %w", meta.Index, err)
+		return meta, fmt.Errorf("log: write snapshot at %d: %w", meta.Index, err)
 	}
 	if err := sink.Close(); err != nil {
-		return fmt.Errorf("log: finish snapshot at %d: %w", meta.Index, err)
+		return meta, fmt.Errorf("log: finish snapshot at %d: %w", meta.Index, err)
 	}
+	meta.ID, meta.Size = sink.ID(), w.n
+	return meta, nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// syncSnapshot is takeSnapshot for a state machine that keeps its own
+// state: it syncs the state machine here (Applies wait for its store's
+// fsync), then, on another goroutine, records a snapshot that holds no
+// copy of the state at the index the sync made durable, and compacts the
+// log behind it. The log is never compacted past that index: a crash
+// leaves every entry after it in the log. With wait it returns when the
+// snapshot is recorded.
+func (a *applier) syncSnapshot(wait bool) error {
+	if a.lastIndex == 0 {
+		return nil
+	}
+	a.sinceSnap = 0
+	d, err := SyncState(a.disk, a.lastIndex)
+	if err != nil {
+		return err
+	}
+	if d <= a.synced {
+		return nil // nothing new is durable since the last one
+	}
+	st := a.n.Status()
+	if st.EpochHeard {
+		return nil // as in takeSnapshot
+	}
+	at := a.last
+	cfg := wire.EpochConfig{Epoch: st.Epoch, Members: st.Members, Learners: st.Learners}
+	errc := make(chan error, 1)
+	go func() {
+		err := a.n.recordSynced(d, at, cfg)
+		errc <- err
+		if err != nil {
+			a.n.log.Error("snapshot", "index", d, "err", err)
+		}
+	}()
+	a.synced = d
+	if !wait {
+		return nil
+	}
+	return <-errc
+}
+
+// recordSynced records a snapshot with no copy of the state at index d,
+// which the state machine has made durable, and compacts the log behind
+// it. at is the entry last applied, which is d's unless the state
+// machine's Sync reported less than everything applied: the position of
+// d is then the log's.
+func (n *Node) recordSynced(d uint64, at wire.Entry, cfg wire.EpochConfig) error {
+	if at.Index != d {
+		found := false
+		if err := n.do(context.Background(), func() {
+			if e := n.core.log.entry(d); e != nil {
+				at, found = wire.Entry{Index: e.Index, Reign: e.Reign, Stamp: e.Stamp}, true
+			}
+		}); err != nil {
+			return err
+		}
+		if !found {
+			return nil // compacted or replaced by an install meanwhile: nothing to record
+		}
+	}
+	meta := wire.SnapshotMeta{Index: d, Reign: at.Reign, Stamp: at.Stamp, Config: cfg}
+	if _, err := SaveMetaOnlySnapshot(n.cfg.Snapshots, meta); err != nil {
+		return err
+	}
+	n.compactAfterSnapshot(d)
 	return nil
+}
+
+// copyState makes a copy of a DiskFSM's state in the snapshot store for
+// a peer that needs a snapshot when the newest one holds no copy: the
+// state machine is synced first — the copy becomes the newest snapshot,
+// and a restart whose state machine is durable at or past it restores
+// nothing — then captured here and written out on another goroutine.
+// done is given the stored copy's metadata, or the error.
+func (a *applier) copyState(done func(wire.SnapshotMeta, error)) {
+	fail := func(err error) { go done(wire.SnapshotMeta{}, err) }
+	if a.lastIndex == 0 || a.last.Index != a.lastIndex {
+		fail(fmt.Errorf("log: no state to copy (applied %d)", a.lastIndex))
+		return
+	}
+	// A state machine whose Sync reports less than it applied leaves the
+	// copy ahead of its store: a restart then restores the copy, which
+	// is correct, only slower.
+	d, err := a.disk.Sync()
+	if err != nil {
+		fail(fmt.Errorf("log: sync the state machine: %w", err))
+		return
+	}
+	if d > a.lastIndex {
+		fail(fmt.Errorf("log: the state machine's Sync reports index %d durable, but only %d was applied", d, a.lastIndex))
+		return
+	}
+	st := a.n.Status()
+	if st.EpochHeard {
+		fail(fmt.Errorf("log: no copy of the state while epoch %d is known only from news", st.Epoch))
+		return
+	}
+	s, err := a.disk.Snapshot()
+	if err != nil {
+		fail(fmt.Errorf("log: fsm snapshot: %w", err))
+		return
+	}
+	meta := wire.SnapshotMeta{Index: a.last.Index, Reign: a.last.Reign, Stamp: a.last.Stamp,
+		Config: wire.EpochConfig{Epoch: st.Epoch, Members: st.Members, Learners: st.Learners}}
+	go func() {
+		defer s.Release()
+		done(persistSnapshotMeta(a.n.cfg.Snapshots, meta, s))
+	}()
 }
 
 // restore replaces the state machine with a snapshot the Core installed.
@@ -233,9 +390,19 @@ func (a *applier) restore(j *restoreJob) {
 			err = a.n.cfg.FSM.Restore(rc)
 			rc.Close()
 		}
+		if err == nil && a.disk != nil {
+			var d uint64
+			if d, err = a.disk.DurableIndex(); err == nil && d != j.index {
+				err = fmt.Errorf("the state machine restored a snapshot of index %d reports index %d durable", j.index, d)
+			}
+		}
 	}
 	if err == nil {
 		a.lastIndex, a.last, a.sinceSnap = j.index, wire.Entry{}, 0
+		if a.disk != nil {
+			a.last = wire.Entry{Index: j.index, Reign: j.reign, Stamp: j.stamp}
+			a.synced = max(a.synced, j.index) // the installed snapshot holds it
+		}
 		if j.index > a.reignIndex.Load() {
 			a.reignIndex.Store(j.index)
 		}

@@ -63,6 +63,11 @@ type State struct {
 	// state machine has been restored to; Entries follow it.
 	Snapshot wire.Position
 	Entries  []wire.Entry
+	// Applied, if above Snapshot's index, is where a state machine that
+	// keeps its own state (fsm.DiskFSM) is durable: one of Entries, all
+	// of which up to it it applied, so they are committed. The Core hands
+	// out only the entries after it (RecoverDiskFSM).
+	Applied uint64
 	// SnapshotConfig is the epoch configuration the newest snapshot
 	// records. A snapshot installed from a leader may span stop edicts
 	// this process never saw; if it crashed after publishing the
@@ -166,7 +171,14 @@ func NewCore(cfg CoreConfig, st State, now edict.Time) (*Core, error) {
 		}
 	}
 	c.log.entries = slices.Clone(st.Entries)
-	c.commit, c.handed, c.applied = st.Snapshot.Index, st.Snapshot.Index, st.Snapshot.Index
+	if st.Applied > c.log.lastIndex() {
+		return nil, fmt.Errorf("log: the state machine applied up to %d, beyond the restored log's last entry %d", st.Applied, c.log.lastIndex())
+	}
+	applied := max(st.Snapshot.Index, st.Applied)
+	c.commit, c.handed, c.applied = applied, applied, applied
+	// The configuration entries up to applied are carried out again on
+	// the first step, as they would be once a leader's commit index
+	// reached them.
 	c.configDone = st.Snapshot.Index
 	c.persisted, c.stored = c.log.lastIndex(), c.log.lastIndex()
 	ec := cfg.Elect

@@ -66,6 +66,11 @@ const (
 	// between a snapshot's publication and the log's reset completes the
 	// install (Recover).
 	RuleRecoverInstall = "recover-install"
+	// RuleCompactBehindDurable: the log is compacted only behind what a
+	// state machine that keeps its own state (fsm.DiskFSM) has made
+	// durable: a snapshot of one records the index its Sync returned
+	// (SyncState).
+	RuleCompactBehindDurable = "compact-behind-durable"
 )
 
 // MutationRules lists the rules above in the order of docs/protocol.md.
@@ -74,5 +79,5 @@ var mutationRules = []string{
 	RuleQuarantineAppends, RuleAcceptedReignMonotone, RuleNoTruncateCommitted,
 	RuleReignStartBeforeReads, RuleFsyncBeforeAck, RuleFollowerReadIndex, RuleIncarnationBump,
 	RuleLearnCommittedOnly, RuleHeardLearns, RuleMessagesWaitForRecords, RuleGrantsReportDurable,
-	RuleResetLowersDurable, RuleLeaderCountsDurable, RuleRecoverInstall,
+	RuleResetLowersDurable, RuleLeaderCountsDurable, RuleRecoverInstall, RuleCompactBehindDurable,
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
+	"github.com/edictlog/edictlog/fsm"
 	"github.com/edictlog/edictlog/wire"
 )
 
@@ -113,6 +114,9 @@ type Node struct {
 	// durable are waitDurable's callers, each waiting for a Ready's batch
 	// (and every earlier one) to be written. Loop only.
 	durable []durableWaiter
+	// copyFor are the peers waiting for the copy of an fsm.DiskFSM's
+	// state being made for them (sendSnapshot). Loop only.
+	copyFor []edict.ProcessID
 	// observers are Observe's subscribers; obsStopped, once set, is the
 	// Stopped event, and nothing is sent after it.
 	obsMu      sync.RWMutex
@@ -130,13 +134,21 @@ type Node struct {
 }
 
 // Start opens a Node: it bumps the incarnation, restores the newest
-// snapshot into the FSM, loads the log, and starts the runtime.
+// snapshot into the FSM (for an fsm.DiskFSM, only if its own store is
+// behind the snapshot: RecoverDiskFSM), loads the log, and starts the
+// runtime.
 func Start(cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	cfg.setDefaults()
-	rec, err := Recover(cfg.ID, cfg.Store, cfg.Snapshots, cfg.FSM.Restore, cfg.Peers, cfg.Join)
+	var rec Recovery
+	var err error
+	if d, ok := cfg.FSM.(fsm.DiskFSM); ok {
+		rec, err = RecoverDiskFSM(cfg.ID, cfg.Store, cfg.Snapshots, d, cfg.Peers, cfg.Join)
+	} else {
+		rec, err = Recover(cfg.ID, cfg.Store, cfg.Snapshots, cfg.FSM.Restore, cfg.Peers, cfg.Join)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -193,12 +205,12 @@ func Start(cfg Config) (*Node, error) {
 		n.peers = map[edict.ProcessID]string{}
 	}
 	n.d = NewDriver(core, clock, nodeEnv{n}, snapIdx)
-	n.applier = newApplier(n, snapIdx)
+	n.applier = newApplier(n, rec.AppliedEntry, st.Snapshot.Index)
 	n.persister = newPersister(n)
 	// Status is right from the start, not only after the loop's first
 	// event. The core is read here before the loop owns it.
 	n.publishStatus(n.d.Now())
-	n.log.Info("node started", "incarnation", inc, "snapshot", snapIdx, "last", core.log.lastIndex(), "epoch", core.el.ActiveEpoch())
+	n.log.Info("node started", "incarnation", inc, "snapshot", st.Snapshot.Index, "applied", snapIdx, "last", core.log.lastIndex(), "epoch", core.el.ActiveEpoch())
 	go n.applier.run()
 	go n.persister.run()
 	go n.run()
@@ -512,7 +524,8 @@ func (n *Node) Status() Status {
 // entry committed before it, so two reigns never share one; it never
 // decreases at one process. After a restart
 // from a snapshot whose reign started before the snapshot, it reports the
-// snapshot's index until the next reign-start edict is applied.
+// snapshot's index until the next reign-start edict is applied (for an
+// fsm.DiskFSM, the index its store was durable at, if that is higher).
 func (n *Node) ReignIndex() uint64 { return n.applier.reignIndex.Load() }
 
 // Shutdown releases the lease and hands leadership to the most up-to-date

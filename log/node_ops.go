@@ -205,7 +205,9 @@ func (n *Node) ForceRecovery(ctx context.Context, survivors []edict.ProcessID) (
 }
 
 // Snapshot takes a snapshot of the state machine now and compacts the log
-// behind it.
+// behind it. For an fsm.DiskFSM it syncs the state machine and records a
+// snapshot that holds no copy of the state at the index the sync made
+// durable.
 func (n *Node) Snapshot(ctx context.Context) error {
 	done := make(chan error, 1)
 	n.applier.enqueue(applyJob{snapshot: done})

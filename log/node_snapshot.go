@@ -30,7 +30,11 @@ func (n *Node) compactAfterSnapshot(index uint64) {
 }
 
 // sendSnapshot streams the newest snapshot to a follower that lacks
-// compacted entries, without holding it in memory.
+// compacted entries, without holding it in memory. If that snapshot holds
+// no copy of the state (the state machine keeps its own, fsm.DiskFSM), the
+// applier first makes one in the snapshot store (applier.copyState), and
+// that is streamed: a store written whole and then read is what keeps the
+// stream's size known up front, and its digest checked, as for any other.
 func (n *Node) sendSnapshot(peer edict.ProcessID) {
 	fail := func(err error) {
 		n.log.Warn("snapshot to follower", "peer", uint64(peer), "err", err)
@@ -42,9 +46,45 @@ func (n *Node) sendSnapshot(peer edict.ProcessID) {
 		return
 	}
 	m := metas[0]
+	metaOnly, err := IsMetaOnlySnapshot(n.cfg.Snapshots, m)
+	switch {
+	case err != nil:
+		fail(err)
+		return
+	case metaOnly && n.applier.disk == nil:
+		fail(fmt.Errorf("snapshot %s holds no copy of the state, and the state machine keeps none", m.ID))
+		return
+	case metaOnly:
+		// One copy serves every peer that asks while it is being made.
+		n.copyFor = append(n.copyFor, peer)
+		if len(n.copyFor) > 1 {
+			return
+		}
+		n.applier.enqueue(applyJob{copyFor: func(c wire.SnapshotMeta, err error) {
+			_ = n.do(context.Background(), func() {
+				peers := n.copyFor
+				n.copyFor = nil
+				for _, p := range peers {
+					if err != nil {
+						n.log.Warn("snapshot to follower", "peer", uint64(p), "err", err)
+						n.d.SnapshotSent(p, 0, fmt.Errorf("copy the state machine's state: %w", err))
+						continue
+					}
+					n.sendStored(p, c)
+				}
+			})
+		}})
+		return
+	}
+	n.sendStored(peer, m)
+}
+
+// sendStored streams the stored snapshot m to peer.
+func (n *Node) sendStored(peer edict.ProcessID, m wire.SnapshotMeta) {
 	tm, ok := n.core.SnapshotMeta(wire.Position{Index: m.Index, Stamp: m.Stamp}, m.Size)
 	if !ok {
-		fail(ErrNotLeader)
+		n.log.Warn("snapshot to follower", "peer", uint64(peer), "err", ErrNotLeader)
+		n.d.SnapshotSent(peer, 0, ErrNotLeader)
 		return
 	}
 	tm.Addrs = n.snapshotAddrs(tm.Members, tm.Learners)
@@ -170,7 +210,7 @@ func (n *Node) installSnapshot(in *wire.IncomingSnapshot, tm wire.SnapshotHeader
 			_, rc, err := n.cfg.Snapshots.Open(id)
 			return rc, err
 		},
-		index: tm.LastIndex, stamp: tm.LastStamp,
+		index: tm.LastIndex, reign: tm.Reign, stamp: tm.LastStamp,
 		after: func(err error) {
 			if err != nil {
 				// The Core has moved to the snapshot; a state machine that

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/fsm"
 	"github.com/edictlog/edictlog/wire"
 )
 
@@ -23,9 +24,17 @@ type Recovery struct {
 	Peers map[edict.ProcessID]string
 	// Incarnation is this life's, already stored.
 	Incarnation uint64
-	// Applied is the index of the snapshot the state machine was restored
-	// to (0 without one).
+	// Applied is the index of the last entry the state machine holds: the
+	// snapshot it was restored to (0 without one) or, for one that keeps
+	// its own state (RecoverDiskFSM), the index its store is durable at,
+	// if that is no lower. State.Applied is the same. The log hands it
+	// the entries after it only.
 	Applied uint64
+	// AppliedEntry is the position of the entry at Applied (its Index,
+	// Reign and Stamp; no Data), for the metadata of a snapshot taken
+	// before the next entry is applied: from the snapshot, or from the
+	// log. Zero when Applied is.
+	AppliedEntry wire.Entry
 }
 
 // Recover prepares a start from the stores, in the order safety needs.
@@ -41,6 +50,34 @@ type Recovery struct {
 // the simulator both start this way.
 func Recover(id edict.ProcessID, store Store, snaps SnapshotStore, restore func(io.Reader) error,
 	peers map[edict.ProcessID]string, join bool) (Recovery, error) {
+	return recoverWith(id, store, snaps, stateMachine{restore: restore}, peers, join)
+}
+
+// RecoverDiskFSM is Recover for a state machine that keeps its own state
+// (fsm.DiskFSM): its durable index d is read first, and the newest
+// snapshot is restored into it only if d is below the snapshot's index —
+// which is then one that holds a copy of the state: installed from a
+// leader, or one this process copied for a peer. Otherwise nothing is
+// restored, and the Core starts at d (State.Applied): the entries up to d
+// were applied, so they are committed, and only those after it are handed
+// to the state machine. A d the log's store cannot account for — beyond
+// its last entry, or above a snapshot the log must reset to — is an error
+// naming both: it is impossible unless one of the stores lost what it
+// had made durable.
+func RecoverDiskFSM(id edict.ProcessID, store Store, snaps SnapshotStore, f fsm.DiskFSM,
+	peers map[edict.ProcessID]string, join bool) (Recovery, error) {
+	return recoverWith(id, store, snaps, stateMachine{restore: f.Restore, disk: f}, peers, join)
+}
+
+// stateMachine is how Recover brings the state machine up: restore for
+// either kind, and disk for one that keeps its own state.
+type stateMachine struct {
+	restore func(io.Reader) error
+	disk    fsm.DiskFSM
+}
+
+func recoverWith(id edict.ProcessID, store Store, snaps SnapshotStore, sm stateMachine,
+	peers map[edict.ProcessID]string, join bool) (Recovery, error) {
 	inc, err := store.BumpIncarnation()
 	if err != nil {
 		return Recovery{}, fmt.Errorf("log: bump incarnation: %w", err)
@@ -52,7 +89,7 @@ func Recover(id edict.ProcessID, store Store, snaps SnapshotStore, restore func(
 	if err != nil {
 		return Recovery{}, err
 	}
-	applied, snapAddrs, err := restoreSnapshot(store, snaps, restore, &st)
+	applied, snapAddrs, err := restoreSnapshot(store, snaps, sm, &st)
 	if err != nil {
 		return Recovery{}, err
 	}
@@ -66,7 +103,7 @@ func Recover(id edict.ProcessID, store Store, snaps SnapshotStore, restore func(
 			known[p] = addr
 		}
 	}
-	return Recovery{State: st, Peers: known, Incarnation: inc, Applied: applied}, nil
+	return Recovery{State: st, Peers: known, Incarnation: inc, Applied: applied.Index, AppliedEntry: applied}, nil
 }
 
 // loadState reads what the stores remember, bootstrapping on a first
@@ -156,46 +193,64 @@ func loadState(id edict.ProcessID, s Store, bootstrap map[edict.ProcessID]string
 	return st, peers, nil
 }
 
-// restoreSnapshot restores the newest snapshot into the FSM and loads the
-// log entries after it. A damaged snapshot is an error naming it, never a
-// silent start from an older state. A snapshot installed from a leader
-// whose records a crash kept from the store is completed here (the log
-// reset, the accepted reign) and in NewCore (its epoch configuration).
-// It returns the snapshot's index and the addresses it carries.
-func restoreSnapshot(store LogStore, snaps SnapshotStore, restore func(io.Reader) error, st *State) (uint64, map[edict.ProcessID]string, error) {
+// restoreSnapshot restores the newest snapshot into the FSM (for a
+// DiskFSM, only if its durable index is below the snapshot's) and loads
+// the log entries after it. A damaged snapshot is an error naming it,
+// never a silent start from an older state. A snapshot installed from a
+// leader whose records a crash kept from the store is completed here (the
+// log reset, the accepted reign) and in NewCore (its epoch configuration).
+// It returns the position of the entry the state machine holds last and
+// the addresses the snapshot carries.
+func restoreSnapshot(store LogStore, snaps SnapshotStore, sm stateMachine, st *State) (wire.Entry, map[edict.ProcessID]string, error) {
+	var durable uint64
+	if sm.disk != nil {
+		d, err := sm.disk.DurableIndex()
+		if err != nil {
+			return wire.Entry{}, nil, fmt.Errorf("log: the state machine's durable index: %w", err)
+		}
+		durable = d
+	}
 	metas, err := snaps.List()
 	if err != nil {
-		return 0, nil, fmt.Errorf("log: list snapshots: %w", err)
+		return wire.Entry{}, nil, fmt.Errorf("log: list snapshots: %w", err)
 	}
 	var m wire.SnapshotMeta
 	if len(metas) > 0 {
 		m = metas[0]
-		_, rc, err := snaps.Open(m.ID)
+		metaOnly, err := IsMetaOnlySnapshot(snaps, m)
 		if err != nil {
-			return 0, nil, fmt.Errorf("log: open snapshot %s: %w", m.ID, err)
+			return wire.Entry{}, nil, err
 		}
-		err = restore(rc)
-		rc.Close()
-		if err != nil {
-			return 0, nil, fmt.Errorf("log: restore snapshot %s (index %d): %w", m.ID, m.Index, err)
+		switch {
+		case sm.disk == nil && metaOnly:
+			return wire.Entry{}, nil, fmt.Errorf("log: snapshot %s (index %d) holds no copy of the state: it was recorded for a state machine that keeps its own (fsm.DiskFSM), and this one does not", m.ID, m.Index)
+		case sm.disk != nil && durable >= m.Index:
+			// The state machine holds the snapshot's state or a later one.
+		case metaOnly:
+			return wire.Entry{}, nil, fmt.Errorf("log: the state machine's store is durable up to index %d, but the newest snapshot %s was recorded at %d as durable there and holds no copy of the state: the state machine's store lost what it had made durable", durable, m.ID, m.Index)
+		default:
+			if err := restoreFrom(snaps, m, sm); err != nil {
+				return wire.Entry{}, nil, err
+			}
+			durable = m.Index
 		}
 		st.Snapshot = wire.Position{Index: m.Index, Stamp: m.Stamp}
 		st.SnapshotConfig = m.Config
 	}
 	first, err := store.FirstIndex()
 	if err != nil {
-		return 0, nil, err
+		return wire.Entry{}, nil, err
 	}
 	last, err := store.LastIndex()
 	if err != nil {
-		return 0, nil, err
+		return wire.Entry{}, nil, err
 	}
 	snap := st.Snapshot.Index
 	reset := last < snap
 	if !reset && snap > 0 && first <= snap && !mutated(RuleRecoverInstall) {
 		pre, err := store.Entries(snap, snap+1, 0)
 		if err != nil {
-			return 0, nil, fmt.Errorf("log: load entry %d: %w", snap, err)
+			return wire.Entry{}, nil, fmt.Errorf("log: load entry %d: %w", snap, err)
 		}
 		reset = len(pre) == 1 && !pre[0].Stamp.Equal(st.Snapshot.Stamp)
 	}
@@ -216,30 +271,72 @@ func restoreSnapshot(store LogStore, snaps SnapshotStore, restore func(io.Reader
 		if cmp, err := m.Reign.Compare(st.AcceptedReign); err == nil && cmp > 0 {
 			enc, err := wire.EncodeStamp(m.Reign)
 			if err != nil {
-				return 0, nil, fmt.Errorf("log: snapshot %s: reign: %w", m.ID, err)
+				return wire.Entry{}, nil, fmt.Errorf("log: snapshot %s: reign: %w", m.ID, err)
 			}
 			b.Stable = map[string][]byte{wire.KeyAcceptedReign: enc}
 			st.AcceptedReign = m.Reign
 		}
 		if err := store.StoreBatch(b); err != nil {
-			return 0, nil, fmt.Errorf("log: reset the log to snapshot %d: %w", snap, err)
+			return wire.Entry{}, nil, fmt.Errorf("log: reset the log to snapshot %d: %w", snap, err)
 		}
 	case first > snap+1 && last >= first:
-		return 0, nil, fmt.Errorf("log: the log store starts at index %d but the newest snapshot ends at %d: entries %d..%d are missing", first, snap, snap+1, first-1)
+		return wire.Entry{}, nil, fmt.Errorf("log: the log store starts at index %d but the newest snapshot ends at %d: entries %d..%d are missing", first, snap, snap+1, first-1)
 	case last > snap:
 		es, err := store.Entries(max(first, snap+1), last+1, 0)
 		if err != nil {
-			return 0, nil, fmt.Errorf("log: load entries: %w", err)
+			return wire.Entry{}, nil, fmt.Errorf("log: load entries: %w", err)
 		}
 		st.Entries = es
 		if snap == 0 && first > 1 {
-			return 0, nil, fmt.Errorf("log: the log store starts at index %d with no snapshot", first)
+			return wire.Entry{}, nil, fmt.Errorf("log: the log store starts at index %d with no snapshot", first)
 		}
 		if snap > 0 && first <= snap && mutated(RuleRecoverInstall) {
 			if pre, err := store.Entries(snap, snap+1, 0); err == nil && len(pre) == 1 && !pre[0].Stamp.Equal(st.Snapshot.Stamp) {
-				return 0, nil, fmt.Errorf("log: entry %d in the store does not match the snapshot's stamp", snap)
+				return wire.Entry{}, nil, fmt.Errorf("log: entry %d in the store does not match the snapshot's stamp", snap)
 			}
 		}
 	}
-	return snap, m.Addrs, nil
+	at := wire.Entry{Index: snap, Reign: m.Reign, Stamp: m.Stamp}
+	if durable > snap {
+		// A state machine that keeps its own state, ahead of the
+		// snapshot: it applied those entries from this log, which holds
+		// them durably, and nothing but a reset (to an installed
+		// snapshot ahead of everything applied) removes them.
+		if reset || durable > last {
+			end := last
+			if reset {
+				end = snap
+			}
+			return wire.Entry{}, nil, fmt.Errorf("log: the state machine's store is durable up to index %d, but the log ends at %d: one of the stores lost what it had made durable", durable, end)
+		}
+		e := st.Entries[durable-snap-1]
+		at = wire.Entry{Index: e.Index, Reign: e.Reign, Stamp: e.Stamp}
+		st.Applied = durable
+	}
+	return at, m.Addrs, nil
+}
+
+// restoreFrom restores snapshot m into the state machine; a DiskFSM must
+// then report the snapshot's index as durable.
+func restoreFrom(snaps SnapshotStore, m wire.SnapshotMeta, sm stateMachine) error {
+	_, rc, err := snaps.Open(m.ID)
+	if err != nil {
+		return fmt.Errorf("log: open snapshot %s: %w", m.ID, err)
+	}
+	err = sm.restore(rc)
+	rc.Close()
+	if err != nil {
+		return fmt.Errorf("log: restore snapshot %s (index %d): %w", m.ID, m.Index, err)
+	}
+	if sm.disk == nil {
+		return nil
+	}
+	d, err := sm.disk.DurableIndex()
+	if err != nil {
+		return fmt.Errorf("log: the state machine's durable index after restoring snapshot %s: %w", m.ID, err)
+	}
+	if d != m.Index {
+		return fmt.Errorf("log: the state machine restored snapshot %s of index %d reports index %d durable: the snapshot's data does not carry its index", m.ID, m.Index, d)
+	}
+	return nil
 }
