@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 )
 
 // binary is the edictkv built once, with -tags jepsen, for every test.
@@ -98,9 +100,7 @@ func get(n *Node, key string) string {
 		return ""
 	}
 	defer resp.Body.Close()
-	var g struct {
-		Value *string `json:"value"`
-	}
+	var g kvjson.GetResponse
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&g) != nil || g.Value == nil {
 		return ""
 	}

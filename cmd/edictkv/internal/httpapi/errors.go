@@ -48,6 +48,8 @@ func (s *Server) errorOf(what string, err error) *apiError {
 	case errors.Is(err, kvservice.ErrLeaderChanged):
 		return errorf(http.StatusServiceUnavailable, kvjson.CodeNotCommitted,
 			fmt.Sprintf("%s: not committed: the leader lost its lease and a new reign's edict took the write's place; it had no effect, retry it", what))
+	case errors.Is(err, kvservice.ErrNoLeader):
+		return errorf(http.StatusServiceUnavailable, kvjson.CodeNoLeader, fmt.Sprintf("%s: %v; retry", what, err))
 	case errors.Is(err, kvservice.ErrStopped):
 		return errorf(http.StatusServiceUnavailable, kvjson.CodeShuttingDown, fmt.Sprintf("%s: process %d is shutting down", what, s.cfg.ID))
 	case errors.Is(err, kvservice.ErrKeyTooLarge):

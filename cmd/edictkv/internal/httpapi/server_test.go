@@ -304,6 +304,7 @@ func TestErrorOf(t *testing.T) {
 		{fmt.Errorf("write: %w", kvservice.ErrTimeout), 504, kvjson.CodeOutcomeUnknown, 0},
 		{kvservice.ErrLeaderChanged, 503, kvjson.CodeNotCommitted, 0},
 		{kvservice.ErrStopped, 503, kvjson.CodeShuttingDown, 0},
+		{kvservice.ErrNoLeader, 503, kvjson.CodeNoLeader, 0},
 		{fmt.Errorf("%w: key of 2000 bytes", kvservice.ErrKeyTooLarge), 414, kvjson.CodeKeyTooLarge, 0},
 		{kvservice.ErrValueTooLarge, 413, kvjson.CodeValueTooLarge, 0},
 		{kvservice.ErrRequestTooLarge, 413, kvjson.CodeValueTooLarge, 0},

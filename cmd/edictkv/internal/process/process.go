@@ -37,7 +37,7 @@ import (
 // Peer is one process's addresses: RaftAddr for the log's transport,
 // HTTPAddr for the API (where requests are forwarded to it), and GRPCAddr
 // for the etcd API if it serves it and the address is known at start
-// (every process also publishes its own in the replicated registry).
+// (every process also records its own in the member directory).
 type Peer struct {
 	RaftAddr string
 	HTTPAddr string
@@ -132,7 +132,7 @@ type Process struct {
 	// Set by Start when the etcd API is on.
 	etcd      *etcdapi.Server
 	grpc      *grpc.Server
-	published chan struct{} // closed once the addresses are in the registry
+	published chan struct{} // closed once the addresses are in the member directory
 	stopPub   chan struct{}
 
 	// Set by Start when gossip is on: the detector, and the goroutine

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,9 +29,12 @@ import (
 // The HTTP forwarder marks the call, relays the leader's answer, and
 // tells a call worth another look from one whose outcome is unknown.
 func TestHTTPForwarder(t *testing.T) {
+	var mu sync.Mutex
 	var marked []string
 	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
 		marked = append(marked, r.Header.Get(kvjson.HeaderForwardedBy))
+		mu.Unlock()
 		body, _ := io.ReadAll(r.Body)
 		switch string(body) {
 		case "misdirected":
@@ -92,6 +96,9 @@ func TestHTTPForwarder(t *testing.T) {
 			c.check(t, w, f.Forward(w, r, 1, c.addr, []byte(c.body), c.write))
 		})
 	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, marked)
 	for _, m := range marked {
 		assert.Equal(t, "2", m, "marked as forwarded by process 2")
 	}
