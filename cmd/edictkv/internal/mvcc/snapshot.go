@@ -52,9 +52,9 @@ func (sn *Snapshot) Rev() int64 { return sn.rev }
 // Size is the number of bytes WriteTo writes.
 func (sn *Snapshot) Size() int64 { return sn.tx.Size() }
 
-// WriteTo streams the captured state in the backend's own form (a bbolt
-// file for Bolt), which Restore on a store with the same kind of backend
-// reads.
+// WriteTo streams the captured state in the backend's own form (for Bolt,
+// the bbolt file followed by a trailer holding its length and CRC-32C),
+// which Restore on a store with the same kind of backend reads.
 func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	n, err := sn.tx.WriteTo(w)
 	if err != nil {
