@@ -82,7 +82,9 @@ func RunLogCrashingAt(sc LogScenario, seed uint64, cp CrashPoint, down time.Dura
 // boundary of: three processes, a few clients, a disk that takes some
 // milliseconds (so that writes are pending when messages leave), and one
 // story each: a member replaced (epochs, wedges, a learner's snapshot), a
-// snapshot installed on a follower that fell behind, leadership moved.
+// snapshot installed on a follower that fell behind, leadership moved;
+// and the install stories again with a state machine that keeps its own
+// state (DiskState).
 // One of the three disks is slow (but in the reset story, whose
 // snapshots come every two entries and keep no trailing entries, so that
 // the cut-off leader's log reaches past the snapshot it is sent: there a
@@ -101,6 +103,14 @@ func CrashPointScenarios() []LogScenario {
 			Fsync: 4 * time.Millisecond},
 		{Scenario: withTransfers(base("crash-leader-change")), Clients: 4,
 			Fsync: 4 * time.Millisecond, SlowDisks: 1, SlowFsync: 40 * time.Millisecond},
+		// The install and reset stories with a state machine that keeps
+		// its own state: crashes between its syncs and the log's writes,
+		// between a copy made for a peer and its stream, between an
+		// installed snapshot's restore and the log's reset.
+		{Scenario: base("crash-disk-state-install"), Clients: 4, Snapshots: true, CutOff: 1200 * time.Millisecond, DiskState: true,
+			Fsync: 4 * time.Millisecond, SlowDisks: 1, SlowFsync: 40 * time.Millisecond},
+		{Scenario: short(base("crash-disk-state-reset")), Clients: 6, Snapshots: true, SnapshotEvery: 2, TrailingEntries: -1, CutOff: 1200 * time.Millisecond, CutLeader: true,
+			DiskState: true, Fsync: 4 * time.Millisecond},
 	}
 }
 

@@ -31,7 +31,11 @@
 // The log runs (RunLog) run log.Node's own runtime: each process starts
 // with log.Recover from storage's in-memory stores, which outlive its
 // crashes, and its Core is driven by a log.Driver whose Env is the
-// simulated network, stores and KV state machine (logproc.go). After
+// simulated network, stores and state machine (logproc.go): kvfsm's KV,
+// or any StateMachine a scenario brings (LogScenario.State, state.go),
+// and with DiskState one that keeps its own state (fsm.DiskFSM), durable
+// as of its last sync and lost beyond it in a crash, which starts through
+// log.RecoverDiskFSM and is snapshotted through log.SyncState. After
 // every call into a process, they check against ground truth (logcheck.go): every
 // index a process reports committed holds the one committed entry and is
 // durable on a majority of its epoch; acceptedReign and the active epoch

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/wire"
 )
@@ -81,18 +80,22 @@ func (r *lrun) submit(p *lproc, op *clientOp) {
 					r.finishOp(op, regOutput{}, true) // not served: no answer to check
 					return
 				}
-				kv, _ := p.kv.Get(op.in.key)
-				r.finishOp(op, regOutput{value: kv.Value}, false)
+				v, err := p.state.Get(op.in.key)
+				if err != nil {
+					r.fail("%v: read %q from the state machine: %v", p.id, op.in.key, err)
+					return
+				}
+				r.finishOp(op, regOutput{value: v}, false)
 			})
 			return
 		}
-		var cmd kvfsm.Command
+		var data []byte
+		var err error
 		if op.in.kind == opPut {
-			cmd = kvfsm.Command{Put: &kvfsm.Put{Key: op.in.key, Value: op.in.value}}
+			data, err = p.state.PutCommand(op.in.key, op.in.value)
 		} else {
-			cmd = kvfsm.CASValue(op.in.key, op.in.expect, op.in.value)
+			data, err = p.state.CASCommand(op.in.key, op.in.expect, op.in.value)
 		}
-		data, err := kvfsm.EncodeCommand(cmd)
 		if err != nil {
 			r.fail("encode command: %v", err)
 			return
@@ -101,7 +104,7 @@ func (r *lrun) submit(p *lproc, op *clientOp) {
 		d.Propose(wire.EntryCommand, data, func(res log.ApplyResult, err error) {
 			switch {
 			case err == nil:
-				r.completeWrite(op, res.Response)
+				r.completeWrite(p, op, res.Response)
 			case errors.Is(err, log.ErrOutcomeUnknown):
 				r.unknownOp(op)
 			case !appended, errors.Is(err, log.ErrNotCommitted):
@@ -147,15 +150,13 @@ func (r *lrun) finishOp(op *clientOp, out regOutput, drop bool) {
 	op.fire(out)
 }
 
-func (r *lrun) completeWrite(op *clientOp, res any) {
-	out := regOutput{ok: true}
-	if rr, ok := res.(*kvfsm.Result); ok && rr.Txn != nil {
-		out.ok = rr.Txn.Succeeded
-	} else if err, isErr := res.(error); isErr {
+func (r *lrun) completeWrite(p *lproc, op *clientOp, res any) {
+	ok, err := p.state.Written(res)
+	if err != nil {
 		r.fail("a committed command failed to apply: %v", err)
 		return
 	}
-	r.finishOp(op, out, false)
+	r.finishOp(op, regOutput{ok: ok}, false)
 	if r.w.now > r.gst {
 		r.ackAfterGST++
 	}

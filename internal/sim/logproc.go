@@ -10,7 +10,6 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
-	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/wire"
@@ -28,12 +27,17 @@ type lproc struct {
 	inc   uint64
 	d     *log.Driver
 	core  *log.Core // d's
-	kv    *kvfsm.KV
-	up    bool
+	state StateMachine
+	// ds is state when the scenario's state machine keeps its own state
+	// (DiskState), nil otherwise.
+	ds *diskState
+	up bool
 
-	// Durable, kept across crashes.
-	store *storage.MemStore
-	snaps *storage.MemSnapshotStore
+	// Durable, kept across crashes: the log's stores, and the state
+	// machine's own (DiskState).
+	store      *storage.MemStore
+	snaps      *storage.MemSnapshotStore
+	stateStore stateStore
 
 	detector elect.Detector
 	rng      *rand.Rand
@@ -41,10 +45,12 @@ type lproc struct {
 	applied     uint64     // what the state machine holds
 	lastApplied wire.Entry // the last entry applied, for snapshot metadata
 	// snapPos is the newest snapshot in snaps: what the stores cover
-	// without the log.
-	snapPos wire.Position
-	tick    tickTimer
-	started bool
+	// without the log; snapMetaOnly, that it holds no copy of the state
+	// (DiskState), which then covers only what stateStore holds.
+	snapPos      wire.Position
+	snapMetaOnly bool
+	tick         tickTimer
+	started      bool
 
 	// frozenUntil: the host is suspended until this real time; nothing
 	// runs on it meanwhile (messages wait, as in its socket buffers).
@@ -194,7 +200,7 @@ func (r *lrun) finishWrite(p *lproc, life uint64) {
 		if rs := j.batch.Reset; rs != nil && rs.Index > p.snapPos.Index {
 			// An install's reset written after a newer snapshot was
 			// published does not make the older one the newest.
-			p.snapPos = *rs
+			p.snapPos, p.snapMetaOnly = *rs, false
 		}
 	}
 	r.checkEpoch(p, j.epoch, "stored")
@@ -314,6 +320,11 @@ func (p *lproc) holdsDurably(i uint64, st edict.Stamp) bool {
 	if s, ok := p.storedStamp(i); ok {
 		return s.Equal(st)
 	}
+	if p.snapMetaOnly && i > p.stateStore.index {
+		// The snapshot holds no copy of the state, and the state
+		// machine's own store ends before i.
+		return false
+	}
 	if i < p.snapPos.Index {
 		return true
 	}
@@ -354,17 +365,28 @@ func (p *lproc) saveSnapshot(meta wire.SnapshotMeta, data []byte) error {
 	if err := sink.Close(); err != nil {
 		return err
 	}
-	p.snapPos = wire.Position{Index: meta.Index, Stamp: meta.Stamp}
+	p.snapPos, p.snapMetaOnly = wire.Position{Index: meta.Index, Stamp: meta.Stamp}, false
 	return nil
 }
 
-// restoreKV replaces p's state machine with a snapshot's.
-func (p *lproc) restoreKV(data []byte) error {
-	kv := kvfsm.NewKV()
-	if err := kv.Restore(bytes.NewReader(data)); err != nil {
+// restoreState replaces p's state machine with a snapshot's, whose last
+// entry is at index: a new one restored from it or, one that keeps its
+// own state, restored in place (atomically and durably).
+func (p *lproc) restoreState(data []byte, index uint64, newState func() StateMachine) error {
+	if p.ds != nil {
+		if err := p.ds.Restore(bytes.NewReader(data)); err != nil {
+			return err
+		}
+		if d, _ := p.ds.DurableIndex(); d != index {
+			return fmt.Errorf("the state machine restored a snapshot of index %d reports index %d durable", index, d)
+		}
+		return nil
+	}
+	st := newState()
+	if err := st.Restore(bytes.NewReader(data)); err != nil {
 		return err
 	}
-	p.kv = kv
+	p.state = st
 	return nil
 }
 

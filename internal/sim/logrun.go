@@ -10,7 +10,6 @@ import (
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/fsm"
-	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/wire"
@@ -188,18 +187,35 @@ func (r *lrun) start(p *lproc) {
 		}
 		p.snaps = snaps
 	}
-	kv := kvfsm.NewKV()
 	peers := map[edict.ProcessID]string{}
 	for _, id := range r.epoch0.Members {
 		peers[id] = "sim"
 	}
 	_, member := peers[p.id]
-	rec, err := log.Recover(p.id, p.store, p.snaps, kv.Restore, peers, !member)
+	var rec log.Recovery
+	var err error
+	if r.sc.DiskState {
+		// What the state machine's own store left: a start opens it there.
+		var ds *diskState
+		if ds, err = openDiskState(&p.stateStore, r.sc.State); err != nil {
+			r.fail("%v cannot restart: %v", p.id, err)
+			return
+		}
+		rec, err = log.RecoverDiskFSM(p.id, p.store, p.snaps, ds, peers, !member)
+		p.state, p.ds, p.lastApplied = ds, ds, rec.AppliedEntry
+	} else {
+		st := r.sc.State()
+		rec, err = log.Recover(p.id, p.store, p.snaps, st.Restore, peers, !member)
+		p.state, p.ds, p.lastApplied = st, nil, wire.Entry{}
+	}
 	if err != nil {
 		r.fail("%v cannot restart: %v", p.id, err)
 		return
 	}
-	p.inc, p.kv, p.applied, p.snapPos, p.lastApplied = rec.Incarnation, kv, rec.Applied, rec.State.Snapshot, wire.Entry{}
+	p.inc, p.applied, p.snapPos, p.snapMetaOnly = rec.Incarnation, rec.Applied, rec.State.Snapshot, false
+	if metas, err := p.snaps.List(); err == nil && len(metas) > 0 {
+		p.snapMetaOnly, _ = log.IsMetaOnlySnapshot(p.snaps, metas[0])
+	}
 	members := rec.State.Epochs[len(rec.State.Epochs)-1].Members
 	p.detector = r.sc.newDetector(p.id, members, p.inc)
 	core, err := log.NewCore(log.CoreConfig{ID: p.id, MaxAppendEntries: r.sc.MaxAppendEntries, Elect: elect.Config{
@@ -335,8 +351,21 @@ func (r *lrun) applyEntry(p *lproc, e wire.Entry) (log.ApplyResult, bool) {
 	if e.Kind == wire.EntryCommand {
 		fe.Data = e.Data
 	}
-	res := p.kv.Apply(fe)
+	res := p.state.Apply(fe)
 	p.applied, p.lastApplied = e.Index, e
+	if p.ds != nil && r.w.chance(r.sc.StateSyncs) {
+		// The state machine commits its own store.
+		if _, err := p.ds.Sync(); err != nil {
+			r.fail("%v: the state machine's sync: %v", p.id, err)
+			return log.ApplyResult{}, false
+		}
+		r.boundary(p, func() string {
+			return fmt.Sprintf("its state machine synced itself at %d, a log write pending", e.Index)
+		}, len(p.disk) > 0)
+		if !p.up {
+			return log.ApplyResult{}, false
+		}
+	}
 	return log.ApplyResult{Index: e.Index, Stamp: e.Stamp, Response: res}, true
 }
 
@@ -347,7 +376,11 @@ func (r *lrun) takeSnapshot(p *lproc) {
 	if p.lastApplied.Index != p.applied {
 		return // restored from a snapshot since the last apply
 	}
-	s, err := p.kv.Snapshot()
+	if p.ds != nil {
+		r.syncSnapshot(p)
+		return
+	}
+	s, err := p.state.Snapshot()
 	if err != nil {
 		r.fail("%v snapshot: %v", p.id, err)
 		return
@@ -383,6 +416,94 @@ func (r *lrun) takeSnapshot(p *lproc) {
 	}
 }
 
+// syncSnapshot is takeSnapshot for a state machine that keeps its own
+// state, as log.Node's applier takes it: the state machine synced
+// (log.SyncState), a snapshot that holds no copy recorded at the index the
+// sync made durable, and the log compacted behind that.
+func (r *lrun) syncSnapshot(p *lproc) {
+	d, err := log.SyncState(p.ds, p.applied)
+	if err != nil {
+		r.fail("%v snapshot: %v", p.id, err)
+		return
+	}
+	r.boundary(p, func() string {
+		return fmt.Sprintf("synced its state machine at %d for a snapshot, a log write pending", d)
+	}, len(p.disk) > 0)
+	if !p.up {
+		return
+	}
+	if d != p.lastApplied.Index {
+		r.fail("%v: its state machine's Sync returned %d, applied %d", p.id, d, p.lastApplied.Index)
+		return
+	}
+	st := p.core.Status(p.d.Now())
+	e := p.lastApplied
+	meta := wire.SnapshotMeta{Index: e.Index, Reign: e.Reign, Stamp: e.Stamp,
+		Config: wire.EpochConfig{Epoch: st.Epoch, Members: st.Members, Learners: st.Learners}}
+	if _, err := log.SaveMetaOnlySnapshot(p.snaps, meta); err != nil {
+		r.fail("%v save snapshot: %v", p.id, err)
+		return
+	}
+	p.snapPos, p.snapMetaOnly = wire.Position{Index: meta.Index, Stamp: meta.Stamp}, true
+	r.boundary(p, func() string {
+		return fmt.Sprintf("took a snapshot at %d holding no copy, the log not yet compacted", meta.Index)
+	}, true)
+	if !p.up {
+		return
+	}
+	upTo, err := p.core.Compact(p.d.Now(), d, uint64(max(r.sc.TrailingEntries, 0)))
+	if err != nil {
+		r.fail("%v compact: %v", p.id, err)
+		return
+	}
+	if upTo > 0 {
+		if err := p.store.CompactPrefix(upTo); err != nil {
+			r.fail("%v compact store: %v", p.id, err)
+		}
+	}
+}
+
+// copyState stores in p's snapshot store a copy of its state machine's
+// state, for a peer that needs a snapshot when the newest one holds
+// none, as log.Node's applier makes it: synced first, then captured at
+// the last applied entry. It returns the copy's metadata and bytes.
+func (r *lrun) copyState(p *lproc) (wire.SnapshotMeta, []byte, bool) {
+	if p.applied == 0 || p.lastApplied.Index != p.applied {
+		return wire.SnapshotMeta{}, nil, false
+	}
+	if d, err := p.ds.Sync(); err != nil || d != p.applied {
+		r.fail("%v: its state machine's Sync returned %d (%v), applied %d", p.id, d, err, p.applied)
+		return wire.SnapshotMeta{}, nil, false
+	}
+	r.boundary(p, func() string {
+		return fmt.Sprintf("synced its state machine at %d for a copy, a log write pending", p.applied)
+	}, len(p.disk) > 0)
+	if !p.up {
+		return wire.SnapshotMeta{}, nil, false
+	}
+	s, err := p.ds.Snapshot()
+	if err != nil {
+		r.fail("%v copy of the state: %v", p.id, err)
+		return wire.SnapshotMeta{}, nil, false
+	}
+	var buf bytes.Buffer
+	err = s.Persist(&buf)
+	s.Release()
+	if err != nil {
+		r.fail("%v copy of the state: %v", p.id, err)
+		return wire.SnapshotMeta{}, nil, false
+	}
+	st := p.core.Status(p.d.Now())
+	e := p.lastApplied
+	meta := wire.SnapshotMeta{Index: e.Index, Reign: e.Reign, Stamp: e.Stamp,
+		Config: wire.EpochConfig{Epoch: st.Epoch, Members: st.Members, Learners: st.Learners}}
+	if err := p.saveSnapshot(meta, buf.Bytes()); err != nil {
+		r.fail("%v save a copy of the state: %v", p.id, err)
+		return wire.SnapshotMeta{}, nil, false
+	}
+	return p.newestSnapshot()
+}
+
 // streamSnapshot delivers the leader's newest snapshot to peer over the
 // lossy network, as the transport's snapshot stream would. The receiver's
 // Driver accepts it when the stream begins and installs it when the stream
@@ -391,6 +512,11 @@ func (r *lrun) takeSnapshot(p *lproc) {
 // of a newer reign among them, and leaders change.
 func (r *lrun) streamSnapshot(p *lproc, peer edict.ProcessID) {
 	sm, data, ok := p.newestSnapshot()
+	if ok && p.snapMetaOnly {
+		if sm, data, ok = r.copyState(p); !p.up {
+			return
+		}
+	}
 	pos := wire.Position{Index: sm.Index, Stamp: sm.Stamp}
 	var meta wire.SnapshotHeader
 	if ok {
@@ -436,15 +562,27 @@ func (r *lrun) streamSnapshot(p *lproc, peer edict.ProcessID) {
 			}
 			r.call(q, func(d *log.Driver) {
 				err := d.InstallSnapshot(from, meta, func() error {
-					return q.saveSnapshot(wire.SnapshotMeta{Index: meta.LastIndex, Reign: meta.Reign, Stamp: meta.LastStamp,
+					err := q.saveSnapshot(wire.SnapshotMeta{Index: meta.LastIndex, Reign: meta.Reign, Stamp: meta.LastStamp,
 						Config: wire.EpochConfig{Epoch: meta.Epoch, Members: meta.Members, Learners: meta.Learners}}, data)
+					if err == nil && q.ds != nil {
+						r.boundary(q, func() string {
+							return fmt.Sprintf("stored a snapshot at %d from %v, its state machine not yet restored", meta.LastIndex, from)
+						}, true)
+					}
+					return err
 				})
+				if !q.up {
+					return // crashed inside the install: the stream broke
+				}
 				if err == nil {
-					if rerr := q.restoreKV(data); rerr != nil {
+					if rerr := q.restoreState(data, meta.LastIndex, r.sc.State); rerr != nil {
 						r.fail("%v: restore snapshot: %v", q.id, rerr)
 						return
 					}
 					q.applied, q.lastApplied = meta.LastIndex, wire.Entry{}
+					if q.ds != nil {
+						q.lastApplied = wire.Entry{Index: meta.LastIndex, Reign: meta.Reign, Stamp: meta.LastStamp}
+					}
 					r.snapshots++
 					d.Applied(meta.LastIndex, nil)
 				}

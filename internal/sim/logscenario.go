@@ -30,6 +30,18 @@ type LogScenario struct {
 	// StaleAsLinearizable is a negative control: stale reads are checked
 	// as if they were linearizable, which they are not.
 	StaleAsLinearizable bool
+	// State makes the state machine of each start of a process (default
+	// kvfsm's KV; see StateMachine). With DiskState it keeps its own
+	// state (fsm.DiskFSM, diskState): durable as of its last sync, lost
+	// beyond it in a crash; the log syncs it for its snapshots, which
+	// hold no copy of it, and copies it for a peer that needs one; a
+	// start opens it where its store left it. StateSyncs is the chance
+	// that it also syncs by itself after an entry (default 0.05), as a
+	// database committing its own store does, so that it is found ahead
+	// of the newest snapshot.
+	State      func() StateMachine
+	DiskState  bool
+	StateSyncs float64
 
 	// Faults of issue 13, all before GST.
 	//
@@ -172,6 +184,12 @@ func (ls LogScenario) withDefaults() LogScenario {
 	if len(ls.Levels) == 0 {
 		ls.Levels = []log.ReadLevel{log.ReadLease, log.ReadFollower, log.ReadStale}
 	}
+	if ls.State == nil {
+		ls.State = newKVState
+	}
+	if ls.DiskState && ls.StateSyncs == 0 {
+		ls.StateSyncs = 0.05
+	}
 	return ls
 }
 
@@ -217,6 +235,14 @@ func LogScenarios() []LogScenario {
 		{Scenario: Scenario{Name: "log-replacements", N: 3, GST: 6 * time.Second, Duration: 9 * time.Second},
 			Membership: true, Replacements: 3, Snapshots: true},
 		{Scenario: Scenario{Name: "log-snapshots", Crashes: true, Partitions: true}, Snapshots: true},
+		// The state machine keeps its own state (DiskState): snapshots of
+		// it hold no copy, a follower that falls behind is sent a copy
+		// made for it, and crashes — inside Ready cycles too — find it
+		// ahead of the newest snapshot, at it, or behind an installed one.
+		{Scenario: Scenario{Name: "log-disk-state", Crashes: true, Partitions: true}, Snapshots: true, DiskState: true, CrashInReady: 0.005},
+		// And learners that join an epoch through such copies.
+		{Scenario: Scenario{Name: "log-disk-state-replacements", N: 3, GST: 6 * time.Second, Duration: 9 * time.Second, Crashes: true},
+			Membership: true, Replacements: 3, Snapshots: true, DiskState: true, Seeds: 60},
 		{Scenario: Scenario{Name: "log-chaos", Partitions: true, Crashes: true, Transfers: true, DriftExtreme: true, Loss: 0.05, Duplicate: 0.02, SpanDelay: 0.005},
 			Snapshots: true, Levels: all, CrashInReady: 0.005, ShortRestartEvery: 500 * time.Millisecond, RebootClock: 0.3,
 			SnapshotStreamTime: 300 * time.Millisecond, SuspendEvery: 2 * time.Second},

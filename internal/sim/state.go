@@ -1,0 +1,180 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
+)
+
+// StateMachine is the state machine a log run replicates, with what the
+// simulator's clients ask of it: register operations on string keys —
+// puts, compare-and-sets, reads — in the machine's own commands, whose
+// answers the run checks against a register model (porcupine,
+// loghistory.go). LogScenario.State makes one for every start of a
+// process; the default is kvfsm's KV. A state machine of another module
+// (edictkv's) comes in here: it needs only to express the three
+// operations.
+type StateMachine interface {
+	fsm.FSM
+	// PutCommand is the command that sets key to value; CASCommand the
+	// one that does so only if key holds expect ("": key is missing).
+	PutCommand(key, value string) ([]byte, error)
+	CASCommand(key, expect, value string) ([]byte, error)
+	// Written says whether the write whose Apply answered res took effect
+	// (a CAS whose compare failed did not); an error if res is the
+	// machine refusing a well-formed command.
+	Written(res any) (bool, error)
+	// Get reads key's value from the applied state ("": missing).
+	Get(key string) (string, error)
+}
+
+// kvState is the default StateMachine: kvfsm's KV.
+type kvState struct{ *kvfsm.KV }
+
+func newKVState() StateMachine { return kvState{kvfsm.NewKV()} }
+
+func (kvState) PutCommand(key, value string) ([]byte, error) {
+	return kvfsm.EncodeCommand(kvfsm.Command{Put: &kvfsm.Put{Key: key, Value: value}})
+}
+
+func (kvState) CASCommand(key, expect, value string) ([]byte, error) {
+	return kvfsm.EncodeCommand(kvfsm.CASValue(key, expect, value))
+}
+
+func (kvState) Written(res any) (bool, error) {
+	switch r := res.(type) {
+	case *kvfsm.Result:
+		if r.Txn != nil {
+			return r.Txn.Succeeded, nil
+		}
+		return true, nil
+	case error:
+		return false, r
+	}
+	return false, fmt.Errorf("kvfsm answered a write with %T", res)
+}
+
+func (s kvState) Get(key string) (string, error) {
+	kv, _ := s.KV.Get(key)
+	return kv.Value, nil
+}
+
+// stateStore is the simulated disk of a state machine that keeps its own
+// state: what its last Sync (or Restore) made durable. It survives the
+// process's crashes; what was applied after it does not.
+type stateStore struct {
+	data  []byte // a diskState snapshot: the index, then the machine's own
+	index uint64
+}
+
+// diskState is a StateMachine that keeps its own state (fsm.DiskFSM) in
+// a stateStore: the LogScenario.DiskState variant of any StateMachine. Its
+// live state is the inner machine, in memory; Sync copies it whole (the
+// inner Snapshot and Persist) into the store; a start opens the store's
+// copy. Its snapshots are the inner machine's, after the index they end
+// at (8 bytes, big-endian), so that Restore knows it.
+type diskState struct {
+	StateMachine // the live state
+	newState     func() StateMachine
+	store        *stateStore
+	applied      uint64
+}
+
+var _ fsm.DiskFSM = (*diskState)(nil)
+
+// openDiskState opens the state machine kept in store, empty if the store
+// is.
+func openDiskState(store *stateStore, newState func() StateMachine) (*diskState, error) {
+	d := &diskState{StateMachine: newState(), newState: newState, store: store}
+	if store.data == nil {
+		return d, nil
+	}
+	live, index, err := d.decode(bytes.NewReader(store.data))
+	if err != nil {
+		return nil, fmt.Errorf("sim: open the state machine's store: %w", err)
+	}
+	if index != store.index {
+		return nil, fmt.Errorf("sim: the state machine's store holds index %d, recorded as %d", index, store.index)
+	}
+	d.StateMachine, d.applied = live, index
+	return d, nil
+}
+
+func (d *diskState) Apply(e fsm.Entry) any {
+	res := d.StateMachine.Apply(e)
+	d.applied = e.Index
+	return res
+}
+
+func (d *diskState) DurableIndex() (uint64, error) { return d.store.index, nil }
+
+func (d *diskState) Sync() (uint64, error) {
+	if d.applied == d.store.index && d.store.data != nil {
+		return d.applied, nil
+	}
+	s, err := d.Snapshot()
+	if err != nil {
+		return 0, err
+	}
+	defer s.Release()
+	var buf bytes.Buffer
+	if err := s.Persist(&buf); err != nil {
+		return 0, err
+	}
+	*d.store = stateStore{data: buf.Bytes(), index: d.applied}
+	return d.applied, nil
+}
+
+func (d *diskState) Snapshot() (fsm.Snapshot, error) {
+	s, err := d.StateMachine.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return indexedSnapshot{Snapshot: s, index: d.applied}, nil
+}
+
+type indexedSnapshot struct {
+	fsm.Snapshot
+	index uint64
+}
+
+func (s indexedSnapshot) Persist(w io.Writer) error {
+	if err := binary.Write(w, binary.BigEndian, s.index); err != nil {
+		return err
+	}
+	return s.Snapshot.Persist(w)
+}
+
+// Restore replaces the live state and the store at once: the whole
+// stream is decoded into a new inner machine first, and nothing changes
+// if that fails.
+func (d *diskState) Restore(r io.Reader) error {
+	var buf bytes.Buffer
+	live, index, err := d.decode(io.TeeReader(r, &buf))
+	if err != nil {
+		return err
+	}
+	*d.store = stateStore{data: buf.Bytes(), index: index}
+	d.StateMachine, d.applied = live, index
+	return nil
+}
+
+func (d *diskState) decode(r io.Reader) (StateMachine, uint64, error) {
+	var index uint64
+	if err := binary.Read(r, binary.BigEndian, &index); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, 0, fmt.Errorf("sim: state snapshot: index: %w", err)
+	}
+	live := d.newState()
+	if err := live.Restore(r); err != nil {
+		return nil, 0, fmt.Errorf("sim: state snapshot at %d: %w", index, err)
+	}
+	return live, index, nil
+}
