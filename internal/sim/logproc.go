@@ -384,8 +384,10 @@ func (p *lproc) restoreState(data []byte, index uint64, newState func() StateMac
 	}
 	st := newState()
 	if err := st.Restore(bytes.NewReader(data)); err != nil {
+		closeState(st)
 		return err
 	}
+	closeState(p.state)
 	p.state = st
 	return nil
 }

@@ -192,6 +192,10 @@ func (r *lrun) start(p *lproc) {
 		peers[id] = "sim"
 	}
 	_, member := peers[p.id]
+	if p.state != nil {
+		closeState(p.state) // the life before, lost in its crash
+		p.state, p.ds = nil, nil
+	}
 	var rec log.Recovery
 	var err error
 	if r.sc.DiskState {

@@ -33,6 +33,15 @@ type StateMachine interface {
 	Get(key string) (string, error)
 }
 
+// closeState releases a state machine the run is done with (replaced by
+// a restore, or lost in a crash), if it holds anything: one that keeps
+// files implements io.Closer.
+func closeState(st StateMachine) {
+	if c, ok := st.(io.Closer); ok {
+		_ = c.Close()
+	}
+}
+
 // kvState is the default StateMachine: kvfsm's KV.
 type kvState struct{ *kvfsm.KV }
 
@@ -95,6 +104,7 @@ func openDiskState(store *stateStore, newState func() StateMachine) (*diskState,
 		return d, nil
 	}
 	live, index, err := d.decode(bytes.NewReader(store.data))
+	closeState(d.StateMachine)
 	if err != nil {
 		return nil, fmt.Errorf("sim: open the state machine's store: %w", err)
 	}
@@ -160,6 +170,7 @@ func (d *diskState) Restore(r io.Reader) error {
 		return err
 	}
 	*d.store = stateStore{data: buf.Bytes(), index: index}
+	closeState(d.StateMachine)
 	d.StateMachine, d.applied = live, index
 	return nil
 }
@@ -174,6 +185,7 @@ func (d *diskState) decode(r io.Reader) (StateMachine, uint64, error) {
 	}
 	live := d.newState()
 	if err := live.Restore(r); err != nil {
+		closeState(live)
 		return nil, 0, fmt.Errorf("sim: state snapshot at %d: %w", index, err)
 	}
 	return live, index, nil
