@@ -35,7 +35,13 @@
 // or any StateMachine a scenario brings (LogScenario.State, state.go),
 // and with DiskState one that keeps its own state (fsm.DiskFSM), durable
 // as of its last sync and lost beyond it in a crash, which starts through
-// log.RecoverDiskFSM and is snapshotted through log.SyncState. After
+// log.RecoverDiskFSM and is snapshotted through log.SyncState; that
+// machine's store may be the scenario's own (LogScenario.StateDisk), which
+// models its durability itself (what it committed survives a crash). A
+// scenario may also bring a Model (model.go): a workload of the machine's
+// own commands and reads, mixed with the register operations, and a
+// checker of the machine's history against what is committed, shown every
+// apply, start, restore and read. After
 // every call into a process, they check against ground truth (logcheck.go): every
 // index a process reports committed holds the one committed entry and is
 // durable on a majority of its epoch; acceptedReign and the active epoch

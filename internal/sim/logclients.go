@@ -27,17 +27,20 @@ func (r *lrun) runClient(id int) {
 		if l := r.leader(); l != nil && r.w.chance(0.5) {
 			p = l // clients usually find the leader (§10.4)
 		}
-		key := fmt.Sprintf("k%d", r.w.rng.IntN(r.sc.Keys))
 		op := &clientOp{client: id, call: r.w.now, proc: p.id}
-		switch x := r.w.rng.IntN(10); {
-		case x < 5:
-			op.in = regInput{kind: opGet, key: key, level: r.sc.Levels[r.w.rng.IntN(len(r.sc.Levels))]}
-		case x < 8:
-			seq++
-			op.in = regInput{kind: opPut, key: key, value: fmt.Sprintf("c%d-%d", id, seq)}
-		default:
-			seq++
-			op.in = regInput{kind: opCAS, key: key, value: fmt.Sprintf("c%d-%d", id, seq), expect: lastSeen[key]}
+		key := ""
+		if !r.nextModelOp(op) {
+			key = fmt.Sprintf("k%d", r.w.rng.IntN(r.sc.Keys))
+			switch x := r.w.rng.IntN(10); {
+			case x < 5:
+				op.in = regInput{kind: opGet, key: key, level: r.sc.Levels[r.w.rng.IntN(len(r.sc.Levels))]}
+			case x < 8:
+				seq++
+				op.in = regInput{kind: opPut, key: key, value: fmt.Sprintf("c%d-%d", id, seq)}
+			default:
+				seq++
+				op.in = regInput{kind: opCAS, key: key, value: fmt.Sprintf("c%d-%d", id, seq), expect: lastSeen[key]}
+			}
 		}
 		done := make(chan struct{})
 		op.onDone = func(out regOutput) {
@@ -74,6 +77,10 @@ func (r *lrun) runClient(id int) {
 // answers each once.
 func (r *lrun) submit(p *lproc, op *clientOp) {
 	r.call(p, func(d *log.Driver) {
+		if op.model != nil {
+			r.submitModel(p, d, op)
+			return
+		}
 		if op.in.kind == opGet {
 			d.Read(op.in.level, func(res log.ReadResult, err error) {
 				if err != nil {
@@ -130,7 +137,7 @@ func (r *lrun) timeout(op *clientOp) {
 	if op.done {
 		return
 	}
-	if op.in.kind == opGet {
+	if op.in.kind == opGet || op.model != nil {
 		r.finishOp(op, regOutput{}, true)
 		return
 	}

@@ -379,6 +379,9 @@ func (r *lrun) finalCheck() {
 		r.fail("%s", v)
 		return
 	}
+	if r.modelEnd(); r.violation != "" {
+		return
+	}
 	bound := r.sc.LivenessBound()
 	switch {
 	case r.leaderAfterGST == 0 && r.end-r.gst >= int64(bound):

@@ -16,6 +16,7 @@ const (
 	opGet opKind = iota + 1
 	opPut
 	opCAS
+	opModel // a Model's operation (clientOp.model), not in the register history
 )
 
 type regInput struct {
@@ -45,6 +46,7 @@ type clientOp struct {
 	done   bool
 	onDone func(regOutput)
 	fired  bool
+	model  *ModelOp // opModel's
 }
 
 // fire tells the client its operation ended.

@@ -30,14 +30,14 @@ type lproc struct {
 	state StateMachine
 	// ds is state when the scenario's state machine keeps its own state
 	// (DiskState), nil otherwise.
-	ds *diskState
+	ds DiskStateMachine
 	up bool
 
 	// Durable, kept across crashes: the log's stores, and the state
-	// machine's own (DiskState).
-	store      *storage.MemStore
-	snaps      *storage.MemSnapshotStore
-	stateStore stateStore
+	// machine's own (DiskState; nil until the process first starts).
+	store     *storage.MemStore
+	snaps     *storage.MemSnapshotStore
+	stateDisk StateDisk
 
 	detector elect.Detector
 	rng      *rand.Rand
@@ -46,7 +46,7 @@ type lproc struct {
 	lastApplied wire.Entry // the last entry applied, for snapshot metadata
 	// snapPos is the newest snapshot in snaps: what the stores cover
 	// without the log; snapMetaOnly, that it holds no copy of the state
-	// (DiskState), which then covers only what stateStore holds.
+	// (DiskState), which then covers only what stateDisk holds.
 	snapPos      wire.Position
 	snapMetaOnly bool
 	tick         tickTimer
@@ -320,7 +320,7 @@ func (p *lproc) holdsDurably(i uint64, st edict.Stamp) bool {
 	if s, ok := p.storedStamp(i); ok {
 		return s.Equal(st)
 	}
-	if p.snapMetaOnly && i > p.stateStore.index {
+	if p.snapMetaOnly && p.stateDisk != nil && i > p.stateDisk.DurableIndex() {
 		// The snapshot holds no copy of the state, and the state
 		// machine's own store ends before i.
 		return false

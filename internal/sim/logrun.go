@@ -22,6 +22,7 @@ type LogResult struct {
 	Events    int
 	Committed int // entries committed (ground truth)
 	Ops       int // client operations in the history
+	ModelOps  int // a Model's operations whose answers it checked
 	Writes    int // writes acknowledged
 	Unknown   int // writes of unknown outcome
 	Reads     map[log.ReadLevel]int
@@ -37,6 +38,9 @@ type LogResult struct {
 
 func (r LogResult) String() string {
 	v := "ok"
+	if r.ModelOps > 0 {
+		v = fmt.Sprintf("model-ops=%d %s", r.ModelOps, v)
+	}
 	if r.Violation != "" {
 		v = "VIOLATION: " + r.Violation
 	}
@@ -81,6 +85,8 @@ type lrun struct {
 	fig8 *figure8
 
 	hist        *history
+	model       Model // the scenario's, or nil
+	modelOps    int
 	snapshots   int
 	maxEpoch    uint64
 	ackAfterGST int
@@ -132,6 +138,9 @@ func runLog(sc LogScenario, seed uint64, opt runOptions) (res LogResult) {
 		}
 	}()
 	r.hist.staleLin = sc.StaleAsLinearizable
+	if sc.Model != nil {
+		r.model = sc.Model()
+	}
 	r.gst, r.end = int64(sc.GST), int64(sc.Duration)
 	r.net = &network{w: r.w, sc: &r.sc.Scenario, gst: r.gst}
 	for i := range sc.N {
@@ -162,7 +171,7 @@ func runLog(sc LogScenario, seed uint64, opt runOptions) (res LogResult) {
 	}
 	res = LogResult{Seed: seed, Scenario: sc.Name, Events: r.w.events, Committed: len(r.committed),
 		Reads: map[log.ReadLevel]int{}, Snapshots: r.snapshots, Epochs: r.maxEpoch, Violation: r.violation,
-		Boundaries: r.crashes.count, CrashedAt: r.crashes.where}
+		Boundaries: r.crashes.count, CrashedAt: r.crashes.where, ModelOps: r.modelOps}
 	r.hist.count(&res)
 	return res
 }
@@ -193,15 +202,23 @@ func (r *lrun) start(p *lproc) {
 	}
 	_, member := peers[p.id]
 	if p.state != nil {
-		closeState(p.state) // the life before, lost in its crash
+		// The life before, lost in its crash.
+		if p.ds != nil {
+			p.stateDisk.Crash()
+		} else {
+			closeState(p.state)
+		}
 		p.state, p.ds = nil, nil
 	}
 	var rec log.Recovery
 	var err error
 	if r.sc.DiskState {
 		// What the state machine's own store left: a start opens it there.
-		var ds *diskState
-		if ds, err = openDiskState(&p.stateStore, r.sc.State); err != nil {
+		if p.stateDisk == nil {
+			p.stateDisk = r.newStateDisk()
+		}
+		var ds DiskStateMachine
+		if ds, err = p.stateDisk.Open(); err != nil {
 			r.fail("%v cannot restart: %v", p.id, err)
 			return
 		}
@@ -217,6 +234,9 @@ func (r *lrun) start(p *lproc) {
 		return
 	}
 	p.inc, p.applied, p.snapPos, p.snapMetaOnly = rec.Incarnation, rec.Applied, rec.State.Snapshot, false
+	if !r.modelStarted(p) {
+		return
+	}
 	if metas, err := p.snaps.List(); err == nil && len(metas) > 0 {
 		p.snapMetaOnly, _ = log.IsMetaOnlySnapshot(p.snaps, metas[0])
 	}
@@ -357,6 +377,9 @@ func (r *lrun) applyEntry(p *lproc, e wire.Entry) (log.ApplyResult, bool) {
 	}
 	res := p.state.Apply(fe)
 	p.applied, p.lastApplied = e.Index, e
+	if !r.modelApplied(p, fe, res) {
+		return log.ApplyResult{}, false
+	}
 	if p.ds != nil && r.w.chance(r.sc.StateSyncs) {
 		// The state machine commits its own store.
 		if _, err := p.ds.Sync(); err != nil {
@@ -588,6 +611,9 @@ func (r *lrun) streamSnapshot(p *lproc, peer edict.ProcessID) {
 						q.lastApplied = wire.Entry{Index: meta.LastIndex, Reign: meta.Reign, Stamp: meta.LastStamp}
 					}
 					r.snapshots++
+					if !r.modelRestored(q, meta.LastIndex) {
+						return
+					}
 					d.Applied(meta.LastIndex, nil)
 				}
 				answer(err)

@@ -42,6 +42,18 @@ type LogScenario struct {
 	State      func() StateMachine
 	DiskState  bool
 	StateSyncs float64
+	// StateDisk, with DiskState, makes the store of each process's state
+	// machine, which models that machine's durability itself (StateDisk):
+	// the machine's own crash, rather than the simulator's copy at each
+	// sync. State is then used only without DiskState.
+	StateDisk func() StateDisk
+	// Model makes, for each run, a checker of the state machine's own
+	// (Model): a workload of its commands and reads that the clients mix
+	// with the register operations, ModelShare of the time (default 0.5),
+	// and a model of its history that sees every entry applied, every
+	// start, restore and read, and the end of the run.
+	Model      func() Model
+	ModelShare float64
 
 	// Faults of issue 13, all before GST.
 	//
@@ -189,6 +201,9 @@ func (ls LogScenario) withDefaults() LogScenario {
 	}
 	if ls.DiskState && ls.StateSyncs == 0 {
 		ls.StateSyncs = 0.05
+	}
+	if ls.Model != nil && ls.ModelShare == 0 {
+		ls.ModelShare = 0.5
 	}
 	return ls
 }

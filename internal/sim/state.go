@@ -33,6 +33,32 @@ type StateMachine interface {
 	Get(key string) (string, error)
 }
 
+// DiskStateMachine is a StateMachine that keeps its own state
+// (fsm.DiskFSM): what LogScenario.DiskState runs.
+type DiskStateMachine interface {
+	StateMachine
+	fsm.DiskFSM
+}
+
+// A StateDisk is the store of a process's state machine that keeps its
+// own state (LogScenario.DiskState): it outlives the process's crashes,
+// as files do. The default, copyDisk, copies the machine whole at each
+// Sync; a scenario's own (LogScenario.StateDisk) models the durability of
+// the machine's real store instead, as a database does: what it committed
+// survives a crash, nothing else does.
+type StateDisk interface {
+	// Open starts a life of the process on the store: the state machine
+	// as the store holds it (empty at first).
+	Open() (DiskStateMachine, error)
+	// Crash ends the life open on the store as a crash does: what the
+	// machine had not made durable is lost, and nothing more is written.
+	Crash()
+	// DurableIndex is the index of the last entry whose effects the
+	// store holds durably: the live machine's DurableIndex while a life
+	// is open, what the last one left after it crashed.
+	DurableIndex() uint64
+}
+
 // closeState releases a state machine the run is done with (replaced by
 // a restore, or lost in a crash), if it holds anything: one that keeps
 // files implements io.Closer.
@@ -81,6 +107,43 @@ type stateStore struct {
 	index uint64
 }
 
+// copyDisk is the default StateDisk: a stateStore, which diskState syncs
+// by copying the whole machine.
+type copyDisk struct {
+	store    stateStore
+	newState func() StateMachine
+	live     *diskState
+}
+
+func (c *copyDisk) Open() (DiskStateMachine, error) {
+	d, err := openDiskState(&c.store, c.newState)
+	if err != nil {
+		return nil, err
+	}
+	c.live = d
+	return d, nil
+}
+
+// Crash drops the live machine: the store keeps only what its last Sync
+// (or Restore) copied.
+func (c *copyDisk) Crash() {
+	if c.live != nil {
+		closeState(c.live)
+		c.live = nil
+	}
+}
+
+func (c *copyDisk) DurableIndex() uint64 { return c.store.index }
+
+// userState is the scenario's own machine inside st: the live inner one
+// of a diskState, st itself otherwise. A Model sees this one.
+func userState(st StateMachine) StateMachine {
+	if d, ok := st.(*diskState); ok {
+		return d.StateMachine
+	}
+	return st
+}
+
 // diskState is a StateMachine that keeps its own state (fsm.DiskFSM) in
 // a stateStore: the LogScenario.DiskState variant of any StateMachine. Its
 // live state is the inner machine, in memory; Sync copies it whole (the
@@ -94,7 +157,7 @@ type diskState struct {
 	applied      uint64
 }
 
-var _ fsm.DiskFSM = (*diskState)(nil)
+var _ DiskStateMachine = (*diskState)(nil)
 
 // openDiskState opens the state machine kept in store, empty if the store
 // is.
