@@ -14,10 +14,9 @@
 //     --peers flag), for processes that have not published yet.
 //
 // The records live behind Store, a narrow interface, so that where they
-// are kept can change without the directory or its users noticing. Today
-// KVStore keeps them in the kvfsm state machine under keys clients cannot
-// reach; they will move to a system namespace of the replicated state
-// that user keys cannot name at all.
+// are kept can change without the directory or its users noticing.
+// StateStore keeps them in the replicated state's system namespace
+// (internal/kvstate), which user keys cannot name at all.
 //
 // What a Directory guarantees: a lookup never blocks on the network (it
 // reads this process's applied state); Record writes every address it is

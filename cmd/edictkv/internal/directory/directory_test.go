@@ -4,22 +4,24 @@ import (
 	"context"
 	"testing"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/directory"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/fakelog"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 )
 
 func newDirectory(t *testing.T) (*directory.Directory, *fakelog.Log) {
 	t.Helper()
 	fl := fakelog.New()
+	t.Cleanup(func() { fl.Close() })
 	d, err := directory.New(directory.Config{Self: 1, SelfAddrs: directory.Addresses{HTTP: "h1:1", GRPC: "g1:1"}, SelfPeer: "r1:1",
 		Known: map[edict.ProcessID]directory.Addresses{1: {HTTP: "old:1"}, 2: {HTTP: "h2:1"}, 3: {HTTP: "h3:1", GRPC: "g3:1"}},
-		Store: directory.KVStore{Log: fl, KV: fl.KV},
+		Store: directory.StateStore{Log: fl, State: fl.State},
 		PeerAddr: func(id edict.ProcessID) string {
 			if id == 2 {
 				return "r2:1"
@@ -80,17 +82,13 @@ func TestRecord(t *testing.T) {
 
 	require.NoError(t, d.Record(ctx, 2, directory.Addresses{HTTP: "h:1", GRPC: "g:2"}))
 	require.Len(t, fl.Applied(), 1, "one entry")
-	// The records are the keys earlier releases wrote, out of every
-	// client's range.
-	h, ok := fl.KV.Get(kvfsm.SystemPrefix + "http/2")
-	require.True(t, ok)
-	assert.Equal(t, "h:1", h.Value)
-	g, ok := fl.KV.Get(kvfsm.SystemPrefix + "grpc/2")
-	require.True(t, ok)
-	assert.Equal(t, "g:2", g.Value)
-	all, err := fl.KV.Range(kvfsm.Range{Key: "\x00", RangeEnd: "\x00"})
+	// The records are in the state's system namespace: a client's range of
+	// every key sees none of them, and they make no revision.
+	assert.Equal(t, map[string]string{"http": "h:1", "grpc": "g:2"}, fl.State.Member(2))
+	all, _, err := fl.State.Range(ctx, &pb.RangeRequest{Key: []byte{0}, RangeEnd: []byte{0}})
 	require.NoError(t, err)
-	assert.Zero(t, all.Range.Count, "a client's range of every key sees none of them")
+	assert.Zero(t, all.Count)
+	assert.Equal(t, int64(1), fl.State.Rev())
 
 	// Where writes are not accepted, Record says so, as the log does.
 	fl.Follow(3)
@@ -103,6 +101,6 @@ func TestRecord(t *testing.T) {
 func TestNewChecks(t *testing.T) {
 	_, err := directory.New(directory.Config{Self: 1})
 	require.Error(t, err, "no store")
-	_, err = directory.New(directory.Config{Self: 1, Store: directory.KVStore{}, SelfAddrs: directory.Addresses{HTTP: "nope"}})
+	_, err = directory.New(directory.Config{Self: 1, Store: directory.StateStore{}, SelfAddrs: directory.Addresses{HTTP: "nope"}})
 	require.ErrorIs(t, err, directory.ErrBadAddress)
 }

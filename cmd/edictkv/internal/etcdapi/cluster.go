@@ -19,7 +19,7 @@ type clusterServer struct {
 
 func (c *clusterServer) MemberList(ctx context.Context, r *pb.MemberListRequest) (*pb.MemberListResponse, error) {
 	st := c.s.cfg.Node.Status()
-	out := &pb.MemberListResponse{Header: c.s.header(st.Applied)}
+	out := &pb.MemberListResponse{Header: c.s.header()}
 	dir := c.s.cfg.Directory
 	add := func(id edict.ProcessID, learner bool) {
 		out.Members = append(out.Members, &pb.Member{ID: uint64(id), Name: directory.Name(id), IsLearner: learner,

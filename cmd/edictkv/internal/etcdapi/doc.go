@@ -14,31 +14,35 @@
 // What is served, and how it maps:
 //
 //   - KV.Range: single key, range and prefix, limit, count_only, keys_only,
-//     sorting and the min/max revision filters. serializable is the log's
-//     stale level, answered by the process asked; anything else is a
-//     lease read at the leader. Range at a revision the state cannot
-//     answer at is refused with etcd's "compacted" or "future revision":
-//     today there is no history, so every revision but the current one.
-//   - KV.Put, KV.DeleteRange (with prev_kv) and KV.Txn (compares on value,
-//     version, create and mod revision with =, !=, <, >; branches of puts,
-//     ranges and deletes) are one log entry each, applied atomically.
-//     KV.Compact answers Unimplemented: there is no history to compact.
-//   - Revisions are log indexes: every key's mod_revision is the index of
-//     the entry that wrote it, and the header's revision the index of the
-//     last applied entry. They increase with every write, and also with the
-//     log's own entries (reign starts, configurations), so they have gaps.
+//     sorting and the min/max revision filters, at any revision from the
+//     compaction revision on (etcd's "compacted" below it, "future
+//     revision" above the current one). serializable is the log's stale
+//     level, answered by the process asked; anything else is a lease read
+//     at the leader.
+//   - KV.Put (prev_kv, ignore_value, ignore_lease), KV.DeleteRange
+//     (prev_kv) and KV.Txn (compares on value, version, create and mod
+//     revision and lease with =, !=, <, >, over a key or a range; branches
+//     of puts, ranges at any revision, deletes and nested txns) are one
+//     log entry each, applied atomically at one revision, with etcd's
+//     semantics (internal/kvstate). KV.Compact compacts, and with physical
+//     answers once the compacted revisions are removed.
+//   - Revisions are etcd's: the empty state is at revision 1, each write
+//     that changes a key makes the next one, without gaps; the log's own
+//     entries make none. A write's header revision is the state's revision
+//     after it; every other header's is the state's current revision.
 //   - The header's raft_term is log.Node.ReignIndex: the index of the
 //     current reign's start edict, a number that grows with each reign.
 //     member_id is the process id; cluster_id the FNV-1a hash of the
 //     cluster's name.
 //   - Cluster.MemberList and Maintenance.Status (enough for etcdctl's member
-//     list and endpoint status), Maintenance.Alarm listing (never any
-//     alarm) and Maintenance.MoveLeader, which hands leadership over
-//     through the handover gate.
+//     list and endpoint status; db_size is the state's file), Maintenance.Alarm
+//     (list, activate, deactivate, through the log at the leader: an active
+//     NOSPACE refuses puts, CORRUPT every KV request) and
+//     Maintenance.MoveLeader, which hands leadership over through the
+//     handover gate.
 //   - Everything else — Watch, Lease, Auth, member changes, snapshots,
-//     defragmentation, and options that need them (a Put with a lease,
-//     ignore_value, nested Txns) — answers codes.Unimplemented naming the
-//     call.
+//     defragmentation, and a Put with a lease (none can be granted) —
+//     answers codes.Unimplemented naming the call.
 //
 // Errors are etcd's where etcd has one: "no leader" when none is known
 // within the router's wait (nothing was written); "request timed out"

@@ -51,6 +51,8 @@ func (s *Server) statusOf(method string, err error) error {
 		return rpctypes.ErrGRPCNoSpace
 	case errors.Is(err, kvservice.ErrKeyNotFound):
 		return rpctypes.ErrGRPCKeyNotFound
+	case errors.Is(err, kvservice.ErrCorrupt):
+		return rpctypes.ErrGRPCCorrupt
 	case errors.Is(err, kvservice.ErrKeyTooLarge), errors.Is(err, kvservice.ErrValueTooLarge), errors.Is(err, kvservice.ErrInvalid):
 		return status.Error(codes.InvalidArgument, "etcdserver: "+err.Error())
 	case errors.Is(err, kvservice.ErrUnsupported):

@@ -7,8 +7,6 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/log"
@@ -19,8 +17,12 @@ import (
 // on it), not edictkv's own.
 const Version = "3.6.0"
 
-// maintenanceServer answers Status, Alarm (listing: there are none) and
-// MoveLeader; the rest answers Unimplemented.
+// maintenanceServer answers Status, Alarm and MoveLeader; the rest
+// answers Unimplemented.
+
+// methodAlarm is Maintenance.Alarm's full name, by which it is forwarded.
+const methodAlarm = "/etcdserverpb.Maintenance/Alarm"
+
 type maintenanceServer struct {
 	pb.UnimplementedMaintenanceServer
 	s *Server
@@ -30,7 +32,7 @@ type maintenanceServer struct {
 // raft_term the reign index (see Server.fill).
 func (m *maintenanceServer) Status(ctx context.Context, r *pb.StatusRequest) (*pb.StatusResponse, error) {
 	st := m.s.cfg.Node.Status()
-	out := &pb.StatusResponse{Header: m.s.header(st.Applied), Version: Version, Leader: uint64(st.Leader),
+	out := &pb.StatusResponse{Header: m.s.header(), Version: Version, Leader: uint64(st.Leader),
 		RaftIndex: st.Commit, RaftTerm: m.s.cfg.Node.ReignIndex(), RaftAppliedIndex: st.Applied,
 		IsLearner: slices.Contains(st.Learners, m.s.cfg.ID)}
 	if m.s.cfg.DBSize != nil {
@@ -43,11 +45,12 @@ func (m *maintenanceServer) Status(ctx context.Context, r *pb.StatusRequest) (*p
 	return out, nil
 }
 
+// Alarm lists, activates or deactivates alarms through the log at the
+// leader, as etcd does (see kvservice.Service.Alarm).
 func (m *maintenanceServer) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
-	if r.Action != pb.AlarmRequest_GET {
-		return nil, status.Errorf(codes.Unimplemented, "edictkv does not implement alarms: Alarm %v", r.Action)
-	}
-	return &pb.AlarmResponse{Header: m.s.header(m.s.cfg.Node.Status().Applied)}, nil
+	return atLeader(m.s, ctx, methodAlarm, r, true, func(ctx context.Context) (*pb.AlarmResponse, error) {
+		return m.s.cfg.KV.Alarm(ctx, r)
+	})
 }
 
 // MoveLeader hands leadership to another member through the router's
@@ -61,7 +64,7 @@ func (m *maintenanceServer) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequ
 	case !st.IsLeader:
 		return nil, rpctypes.ErrGRPCNotLeader
 	case target == m.s.cfg.ID:
-		return &pb.MoveLeaderResponse{Header: m.s.header(st.Applied)}, nil
+		return &pb.MoveLeaderResponse{Header: m.s.header()}, nil
 	case target == edict.None || !slices.Contains(st.Members, target):
 		return nil, rpctypes.ErrGRPCBadLeaderTransferee
 	}
@@ -73,5 +76,5 @@ func (m *maintenanceServer) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequ
 	if err != nil {
 		return nil, m.s.statusOf("MoveLeader", err)
 	}
-	return &pb.MoveLeaderResponse{Header: m.s.header(m.s.cfg.Node.Status().Applied)}, nil
+	return &pb.MoveLeaderResponse{Header: m.s.header()}, nil
 }

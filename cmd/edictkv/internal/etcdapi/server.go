@@ -149,8 +149,10 @@ func (s *Server) fill(h *pb.ResponseHeader, forwarded bool) {
 
 // header is a response header at revision, for the calls the KV service
 // does not answer.
-func (s *Server) header(revision uint64) *pb.ResponseHeader {
-	h := &pb.ResponseHeader{Revision: int64(revision)}
+// header is the header of an answer that reads no key: the state's
+// current revision here.
+func (s *Server) header() *pb.ResponseHeader {
+	h := &pb.ResponseHeader{Revision: s.cfg.KV.Rev()}
 	s.fill(h, false)
 	return h
 }

@@ -85,13 +85,14 @@ func startProcess(t *testing.T, id, leader edict.ProcessID, known map[edict.Proc
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	fl := fakelog.New()
+	t.Cleanup(func() { fl.Close() })
 	if leader != 1 || id != 1 {
 		fl.Follow(leader)
 	}
-	kv, err := kvservice.New(kvservice.Config{State: fl, Limits: kvservice.Limits{MaxKeyBytes: 16, MaxValueBytes: 32, MaxTxnOps: 4}})
+	kv, err := kvservice.New(kvservice.Config{Log: fl, State: fl.State, Limits: kvservice.Limits{MaxKeyBytes: 16, MaxValueBytes: 32, MaxTxnOps: 4}})
 	require.NoError(t, err)
 	dir, err := directory.New(directory.Config{Self: id, SelfAddrs: directory.Addresses{GRPC: ln.Addr().String()},
-		SelfPeer: fmt.Sprintf("127.0.0.1:%d", 7000+id), Known: known, Store: directory.KVStore{Log: fl, KV: fl.KV}})
+		SelfPeer: fmt.Sprintf("127.0.0.1:%d", 7000+id), Known: known, Store: directory.StateStore{Log: fl, State: fl.State}})
 	require.NoError(t, err)
 	p := &process{log: fl, router: &fakeRouter{self: id, leader: leader}, addr: ln.Addr().String(),
 		node: &fakeNode{st: log.Status{ID: id, Leader: leader, IsLeader: id == leader, Members: []edict.ProcessID{1, 2}, Learners: []edict.ProcessID{3}}}}
@@ -127,7 +128,7 @@ func TestKVThroughAFollower(t *testing.T) {
 
 	put, err := kv.Put(ctx, &pb.PutRequest{Key: []byte("a"), Value: []byte("1")})
 	require.NoError(t, err)
-	assert.Equal(t, int64(1), put.Header.Revision)
+	assert.Equal(t, int64(2), put.Header.Revision, "etcd's revisions: the first write makes 2")
 	assert.Equal(t, uint64(2), put.Header.MemberId, "the process asked answers")
 	assert.Equal(t, uint64(17), put.Header.RaftTerm)
 	assert.NotZero(t, put.Header.ClusterId)
@@ -165,7 +166,12 @@ func TestKVThroughAFollower(t *testing.T) {
 		}, rpctypes.ErrTooManyOps, codes.InvalidArgument},
 		{"no key", func() error { _, err := kv.Put(ctx, &pb.PutRequest{}); return err }, rpctypes.ErrEmptyKey, codes.InvalidArgument},
 		{"past revision", func() error {
-			_, err := kv.Range(ctx, &pb.RangeRequest{Key: []byte("a"), Revision: 1})
+			// Compacted at revision 3 (the txn's delete), removed from
+			// the store before Compact answers.
+			resp, err := kv.Compact(ctx, &pb.CompactionRequest{Revision: 3, Physical: true})
+			require.NoError(t, err)
+			assert.Equal(t, int64(3), resp.Header.Revision)
+			_, err = kv.Range(ctx, &pb.RangeRequest{Key: []byte("a"), Revision: 2})
 			return err
 		}, rpctypes.ErrCompacted, codes.OutOfRange},
 		{"future revision", func() error {
@@ -173,7 +179,8 @@ func TestKVThroughAFollower(t *testing.T) {
 			return err
 		}, rpctypes.ErrFutureRev, codes.OutOfRange},
 		{"lease", func() error { _, err := kv.Put(ctx, &pb.PutRequest{Key: []byte("l"), Lease: 3}); return err }, nil, codes.Unimplemented},
-		{"compact", func() error { _, err := kv.Compact(ctx, &pb.CompactionRequest{Revision: 1}); return err }, nil, codes.Unimplemented},
+		{"compact at a future revision", func() error { _, err := kv.Compact(ctx, &pb.CompactionRequest{Revision: 100}); return err },
+			rpctypes.ErrFutureRev, codes.OutOfRange},
 		{"value too large", func() error {
 			_, err := kv.Put(ctx, &pb.PutRequest{Key: []byte("v"), Value: make([]byte, 33)})
 			return err
@@ -188,8 +195,8 @@ func TestKVThroughAFollower(t *testing.T) {
 			}
 		})
 	}
-	_, err = kv.Compact(ctx, &pb.CompactionRequest{Revision: 1})
-	assert.Contains(t, err.Error(), "Compact")
+	_, err = kv.Compact(ctx, &pb.CompactionRequest{Revision: 3})
+	assert.Equal(t, rpctypes.ErrCompacted, rpctypes.Error(err), "compacted already")
 
 	// A call forwarded to a process that does not lead is refused, to be
 	// routed again: never forwarded a second time.

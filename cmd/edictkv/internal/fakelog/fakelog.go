@@ -1,6 +1,7 @@
 // Package fakelog stands in for log.Node in the tests of edictkv's
-// services and adapters: Log applies each command to a kvfsm.KV at once,
-// at the next index, with a stamp of its own, and answers reads from it.
+// services and adapters: Log applies each command to a kvstate.State (on
+// a memory backend) at once, at the next index, with a stamp of its own,
+// and answers the read barrier from it.
 // It can be told to lead or follow and to fail the way the log fails, so
 // that a test reaches every outcome deterministically and without a
 // cluster. The end-to-end tests (internal/process, cmd/edictkv) run the
@@ -13,16 +14,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvstate"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/mvcc"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/mvcc/backend"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/fsm"
-	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 )
 
-// Log is a log of one process over a kvfsm.KV. The zero value is not
+// Log is a log of one process over a kvstate.State. The zero value is not
 // usable: call New.
 type Log struct {
-	KV *kvfsm.KV
+	State *kvstate.State
 
 	mu       sync.Mutex
 	index    uint64
@@ -37,11 +40,23 @@ type Log struct {
 // Applied is one command Apply took, with its index.
 type Applied struct {
 	Index uint64
-	Cmd   kvfsm.Command
+	Req   *kvstate.Request
 }
 
-// New returns a Log of process 1 that leads.
-func New() *Log { return &Log{KV: kvfsm.NewKV(), self: 1, leader: 1} }
+// New returns a Log of process 1 that leads, over an empty state on a
+// memory backend whose compactions are performed at once, so that a
+// physical compaction is answered.
+func New() *Log {
+	st, err := kvstate.Open(backend.NewMemory(), kvstate.Options{Store: mvcc.Options{Background: true}})
+	if err != nil {
+		// An empty memory backend always opens.
+		panic(err)
+	}
+	return &Log{State: st, self: 1, leader: 1}
+}
+
+// Close closes the state.
+func (l *Log) Close() error { return l.State.Close() }
 
 // StampAt is the stamp Log gives the entry at index i: well formed, and
 // distinct for every index.
@@ -86,7 +101,7 @@ func (l *Log) Skip(n int) {
 	defer l.mu.Unlock()
 	for range n {
 		l.index++
-		l.KV.Apply(fsm.Entry{Index: l.index, Stamp: StampAt(l.index)})
+		l.State.Apply(fsm.Entry{Index: l.index, Stamp: StampAt(l.index)})
 	}
 }
 
@@ -114,16 +129,17 @@ func (l *Log) Apply(ctx context.Context, cmd []byte) (log.ApplyResult, error) {
 	}
 	l.index++
 	st := StampAt(l.index)
-	res := l.KV.Apply(fsm.Entry{Index: l.index, Stamp: st, Data: cmd})
-	if c, err := kvfsm.DecodeCommand(cmd); err == nil {
-		l.applied = append(l.applied, Applied{Index: l.index, Cmd: c})
+	res := l.State.Apply(fsm.Entry{Index: l.index, Stamp: st, Data: cmd})
+	if r, err := kvstate.DecodeRequest(cmd); err == nil {
+		l.applied = append(l.applied, Applied{Index: l.index, Req: r})
 	}
 	return log.ApplyResult{Index: l.index, Stamp: st, Response: res}, nil
 }
 
 // Read implements log.Node.Read's contract: a lease read needs this
 // process to lead, a follower read a leader known; a stale read is always
-// answered, from whatever is applied.
+// answered, from whatever is applied. The query goes to the state's
+// Query (the empty one is the read barrier).
 func (l *Log) Read(ctx context.Context, level log.ReadLevel, query []byte) (log.ReadResult, error) {
 	if err := ctx.Err(); err != nil {
 		return log.ReadResult{}, err
@@ -151,7 +167,7 @@ func (l *Log) Read(ctx context.Context, level log.ReadLevel, query []byte) (log.
 	default:
 		return log.ReadResult{}, errors.New("fakelog: unknown read level")
 	}
-	data, err := l.KV.Query(query)
+	data, err := l.State.Query(query)
 	if err != nil {
 		return log.ReadResult{}, err
 	}

@@ -16,10 +16,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/directory"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/fakelog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvstate"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/route"
 	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 	"github.com/edictlog/edictlog/edict"
@@ -127,11 +129,12 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	fl := fakelog.New()
-	kv, err := kvservice.New(kvservice.Config{State: fl, Limits: kvservice.Limits{MaxKeyBytes: 16, MaxValueBytes: 32}})
+	t.Cleanup(func() { fl.Close() })
+	kv, err := kvservice.New(kvservice.Config{Log: fl, State: fl.State, Limits: kvservice.Limits{MaxKeyBytes: 16, MaxValueBytes: 32}})
 	require.NoError(t, err)
 	dir, err := directory.New(directory.Config{Self: 1, SelfAddrs: directory.Addresses{HTTP: "127.0.0.1:8001"},
 		Known: map[edict.ProcessID]directory.Addresses{2: {HTTP: "127.0.0.1:8002"}},
-		Store: directory.KVStore{Log: fl, KV: fl.KV}})
+		Store: directory.StateStore{Log: fl, State: fl.State}})
 	require.NoError(t, err)
 	node := &fakeNode{st: log.Status{ID: 1, Epoch: 1, Leader: 1, IsLeader: true, Members: []edict.ProcessID{1, 2, 3}},
 		clock: edict.NewManualClock(edict.Time{Incarnation: 1}), learners: map[edict.ProcessID]string{}}
@@ -182,9 +185,9 @@ func TestKVEndpoints(t *testing.T) {
 		{"put", "PUT", "/v1/kv/a", "hello", 200, "", func(t *testing.T, a answer) {
 			var w kvjson.WriteResponse
 			require.NoError(t, json.Unmarshal(a.body, &w))
-			assert.Equal(t, kvjson.WriteResponse{Key: "a", Index: 1, Stamp: stampJSON(fakelog.StampAt(1))}, w)
-			assert.Equal(t, "1", a.header.Get(kvjson.HeaderIndex))
-			assert.Equal(t, "1", a.header.Get(kvjson.HeaderModIndex))
+			assert.Equal(t, kvjson.WriteResponse{Key: "a", Index: 2, Stamp: stampJSON(fakelog.StampAt(1))}, w, "entry 1 made revision 2")
+			assert.Equal(t, "2", a.header.Get(kvjson.HeaderIndex))
+			assert.Equal(t, "2", a.header.Get(kvjson.HeaderModIndex))
 			assert.Equal(t, stampTokenAt(1), a.header.Get(kvjson.HeaderStamp))
 			assert.Equal(t, "1", a.header.Get(kvjson.HeaderServedBy))
 		}},
@@ -193,7 +196,7 @@ func TestKVEndpoints(t *testing.T) {
 			require.NoError(t, json.Unmarshal(a.body, &g))
 			require.NotNil(t, g.Value)
 			assert.Equal(t, "hello", *g.Value)
-			assert.Equal(t, uint64(1), g.Index)
+			assert.Equal(t, uint64(2), g.Index)
 			assert.Equal(t, "lease", g.Consistency)
 			assert.Equal(t, stampTokenAt(1), g.Stamp.Token)
 			assert.Equal(t, "lease", a.header.Get(kvjson.HeaderConsistency))
@@ -211,11 +214,16 @@ func TestKVEndpoints(t *testing.T) {
 			assert.Nil(t, g.Value)
 			assert.Equal(t, "/w==", g.ValueBase64)
 		}},
-		{"read at the current revision", "GET", "/v1/kv/a?revision=2", "", 200, "", nil},
-		{"read at a past revision", "GET", "/v1/kv/a?revision=1", "", 410, kvjson.CodeCompacted, func(t *testing.T, a answer) {
-			assert.Equal(t, uint64(2), a.errorBody(t).Index, "says the current revision")
-			assert.Contains(t, a.errorBody(t).Error, "no history is kept")
+		{"read at the current revision", "GET", "/v1/kv/a?revision=3", "", 200, "", nil},
+		{"read at a past revision", "GET", "/v1/kv/a?revision=2", "", 200, "", func(t *testing.T, a answer) {
+			var g kvjson.GetResponse
+			require.NoError(t, json.Unmarshal(a.body, &g))
+			require.NotNil(t, g.Value)
+			assert.Equal(t, "hello", *g.Value, "the value at revision 2")
+			assert.Equal(t, stampTokenAt(1), g.Stamp.Token)
+			assert.Equal(t, uint64(3), g.Index, "the state's current revision")
 		}},
+		{"read before the first write", "GET", "/v1/kv/a?revision=1", "", 404, kvjson.CodeNotFound, nil},
 		{"read at a future revision", "GET", "/v1/kv/a?revision=9", "", 400, kvjson.CodeFutureRevision, nil},
 		{"revision not a number", "GET", "/v1/kv/a?revision=x", "", 400, kvjson.CodeBadParameter, nil},
 		{"revision zero", "GET", "/v1/kv/a?revision=0", "", 400, kvjson.CodeBadParameter, nil},
@@ -223,19 +231,19 @@ func TestKVEndpoints(t *testing.T) {
 		{"create only, but it exists", "PUT", "/v1/kv/a?cas=0", "x", 409, kvjson.CodeCASFailed, func(t *testing.T, a answer) {
 			e := a.errorBody(t)
 			require.NotNil(t, e.Current)
-			assert.Equal(t, uint64(2), e.Current.ModIndex)
-			assert.Equal(t, uint64(3), e.Index, "the failed compare took an index")
-			assert.Equal(t, "2", a.header.Get(kvjson.HeaderModIndex))
+			assert.Equal(t, uint64(3), e.Current.ModIndex)
+			assert.Equal(t, uint64(3), e.Index, "the failed compare made no revision")
+			assert.Equal(t, "3", a.header.Get(kvjson.HeaderModIndex))
 			assert.Empty(t, a.header.Get(kvjson.HeaderStamp))
 		}},
-		{"swap by index", "PUT", "/v1/kv/a?cas=2", "x", 200, "", func(t *testing.T, a answer) {
+		{"swap by index", "PUT", "/v1/kv/a?cas=3", "x", 200, "", func(t *testing.T, a answer) {
 			assert.Equal(t, "4", a.header.Get(kvjson.HeaderModIndex))
 		}},
 		{"swap by a stale value", "PUT", "/v1/kv/a?prev=nope", "y", 409, kvjson.CodeCASFailed, nil},
 		{"swap by value", "PUT", "/v1/kv/a?prev=x", "y", 200, "", nil},
 		{"create only", "PUT", "/v1/kv/b?cas=0", "1", 200, "", nil},
 		{"delete a missing key", "DELETE", "/v1/kv/missing", "", 404, kvjson.CodeNotFound, func(t *testing.T, a answer) {
-			assert.Equal(t, uint64(8), a.errorBody(t).Index)
+			assert.Equal(t, uint64(6), a.errorBody(t).Index, "deleting nothing makes no revision")
 		}},
 		{"delete", "DELETE", "/v1/kv/a", "", 200, "", func(t *testing.T, a answer) {
 			var w kvjson.WriteResponse
@@ -244,7 +252,7 @@ func TestKVEndpoints(t *testing.T) {
 			assert.Equal(t, "y", *w.Prev.Value)
 		}},
 		{"read a missing key", "GET", "/v1/kv/a", "", 404, kvjson.CodeNotFound, func(t *testing.T, a answer) {
-			assert.Equal(t, uint64(9), a.errorBody(t).Index)
+			assert.Equal(t, uint64(7), a.errorBody(t).Index)
 		}},
 		{"key too long", "PUT", "/v1/kv/" + strings.Repeat("k", 17), "x", 414, kvjson.CodeKeyTooLarge, nil},
 		{"value too long", "PUT", "/v1/kv/k", strings.Repeat("v", 33), 413, kvjson.CodeValueTooLarge, nil},
@@ -384,4 +392,24 @@ func TestAdminEndpoints(t *testing.T) {
 	a = f.do(t, "GET", "/readyz", "")
 	require.Equal(t, http.StatusServiceUnavailable, a.code)
 	assert.Contains(t, string(a.body), "shutting down")
+}
+
+// A read below the compaction revision is 410, saying the current
+// revision.
+func TestReadCompacted(t *testing.T) {
+	f := newFixture(t)
+	for _, v := range []string{"1", "2", "3"} {
+		require.Equal(t, 200, f.do(t, "PUT", "/v1/kv/a", v).code) // revisions 2 to 4
+	}
+	data, err := (&kvstate.Request{Compaction: &pb.CompactionRequest{Revision: 3}}).Encode()
+	require.NoError(t, err)
+	_, err = f.log.Apply(context.Background(), data)
+	require.NoError(t, err)
+	a := f.do(t, "GET", "/v1/kv/a?revision=2", "")
+	require.Equal(t, 410, a.code, "%s", a.body)
+	assert.Equal(t, kvjson.CodeCompacted, a.errorBody(t).Code)
+	assert.Equal(t, uint64(4), a.errorBody(t).Index, "says the current revision")
+	assert.Contains(t, a.errorBody(t).Error, "before the oldest kept, 3")
+	a = f.do(t, "GET", "/v1/kv/a?revision=3", "")
+	require.Equal(t, 200, a.code, "%s", a.body)
 }

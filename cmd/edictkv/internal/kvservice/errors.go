@@ -28,10 +28,10 @@ var (
 	// ErrDuplicateKey: a Txn branch writes one key twice.
 	ErrDuplicateKey = errors.New("duplicate key given in txn request")
 	// ErrInvalid: a request that makes no sense (a negative limit, an
-	// unknown sort order or compare, a key edictkv keeps for itself).
+	// unknown sort order or compare, a value given with ignore_value).
 	ErrInvalid = errors.New("invalid request")
 	// ErrUnsupported: a request that needs a feature edictkv does not
-	// have yet (leases, compaction, nested transactions).
+	// have yet (leases).
 	ErrUnsupported = errors.New("not supported yet")
 	// ErrCompacted: a read at a revision older than the oldest the state
 	// keeps (see *RevisionError).
@@ -39,14 +39,15 @@ var (
 	// ErrFutureRev: a read at a revision not yet applied here (see
 	// *RevisionError).
 	ErrFutureRev = errors.New("required revision is a future revision")
-	// ErrNoSpace: the state is over its storage quota and takes no more
-	// writes (etcd's NOSPACE alarm). The kvfsm state has no quota and
-	// never returns it; the MVCC state will.
+	// ErrNoSpace: the NOSPACE alarm is active: the state takes no Put,
+	// and no Txn with a put, until it is deactivated (etcd's capped
+	// applier). Deletes and compactions go on.
 	ErrNoSpace = errors.New("no space")
+	// ErrCorrupt: the CORRUPT alarm is active: the state refuses every KV
+	// request (etcd's corrupt applier).
+	ErrCorrupt = errors.New("corrupt cluster")
 	// ErrKeyNotFound: a Put that keeps a key's value or lease
-	// (ignore_value, ignore_lease) names a key that does not exist. Such
-	// puts are ErrUnsupported on the kvfsm state, which cannot keep a
-	// value atomically; the MVCC state will evaluate them.
+	// (ignore_value, ignore_lease) names a key that does not exist.
 	ErrKeyNotFound = errors.New("key not found")
 )
 
@@ -72,8 +73,8 @@ var (
 // It wraps ErrCompacted or ErrFutureRev.
 type RevisionError struct {
 	// Requested is the revision asked for; Oldest the oldest revision the
-	// state can answer at, and Current the newest (the kvfsm state keeps
-	// no history: Oldest is Current).
+	// state can answer at (the compaction revision), and Current the
+	// newest.
 	Requested, Oldest, Current int64
 	Err                        error
 }

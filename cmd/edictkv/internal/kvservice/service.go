@@ -30,42 +30,52 @@
 //     a key's mod_revision and, for a write, of the write's own revision:
 //     the stamp of the entry that wrote it.
 //
-// Today the state is the kvfsm state machine (fsm/kvfsm): revisions are
-// log indexes and there is no history, so a Range at a revision other
-// than the current one is refused (ErrCompacted before it, ErrFutureRev
-// after it), and Compact answers ErrUnsupported. Only this package's
-// internals (convert.go) know kvfsm: the MVCC state replaces them, and the
-// methods, their messages and the errors stay.
+// The state is edictkv's replicated state (internal/kvstate) on the MVCC
+// store: revisions are etcd's, a Range reads at any revision from the
+// compaction revision on, Compact compacts (and waits for the removal
+// with physical), and a write's header carries the state's revision after
+// it. The log decides when a read may be answered (its read barrier,
+// log.Node.Read); the state answers it.
 package kvservice
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvstate"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 )
 
-// State is the replicated state the service runs on: a log whose entries
-// a state machine applies (log.Node).
-type State interface {
-	// Apply replicates an encoded command and returns once the state
-	// machine has applied it, with its answer (log.Node.Apply).
+// Log is the replicated log the service writes through (log.Node).
+type Log interface {
+	// Apply replicates an encoded request and returns once the state has
+	// applied it, with its *kvstate.Result (log.Node.Apply).
 	Apply(ctx context.Context, cmd []byte) (log.ApplyResult, error)
-	// Read answers an encoded query at level (log.Node.Read).
+	// Read returns once a read at level may be answered from this
+	// process's state (log.Node.Read with the empty query: the read
+	// barrier).
 	Read(ctx context.Context, level log.ReadLevel, query []byte) (log.ReadResult, error)
 }
 
+// State is the replicated state the log applies to, as the service reads
+// it (*kvstate.State).
+type State interface {
+	Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, map[int64]edict.Stamp, error)
+	Rev() int64
+	CompactRev() int64
+}
+
 // Limits bound what a client may send. They are the server's policy; the
-// state machine's decoders have their own, larger, hard bounds.
+// state's decoder has its own, larger, hard bounds.
 type Limits struct {
 	// MaxKeyBytes bounds keys and range ends: default 1 KiB, at most
-	// kvfsm.MaxKeySize.
+	// 64 KiB.
 	MaxKeyBytes int
 	// MaxValueBytes bounds a value: default 1 MiB.
 	MaxValueBytes int
@@ -73,20 +83,23 @@ type Limits struct {
 	// default 128, etcd's.
 	MaxTxnOps int
 	// MaxRequestBytes bounds a whole request (its encoded size): default,
-	// and at most, what one log entry of the state machine can carry
-	// with room for its framing.
+	// and at most, what one log entry can carry with room for the
+	// request's envelope.
 	MaxRequestBytes int
 }
 
-// requestSlack is what a command's framing may add to its request's
-// encoded size: a few bytes a field in msgpack as in protobuf.
-const requestSlack = 1 << 20
+// maxKeyBytes is the largest MaxKeyBytes.
+const maxKeyBytes = 64 << 10
+
+// requestSlack is what the request envelope may add to a request's
+// encoded size.
+const requestSlack = 4 << 10
 
 func (l Limits) withDefaults() Limits {
 	if l.MaxKeyBytes <= 0 {
 		l.MaxKeyBytes = 1 << 10
 	}
-	l.MaxKeyBytes = min(l.MaxKeyBytes, kvfsm.MaxKeySize)
+	l.MaxKeyBytes = min(l.MaxKeyBytes, maxKeyBytes)
 	if l.MaxValueBytes <= 0 {
 		l.MaxValueBytes = 1 << 20
 	}
@@ -94,18 +107,15 @@ func (l Limits) withDefaults() Limits {
 		l.MaxTxnOps = 128
 	}
 	if l.MaxRequestBytes <= 0 {
-		l.MaxRequestBytes = kvfsm.MaxCommandSize - requestSlack
+		l.MaxRequestBytes = kvstate.MaxRequestSize - requestSlack
 	}
-	l.MaxRequestBytes = min(l.MaxRequestBytes, kvfsm.MaxCommandSize-requestSlack)
+	l.MaxRequestBytes = min(l.MaxRequestBytes, kvstate.MaxRequestSize-requestSlack)
 	return l
 }
 
-// MaxResponseBytes bounds an encoded response: the state machine refuses
-// a read whose answer would be larger.
-const MaxResponseBytes = kvfsm.MaxResultSize
-
 // Config configures a Service.
 type Config struct {
+	Log    Log
 	State  State
 	Limits Limits
 	// Timeout bounds a write's commit and a read (default 10s); the
@@ -120,7 +130,9 @@ type Config struct {
 // Service is the KV service of one process. It is safe for concurrent
 // use.
 type Service struct {
+	log     Log
 	state   State
+	nextID  atomic.Uint64
 	limits  Limits
 	timeout time.Duration
 	observe func(time.Duration)
@@ -128,8 +140,8 @@ type Service struct {
 
 // New returns a Service for cfg.
 func New(cfg Config) (*Service, error) {
-	if cfg.State == nil {
-		return nil, errors.New("kvservice: Config.State is required")
+	if cfg.Log == nil || cfg.State == nil {
+		return nil, errors.New("kvservice: Config.Log and Config.State are required")
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
@@ -138,7 +150,11 @@ func New(cfg Config) (*Service, error) {
 	if observe == nil {
 		observe = func(time.Duration) {}
 	}
-	return &Service{state: cfg.State, limits: cfg.Limits.withDefaults(), timeout: cfg.Timeout, observe: observe}, nil
+	s := &Service{log: cfg.Log, state: cfg.State, limits: cfg.Limits.withDefaults(), timeout: cfg.Timeout, observe: observe}
+	// Request ids tell one process's requests apart in traces; starting
+	// from the clock keeps a restarted process's apart from before.
+	s.nextID.Store(uint64(time.Now().UnixNano()))
+	return s, nil
 }
 
 // Limits are the limits the service enforces, defaults applied.
@@ -162,114 +178,131 @@ type Info struct {
 // no such revision.
 func (i Info) Stamp(rev int64) edict.Stamp { return i.Stamps[rev] }
 
-// Range reads a key or a range at level. Its header's revision is the
-// state's revision the answer reflects; r.Revision, if set, must be one
-// the state can answer at.
+// Range reads a key or a range at level: once the log's read barrier
+// says the state may answer (log.Node.Read), the state answers at
+// r.Revision (0: its current revision), which must be one it keeps. The
+// header's revision is the state's revision the answer reflects.
 func (s *Service) Range(ctx context.Context, level log.ReadLevel, r *pb.RangeRequest) (*pb.RangeResponse, Info, error) {
-	q, post, err := s.limits.rangeOf(r)
-	if err != nil {
+	if err := s.limits.checkRange(r); err != nil {
 		return nil, Info{}, err
 	}
 	if err := s.size(r); err != nil {
 		return nil, Info{}, err
 	}
-	query, err := kvfsm.EncodeQuery(q)
-	if err != nil {
-		return nil, Info{}, invalidf("%v", err)
-	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	res, err := s.state.Read(ctx, level, query)
+	res, err := s.log.Read(ctx, level, nil)
 	if err != nil {
 		return nil, Info{}, s.failure("read", err)
 	}
-	out, err := kvfsm.DecodeResult(res.Data)
-	if err != nil || out.Range == nil {
-		return nil, Info{}, fmt.Errorf("kvservice: the state machine answered a range with %+v (%v)", out, err)
+	resp, stamps, err := s.state.Range(ctx, r)
+	if err != nil {
+		return nil, Info{}, s.refusal("read", r.Revision, err)
 	}
-	if err := checkRevision(r.Revision, out.Revision); err != nil {
-		return nil, Info{}, err
+	if resp.Size() > MaxResponseBytes {
+		return nil, Info{}, fmt.Errorf("%w: the answer of %d bytes is over the limit of %d: ask for fewer keys (limit)", ErrRequestTooLarge, resp.Size(), MaxResponseBytes)
 	}
-	var a answer
-	resp := a.rangeResponse(&pb.ResponseHeader{Revision: int64(out.Revision)}, out.Range, post)
-	info := Info{Level: res.Level, Stamps: a.stamps}
+	info := Info{Level: res.Level, Stamps: stamps}
 	if res.Level == log.ReadStale {
 		info.Staleness = res.Staleness
 	}
 	return resp, info, nil
 }
 
-// checkRevision refuses a read at requested (0: the current revision)
-// when the state, at current, cannot answer at it: it keeps no history.
-func checkRevision(requested int64, current uint64) error {
-	cur := int64(current)
-	switch {
-	case requested == 0 || requested == cur:
-		return nil
-	case requested > cur:
-		return &RevisionError{Requested: requested, Oldest: cur, Current: cur, Err: ErrFutureRev}
-	}
-	return &RevisionError{Requested: requested, Oldest: cur, Current: cur, Err: ErrCompacted}
-}
+// MaxResponseBytes bounds an encoded Range response: gRPC's largest
+// message, less room for its framing.
+const MaxResponseBytes = 256<<20 - 4<<10
 
 // Put writes one key.
 func (s *Service) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, Info, error) {
-	p, err := s.limits.putOf(r)
-	if err != nil {
+	if err := s.limits.checkPut(r); err != nil {
 		return nil, Info{}, err
 	}
 	if err := s.size(r); err != nil {
 		return nil, Info{}, err
 	}
-	return write(s, ctx, kvfsm.Command{Put: p}, func(a *answer, h *pb.ResponseHeader, res *kvfsm.Result) (*pb.PutResponse, error) {
-		if res.Put == nil {
-			return nil, mismatch("put", res)
-		}
-		return a.putResponse(h, res.Put), nil
-	})
+	return write(s, ctx, &kvstate.Request{Put: r}, 0, func(res *kvstate.Result) (*pb.PutResponse, bool) { return res.Put, res.Put != nil })
 }
 
 // DeleteRange deletes a key or a range.
 func (s *Service) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, Info, error) {
-	d, err := s.limits.deleteOf(r)
-	if err != nil {
+	if err := s.limits.checkDelete(r); err != nil {
 		return nil, Info{}, err
 	}
 	if err := s.size(r); err != nil {
 		return nil, Info{}, err
 	}
-	return write(s, ctx, kvfsm.Command{Delete: d}, func(a *answer, h *pb.ResponseHeader, res *kvfsm.Result) (*pb.DeleteRangeResponse, error) {
-		if res.Delete == nil {
-			return nil, mismatch("delete", res)
-		}
-		return a.deleteResponse(h, res.Delete), nil
+	return write(s, ctx, &kvstate.Request{DeleteRange: r}, 0, func(res *kvstate.Result) (*pb.DeleteRangeResponse, bool) {
+		return res.DeleteRange, res.DeleteRange != nil
 	})
 }
 
-// Txn runs a transaction as one log entry: its compares, and the branch
-// they choose, are applied atomically at one revision. A Range in a branch
-// sees the branch's earlier writes.
+// Txn runs a transaction as one log entry, with etcd's semantics: its
+// compares (over a key or a range), and those of the nested txns on the
+// path they choose, are evaluated against the state before it; the
+// path's requests then apply at one revision, each range seeing the
+// writes before it.
 func (s *Service) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, Info, error) {
-	t, post, err := s.limits.txnOf(r)
-	if err != nil {
+	if err := s.limits.checkTxn(r); err != nil {
 		return nil, Info{}, err
 	}
 	if err := s.size(r); err != nil {
 		return nil, Info{}, err
 	}
-	return write(s, ctx, kvfsm.Command{Txn: t}, func(a *answer, h *pb.ResponseHeader, res *kvfsm.Result) (*pb.TxnResponse, error) {
-		if res.Txn == nil {
-			return nil, mismatch("txn", res)
-		}
-		return a.txnResponse(h, res.Txn, post)
-	})
+	return write(s, ctx, &kvstate.Request{Txn: r}, 0, func(res *kvstate.Result) (*pb.TxnResponse, bool) { return res.Txn, res.Txn != nil })
 }
 
-// Compact would discard the history before r.Revision. The kvfsm state
-// keeps none, so it is refused.
+// Compact discards the history before r.Revision, as etcd's: reads below
+// it fail with ErrCompacted from then on. With r.Physical it returns only
+// once the compacted revisions are removed from the store (the state's
+// background compactor removes them in steps); the caller's context
+// bounds that wait, and the service's Timeout does not.
 func (s *Service) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
-	return nil, unsupportedf("Compact: edictkv keeps no history to compact (every revision but the current one is already gone)")
+	if r.Revision < 0 {
+		return nil, invalidf("negative revision %d", r.Revision)
+	}
+	var physical <-chan struct{}
+	resp, _, err := write(s, ctx, &kvstate.Request{Compaction: r}, r.Revision, func(res *kvstate.Result) (*pb.CompactionResponse, bool) {
+		physical = res.Physical
+		return res.Compaction, res.Compaction != nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if r.Physical && physical != nil {
+		select {
+		case <-physical:
+		case <-ctx.Done():
+			return nil, s.failure("compaction", fmt.Errorf("%w: waiting for the physical compaction: %w", ErrTimeout, ctx.Err()))
+		}
+	}
+	return resp, nil
 }
+
+// Alarm is etcd's Maintenance.Alarm: it lists (GET), activates or
+// deactivates alarms through the log, as etcd does, so that the answer
+// reflects every alarm change committed before it. An active NOSPACE
+// alarm refuses Puts and Txns with puts (ErrNoSpace) until it is
+// deactivated; CORRUPT refuses every KV request (ErrCorrupt).
+func (s *Service) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
+	if _, ok := pb.AlarmRequest_AlarmAction_name[int32(r.Action)]; !ok {
+		return nil, invalidf("unknown alarm action %d", r.Action)
+	}
+	if _, ok := pb.AlarmType_name[int32(r.Alarm)]; !ok {
+		return nil, invalidf("unknown alarm type %d", r.Alarm)
+	}
+	resp, _, err := write(s, ctx, &kvstate.Request{Alarm: r}, 0, func(res *kvstate.Result) (*pb.AlarmResponse, bool) {
+		if res.Alarm != nil {
+			res.Alarm.Header = &pb.ResponseHeader{Revision: res.Rev}
+		}
+		return res.Alarm, res.Alarm != nil
+	})
+	return resp, err
+}
+
+// Rev is the state's current revision here: the header revision of an
+// answer that reads no key.
+func (s *Service) Rev() int64 { return s.state.Rev() }
 
 // size refuses a request whose encoding is over MaxRequestBytes.
 func (s *Service) size(r interface{ Size() int }) error {
@@ -279,43 +312,67 @@ func (s *Service) size(r interface{ Size() int }) error {
 	return nil
 }
 
-// write commits cmd through the log and builds the answer from the state
-// machine's result.
-func write[T any](s *Service, ctx context.Context, cmd kvfsm.Command,
-	build func(*answer, *pb.ResponseHeader, *kvfsm.Result) (T, error)) (T, Info, error) {
+// write commits req through the log and takes its response from the
+// state's Result. rev is the revision the request names, for a refusal's
+// RevisionError.
+func write[T any](s *Service, ctx context.Context, req *kvstate.Request, rev int64, response func(*kvstate.Result) (T, bool)) (T, Info, error) {
 	var zero T
-	data, err := kvfsm.EncodeCommand(cmd)
+	req.ID = s.nextID.Add(1)
+	data, err := req.Encode()
 	if err != nil {
 		return zero, Info{}, invalidf("%v", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	start := time.Now()
-	res, err := s.state.Apply(ctx, data)
+	res, err := s.log.Apply(ctx, data)
 	if err != nil {
 		return zero, Info{}, s.failure("write", err)
 	}
 	s.observe(time.Since(start))
-	var out *kvfsm.Result
-	switch r := res.Response.(type) {
-	case *kvfsm.Result:
-		out = r
-	case error:
-		// Committed, but refused by the state machine: nothing changed.
-		if errors.Is(r, kvfsm.ErrDuplicateKey) {
-			return zero, Info{}, fmt.Errorf("%w: %v", ErrDuplicateKey, r)
-		}
-		return zero, Info{}, invalidf("the state machine refused the command: %v", r)
-	default:
+	out, ok := res.Response.(*kvstate.Result)
+	if !ok {
 		return zero, Info{}, fmt.Errorf("kvservice: unexpected state machine response %T", res.Response)
 	}
-	a := answer{}
-	a.stamp(res.Index, res.Stamp)
-	resp, err := build(&a, &pb.ResponseHeader{Revision: int64(out.Revision)}, out)
-	if err != nil {
-		return zero, Info{}, err
+	if out.Err != nil {
+		// Committed, but refused by the state: nothing changed.
+		return zero, Info{}, s.refusal("write", rev, out.Err)
 	}
-	return resp, Info{Stamps: a.stamps}, nil
+	resp, ok := response(out)
+	if !ok {
+		return zero, Info{}, fmt.Errorf("kvservice: the state answered %v request %d with no response", req.Kind(), out.Index)
+	}
+	return resp, Info{Stamps: out.Stamps}, nil
+}
+
+// refusal words the state's refusal of a request in the package's
+// taxonomy.
+func (s *Service) refusal(what string, rev int64, err error) error {
+	var re error
+	switch {
+	case errors.Is(err, kvstate.ErrCompacted):
+		re = ErrCompacted
+	case errors.Is(err, kvstate.ErrFutureRev):
+		re = ErrFutureRev
+	}
+	if re != nil {
+		cur, oldest := s.state.Rev(), max(s.state.CompactRev(), 1)
+		return &RevisionError{Requested: rev, Oldest: oldest, Current: cur, Err: re}
+	}
+	for _, m := range []struct{ from, to error }{
+		{kvstate.ErrKeyNotFound, ErrKeyNotFound},
+		{kvstate.ErrNoSpace, ErrNoSpace},
+		{kvstate.ErrCorrupt, ErrCorrupt},
+		{kvstate.ErrDuplicateKey, ErrDuplicateKey},
+	} {
+		if errors.Is(err, m.from) {
+			return fmt.Errorf("%s: %w", what, m.to)
+		}
+	}
+	if errors.Is(err, kvstate.ErrInvalid) || errors.Is(err, kvstate.ErrBadRequest) {
+		return invalidf("%s: the state refused the request: %v", what, err)
+	}
+	return fmt.Errorf("kvservice: %s: %w", what, err)
 }
 
 // failure words an error of the log. The log's outcomes pass as they are
@@ -332,12 +389,6 @@ func (s *Service) failure(what string, err error) error {
 		return fmt.Errorf("%s: %w: %w", what, ErrTimeout, err)
 	case errors.Is(err, context.Canceled):
 		return err
-	case errors.Is(err, kvfsm.ErrInvalid):
-		return invalidf("%s: %v", what, err)
 	}
 	return fmt.Errorf("kvservice: %s: %w", what, err)
-}
-
-func mismatch(what string, res *kvfsm.Result) error {
-	return fmt.Errorf("kvservice: a %s answered with the wrong result %+v", what, res)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/fakelog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvstate"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/log"
 )
@@ -20,8 +21,9 @@ import (
 func newService(t *testing.T, l kvservice.Limits) (*kvservice.Service, *fakelog.Log, *[]time.Duration) {
 	t.Helper()
 	fl := fakelog.New()
+	t.Cleanup(func() { fl.Close() })
 	var commits []time.Duration
-	s, err := kvservice.New(kvservice.Config{State: fl, Limits: l, ObserveCommit: func(d time.Duration) { commits = append(commits, d) }})
+	s, err := kvservice.New(kvservice.Config{Log: fl, State: fl.State, Limits: l, ObserveCommit: func(d time.Duration) { commits = append(commits, d) }})
 	require.NoError(t, err)
 	return s, fl, &commits
 }
@@ -33,42 +35,49 @@ func put(t *testing.T, s *kvservice.Service, k, v string) (*pb.PutResponse, kvse
 	return resp, info
 }
 
-// Writes are log entries at the next revision, carrying their stamps;
-// reads answer at the revision of the state they read, with the stamps of
-// what they return.
+// Writes are log entries; each that changes something makes the next
+// revision (etcd's: the first is 2), the log's own entries make none; the
+// answers carry the stamps of the entries that made the revisions they
+// name; reads answer at the revision of the state they read.
 func TestWritesAndReads(t *testing.T) {
 	s, fl, commits := newService(t, kvservice.Limits{})
 	ctx := context.Background()
 
 	first, info := put(t, s, "a", "1")
-	assert.Equal(t, int64(1), first.Header.Revision)
+	assert.Equal(t, int64(2), first.Header.Revision)
 	assert.Nil(t, first.PrevKv)
-	assert.Equal(t, fakelog.StampAt(1), info.Stamp(1), "the write's own stamp")
-	fl.Skip(2) // the log's own entries: revisions have gaps
+	assert.Equal(t, fakelog.StampAt(1), info.Stamp(2), "the write's own stamp: entry 1 made revision 2")
+	fl.Skip(2) // the log's own entries make no revision
 	second, info := put(t, s, "a", "2")
-	assert.Equal(t, int64(4), second.Header.Revision)
+	assert.Equal(t, int64(3), second.Header.Revision)
 	require.NotNil(t, second.PrevKv)
 	assert.Equal(t, "1", string(second.PrevKv.Value))
 	assert.Equal(t, fakelog.StampAt(1), info.Stamp(second.PrevKv.ModRevision), "the previous value's stamp")
-	assert.Equal(t, fakelog.StampAt(4), info.Stamp(4))
-	put(t, s, "b", "x")
+	assert.Equal(t, fakelog.StampAt(4), info.Stamp(3))
+	put(t, s, "b", "x") // entry 5, revision 4
 
 	got, info, err := s.Range(ctx, log.ReadLease, &pb.RangeRequest{Key: []byte("a"), RangeEnd: []byte("c")})
 	require.NoError(t, err)
-	assert.Equal(t, int64(5), got.Header.Revision)
+	assert.Equal(t, int64(4), got.Header.Revision)
 	require.Len(t, got.Kvs, 2)
 	assert.Equal(t, int64(2), got.Kvs[0].Version)
-	assert.Equal(t, int64(1), got.Kvs[0].CreateRevision)
+	assert.Equal(t, int64(2), got.Kvs[0].CreateRevision)
 	assert.Equal(t, log.ReadLease, info.Level)
-	for _, kv := range got.Kvs {
-		assert.Equal(t, fakelog.StampAt(uint64(kv.ModRevision)), info.Stamp(kv.ModRevision), "stamp of %s", kv.Key)
-	}
+	assert.Equal(t, fakelog.StampAt(4), info.Stamp(3))
+	assert.Equal(t, fakelog.StampAt(5), info.Stamp(4))
+
+	old, info, err := s.Range(ctx, log.ReadLease, &pb.RangeRequest{Key: []byte("a"), Revision: 2})
+	require.NoError(t, err)
+	assert.Equal(t, "1", string(old.Kvs[0].Value), "a read at a past revision")
+	assert.Equal(t, int64(4), old.Header.Revision)
+	assert.Equal(t, fakelog.StampAt(1), info.Stamp(2))
 
 	del, info, err := s.DeleteRange(ctx, &pb.DeleteRangeRequest{Key: []byte("a"), RangeEnd: []byte("c"), PrevKv: true})
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), del.Deleted)
 	assert.Len(t, del.PrevKvs, 2)
-	assert.Equal(t, fakelog.StampAt(6), info.Stamp(del.Header.Revision))
+	assert.Equal(t, int64(5), del.Header.Revision)
+	assert.Equal(t, fakelog.StampAt(6), info.Stamp(5))
 
 	txn, info, err := s.Txn(ctx, &pb.TxnRequest{
 		Compare: []*pb.Compare{{Key: []byte("a"), Target: pb.Compare_CREATE, Result: pb.Compare_EQUAL,
@@ -76,14 +85,20 @@ func TestWritesAndReads(t *testing.T) {
 		Success: []*pb.RequestOp{
 			{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("a"), Value: []byte("3")}}},
 			{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: []byte("a")}}},
+			{Request: &pb.RequestOp_RequestTxn{RequestTxn: &pb.TxnRequest{
+				Compare: []*pb.Compare{{Key: []byte("b"), RangeEnd: []byte("c"), Target: pb.Compare_VERSION, Result: pb.Compare_EQUAL}},
+				Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("b"), Value: []byte("n")}}}},
+			}}},
 		},
 	})
 	require.NoError(t, err)
 	assert.True(t, txn.Succeeded)
+	assert.Equal(t, int64(6), txn.Header.Revision, "one revision for the whole txn")
 	read := txn.Responses[1].GetResponseRange()
 	require.Len(t, read.Kvs, 1, "a range in a branch sees the branch's earlier writes")
 	assert.Equal(t, txn.Header.Revision, read.Kvs[0].ModRevision)
-	assert.Equal(t, fakelog.StampAt(7), info.Stamp(7))
+	assert.True(t, txn.Responses[2].GetResponseTxn().Succeeded, "a nested txn")
+	assert.Equal(t, fakelog.StampAt(7), info.Stamp(6))
 
 	assert.Len(t, *commits, 5, "every write is observed once")
 	assert.Len(t, fl.Applied(), 5)
@@ -128,33 +143,45 @@ func rangeErr(s *kvservice.Service, level log.ReadLevel, r *pb.RangeRequest) (*p
 	return resp, err
 }
 
-// There is no history: the current revision can be read at, any other is
-// refused, saying which revisions the state can answer at.
-func TestRangeAtRevision(t *testing.T) {
-	s, fl, _ := newService(t, kvservice.Limits{})
-	put(t, s, "k", "v")
-	fl.Skip(3)
+// Reads at any revision from the compaction on; Compact refuses a
+// revision compacted or not made yet, and with physical returns once the
+// compacted revisions are removed.
+func TestRangeAtRevisionAndCompact(t *testing.T) {
+	s, _, _ := newService(t, kvservice.Limits{})
+	for i := range 4 {
+		put(t, s, "k", fmt.Sprint(i)) // revisions 2 to 5
+	}
+	ctx := context.Background()
+	resp, err := s.Compact(ctx, &pb.CompactionRequest{Revision: 3, Physical: true})
+	require.NoError(t, err)
+	assert.Equal(t, int64(5), resp.Header.Revision)
 	for _, c := range []struct {
 		rev  int64
 		want error
-	}{{0, nil}, {4, nil}, {1, kvservice.ErrCompacted}, {3, kvservice.ErrCompacted}, {5, kvservice.ErrFutureRev}, {1 << 40, kvservice.ErrFutureRev}} {
+	}{{0, nil}, {3, nil}, {5, nil}, {1, kvservice.ErrCompacted}, {2, kvservice.ErrCompacted}, {6, kvservice.ErrFutureRev}, {1 << 40, kvservice.ErrFutureRev}} {
 		t.Run(fmt.Sprint(c.rev), func(t *testing.T) {
 			resp, err := rangeErr(s, log.ReadLease, &pb.RangeRequest{Key: []byte("k"), Revision: c.rev})
 			if c.want == nil {
 				require.NoError(t, err)
-				assert.Equal(t, int64(4), resp.Header.Revision)
+				assert.Equal(t, int64(5), resp.Header.Revision)
 				return
 			}
 			require.ErrorIs(t, err, c.want)
 			var re *kvservice.RevisionError
 			require.ErrorAs(t, err, &re)
-			assert.Equal(t, kvservice.RevisionError{Requested: c.rev, Oldest: 4, Current: 4, Err: c.want}, *re)
+			assert.Equal(t, kvservice.RevisionError{Requested: c.rev, Oldest: 3, Current: 5, Err: c.want}, *re)
 			assert.Contains(t, err.Error(), fmt.Sprint(c.rev))
 		})
 	}
-	_, err := s.Compact(context.Background(), &pb.CompactionRequest{Revision: 2})
-	require.ErrorIs(t, err, kvservice.ErrUnsupported)
-	assert.Contains(t, err.Error(), "not supported yet: Compact")
+	for _, c := range []struct {
+		rev  int64
+		want error
+	}{{3, kvservice.ErrCompacted}, {2, kvservice.ErrCompacted}, {6, kvservice.ErrFutureRev}} {
+		_, err := s.Compact(ctx, &pb.CompactionRequest{Revision: c.rev})
+		require.ErrorIs(t, err, c.want, "compact at %d", c.rev)
+	}
+	_, err = s.Compact(ctx, &pb.CompactionRequest{Revision: -1})
+	require.ErrorIs(t, err, kvservice.ErrInvalid)
 }
 
 // A request refused for what it holds reaches nothing: no log entry, no
@@ -226,15 +253,37 @@ func TestLogOutcomes(t *testing.T) {
 	assert.Empty(t, *commits, "no write succeeded")
 }
 
-// The state machine's refusal of a committed command changes nothing and
-// says why.
-func TestStateMachineRefusal(t *testing.T) {
-	s, _, _ := newService(t, kvservice.Limits{})
-	// A branch that writes one key twice is refused before the log: the
-	// state machine would refuse it too.
+// The state's refusals of a committed request change nothing and reach
+// the caller as the taxonomy's.
+func TestStateRefusals(t *testing.T) {
+	s, fl, _ := newService(t, kvservice.Limits{})
+	ctx := context.Background()
+	// A branch that writes one key twice is refused before the log.
 	op := &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("d")}}}
-	_, _, err := s.Txn(context.Background(), &pb.TxnRequest{Success: []*pb.RequestOp{op, op}})
+	_, _, err := s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{op, op}})
 	require.ErrorIs(t, err, kvservice.ErrDuplicateKey)
+	assert.Empty(t, fl.Applied())
+
+	_, _, err = s.Put(ctx, &pb.PutRequest{Key: []byte("missing"), IgnoreValue: true})
+	require.ErrorIs(t, err, kvservice.ErrKeyNotFound)
+	_, _, err = s.Put(ctx, &pb.PutRequest{Key: []byte("k"), IgnoreValue: true, Value: []byte("v")})
+	require.ErrorIs(t, err, kvservice.ErrInvalid, "etcd's value provided")
+
+	put(t, s, "k", "v")
+	resp, _, err := s.Put(ctx, &pb.PutRequest{Key: []byte("k"), IgnoreValue: true, PrevKv: true})
+	require.NoError(t, err)
+	assert.Equal(t, "v", string(resp.PrevKv.Value))
+
+	// NOSPACE: no puts, deletes go on.
+	alarm, err := (&kvstate.Request{Alarm: &pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: 1, Alarm: pb.AlarmType_NOSPACE}}).Encode()
+	require.NoError(t, err)
+	_, err = fl.Apply(ctx, alarm)
+	require.NoError(t, err)
+	_, _, err = s.Put(ctx, &pb.PutRequest{Key: []byte("k"), Value: []byte("w")})
+	require.ErrorIs(t, err, kvservice.ErrNoSpace)
+	del, _, err := s.DeleteRange(ctx, &pb.DeleteRangeRequest{Key: []byte("k")})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), del.Deleted)
 }
 
 func TestLimitsDefaults(t *testing.T) {
@@ -245,7 +294,7 @@ func TestLimitsDefaults(t *testing.T) {
 	assert.Equal(t, 128, l.MaxTxnOps)
 	assert.Positive(t, l.MaxRequestBytes)
 	big, _, _ := newService(t, kvservice.Limits{MaxKeyBytes: 1 << 30, MaxRequestBytes: 1 << 40})
-	assert.Equal(t, 64<<10, big.Limits().MaxKeyBytes, "at most what the state machine takes")
+	assert.Equal(t, 64<<10, big.Limits().MaxKeyBytes, "at most 64 KiB")
 	assert.Equal(t, l.MaxRequestBytes, big.Limits().MaxRequestBytes)
 	_, err := kvservice.New(kvservice.Config{})
 	require.Error(t, err)

@@ -74,7 +74,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 				if *kv.Value != "original" || kv.Version != 1 {
 					t.Fatalf("via %d: key k is now %+v", via, kv)
 				}
-				if n := c.procs[leader].KV.Len(); n != 1 {
+				if n := keyCount(c.procs[leader]); n != 1 {
 					t.Fatalf("via %d: %d keys, want 1", via, n)
 				}
 			}

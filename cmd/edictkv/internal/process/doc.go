@@ -1,9 +1,11 @@
 // Package process starts one edictkv process from a data directory
-// (Process): it opens the bbolt store and the snapshot folder there, binds
-// the log's transport and the API listeners, builds the weak leader
-// election (the Node's default, gossip's memberlist detector, or one of
-// the papers' algorithms), starts a log.Node running the kvfsm.KV state
-// machine, and wires over it what both APIs share — one leader router
+// (Process): it opens there the replicated state's bbolt file (state.db,
+// internal/kvstate on internal/mvcc), the log's bbolt store (edictkv.db)
+// and the snapshot folder, binds the log's transport and the API
+// listeners, builds the weak leader election (the Node's default,
+// gossip's memberlist detector, or one of the papers' algorithms), starts
+// a log.Node with the state as its FSM (an fsm.DiskFSM: it starts where
+// its file left it), and wires over them what both APIs share — one leader router
 // with its handover gate (internal/route), the member directory
 // (internal/directory), the KV service (internal/kvservice) and the
 // metrics registry — then serves the HTTP API (internal/httpapi) and, if
@@ -11,6 +13,9 @@
 //
 // What a Process guarantees:
 //
+//   - A data directory written before the state had a file of its own
+//     (the log's store without state.db) is refused with ErrOldFormat,
+//     naming it; nothing in it is changed.
 //   - Every address is known before any process starts: Listen opens the
 //     data directory and binds every listener, Start then starts the Node
 //     and serves. The peers given to Start are the bootstrap epoch, read

@@ -59,7 +59,7 @@ func (fx *fuzzNode) start() error {
 	// Node, with the limits of badinput_test.go and short waits: an input
 	// that makes the cluster lose its leader (promoting a learner that does
 	// not exist) then costs about a second, not the default 3s+10s.
-	kv, err := kvservice.New(kvservice.Config{State: p.Node, Limits: kvservice.Limits{MaxKeyBytes: 16, MaxValueBytes: 32},
+	kv, err := kvservice.New(kvservice.Config{Log: p.Node, State: p.State, Limits: kvservice.Limits{MaxKeyBytes: 16, MaxValueBytes: 32},
 		Timeout: time.Second})
 	if err != nil {
 		_ = p.Close()
@@ -153,7 +153,7 @@ func (fx *fuzzNode) checkAnswer(t *testing.T, what string, rec *httptest.Respons
 		t.Fatalf("%s: %d body %q is not an kvjson.ErrorJSON with error and code (%v)", what, rec.Code, rec.Body.Bytes(), err)
 	}
 	st := fx.proc.Node.Status()
-	if n := fx.proc.KV.Len(); n != keysBefore {
+	if n := keyCount(fx.proc); n != keysBefore {
 		t.Fatalf("%s: %d %s changed the key count from %d to %d", what, rec.Code, e.Code, keysBefore, n)
 	}
 	// A 404 on DELETE and a failed compare-and-swap are outcomes of a
@@ -271,7 +271,7 @@ func FuzzHandler(f *testing.F) {
 // gives the next input a fresh node if this one changed the membership.
 func (fx *fuzzNode) check(t *testing.T, method, target, headers string, body []byte) {
 	t.Helper()
-	last, keys := fx.proc.Node.Status().LastIndex, fx.proc.KV.Len()
+	last, keys := fx.proc.Node.Status().LastIndex, keyCount(fx.proc)
 	rec, ok := fx.serve(method, target, headers, body)
 	if !ok {
 		return

@@ -1,6 +1,7 @@
 package process
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 	"github.com/edictlog/edictlog/edict"
@@ -152,4 +155,13 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("timed out waiting for %s", what)
+}
+
+// keyCount is the number of keys p's state holds now.
+func keyCount(p *Process) int {
+	resp, _, err := p.State.Range(context.Background(), &pb.RangeRequest{Key: []byte{0}, RangeEnd: []byte{0}, CountOnly: true})
+	if err != nil {
+		panic(err)
+	}
+	return int(resp.Count)
 }

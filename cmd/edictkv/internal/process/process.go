@@ -22,12 +22,13 @@ import (
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/etcdapi"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvstate"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/mvcc"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/route"
 	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/elect/gossip"
-	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/transport"
@@ -101,10 +102,13 @@ type Config struct {
 // state machine, and the services and APIs over them. Listen, then Start,
 // then Shutdown.
 type Process struct {
-	cfg    Config
-	log    *slog.Logger
-	store  *storage.BoltStore
-	snaps  *storage.FileSnapshotStore
+	cfg   Config
+	log   *slog.Logger
+	store *storage.BoltStore
+	snaps *storage.FileSnapshotStore
+	// State is the replicated state (the log's FSM), kept in its own
+	// bbolt file beside the log's store.
+	State  *kvstate.State
 	trans  *transport.TCP
 	ln     net.Listener
 	grpcLn net.Listener
@@ -114,11 +118,9 @@ type Process struct {
 	// timed times the store's durable batches (metrics).
 	timed *TimedStore
 
-	// Set by Start: the log and its state machine, and over them the
-	// leader router, the member directory, the KV service and the HTTP
-	// API.
+	// Set by Start: the log, and over it and the state the leader router,
+	// the member directory, the KV service and the HTTP API.
 	Node   *log.Node
-	KV     *kvfsm.KV
 	router *route.Router
 	dir    *directory.Directory
 	kv     *kvservice.Service
@@ -167,7 +169,16 @@ func Listen(cfg Config) (_ *Process, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("process: data dir: %w", err)
 	}
-	if p.store, err = storage.OpenBolt(filepath.Join(cfg.DataDir, "edictkv.db"), nil); err != nil {
+	logPath, statePath := filepath.Join(cfg.DataDir, logFile), filepath.Join(cfg.DataDir, stateFile)
+	if err := checkFormat(cfg.DataDir, logPath, statePath); err != nil {
+		return nil, err
+	}
+	// The state first: a directory that has the log's store has the
+	// state's too (checkFormat relies on it).
+	if p.State, err = kvstate.OpenFile(statePath, kvstate.Options{Store: mvcc.Options{Background: true}}); err != nil {
+		return nil, fmt.Errorf("process: open the state: %w", err)
+	}
+	if p.store, err = storage.OpenBolt(logPath, nil); err != nil {
 		return nil, fmt.Errorf("process: open store: %w", err)
 	}
 	if p.snaps, err = storage.NewFileSnapshotStore(filepath.Join(cfg.DataDir, "snapshots"), 2); err != nil {
@@ -222,7 +233,6 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 	for id, pe := range peers {
 		raft[id] = pe.RaftAddr
 	}
-	p.KV = kvfsm.NewKV()
 	// The Jepsen hook's slow disk sits under the timing, so that the
 	// append histogram sees what the log waits for.
 	timed := NewTimedStore(p.faults.wrapStore(p.store))
@@ -250,7 +260,7 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 		}
 	}
 	node, err := log.Start(log.Config{ID: p.cfg.ID, Peers: raft, Join: p.cfg.Join, Store: timed,
-		Snapshots: p.snaps, Transport: p.faults.wrapTransport(p.trans), FSM: p.KV, WrapClock: p.faults.wrapClock,
+		Snapshots: p.snaps, Transport: p.faults.wrapTransport(p.trans), FSM: p.State, WrapClock: p.faults.wrapClock,
 		NewDetector: newDetector, Rho: p.cfg.Rho, MaxLease: p.cfg.Lease, SnapshotEvery: p.cfg.SnapshotEvery, Logger: p.cfg.Logger})
 	if err != nil {
 		p.closeGossip(false)
@@ -530,10 +540,10 @@ func (p *Process) startServices(peers map[edict.ProcessID]Peer) error {
 		known[id] = directory.Addresses{HTTP: pe.HTTPAddr, GRPC: pe.GRPCAddr}
 	}
 	p.dir, err = directory.New(directory.Config{Self: p.cfg.ID, SelfAddrs: directory.Addresses{HTTP: p.HTTPAddr(), GRPC: p.GRPCAddr()},
-		SelfPeer: p.RaftAddr(), Known: known, Store: directory.KVStore{Log: p.Node, KV: p.KV},
+		SelfPeer: p.RaftAddr(), Known: known, Store: directory.StateStore{Log: p.Node, State: p.State},
 		PeerAddr: func(id edict.ProcessID) string { a, _ := p.trans.PeerAddr(id); return a }})
 	if err == nil {
-		p.kv, err = kvservice.New(kvservice.Config{State: p.Node, Limits: p.cfg.Limits, ObserveCommit: p.metrics.observeCommit})
+		p.kv, err = kvservice.New(kvservice.Config{Log: p.Node, State: p.State, Limits: p.cfg.Limits, ObserveCommit: p.metrics.observeCommit})
 	}
 	if err != nil {
 		p.metrics.close()
@@ -572,5 +582,41 @@ func (p *Process) closeResources() error {
 	if p.store != nil {
 		errs = append(errs, p.store.Close())
 	}
+	if p.State != nil {
+		errs = append(errs, p.State.Close())
+	}
 	return errors.Join(errs...)
+}
+
+// The files of a data directory: the log's store and the replicated
+// state's.
+const (
+	logFile   = "edictkv.db"
+	stateFile = "state.db"
+)
+
+// ErrOldFormat refuses a data directory written by an edictkv whose
+// state was kept by the log (fsm/kvfsm, in the log's snapshots, with
+// revisions that were log indexes): this version keeps the state in a
+// file of its own and cannot read it.
+var ErrOldFormat = errors.New("process: the data directory is in the format of an earlier edictkv")
+
+// checkFormat refuses a data directory that has the log's store but not
+// the state's: one written before the state had a file of its own.
+func checkFormat(dir, logPath, statePath string) error {
+	if _, err := os.Stat(logPath); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("process: data dir: %w", err)
+	}
+	switch _, err := os.Stat(statePath); {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%w: %s holds the log's store (%s) but no state file (%s): it was written with the state in the "+
+			"log's snapshots (kvfsm, revisions were log indexes), which this version does not read; start this process "+
+			"from an empty data directory and copy the keys over with a client", ErrOldFormat, dir, logFile, stateFile)
+	case err != nil:
+		return fmt.Errorf("process: data dir: %w", err)
+	}
+	return nil
 }

@@ -39,13 +39,8 @@ func (p *Process) startGRPC() error {
 	return nil
 }
 
-func (p *Process) dbSize() int64 {
-	st, err := p.store.Stats()
-	if err != nil {
-		return 0
-	}
-	return st.FileSize
-}
+// dbSize is the size of the state's file, etcd's db size.
+func (p *Process) dbSize() int64 { return p.State.Store().Size() }
 
 // publish records this process's HTTP and gRPC addresses in the member
 // directory, through whichever process leads, until they are there: that
