@@ -13,11 +13,11 @@
 // does not know (encoding/json does).
 package kvjson
 
-// Response headers. Every KV answer carries the log index it reflects and,
+// Response headers. Every KV answer carries the revision it reflects and,
 // when a value is involved, the edict stamp of that value.
 const (
-	HeaderIndex       = "X-Edictkv-Index"       // for a write its entry's index; for a read the applied index it reflects
-	HeaderModIndex    = "X-Edictkv-Mod-Index"   // the index of the entry that last wrote the value
+	HeaderIndex       = "X-Edictkv-Index"       // the state's revision: after a write; for a read, the one it reflects
+	HeaderModIndex    = "X-Edictkv-Mod-Index"   // the revision that last wrote the value (its mod_revision)
 	HeaderStamp       = "X-Edictkv-Stamp"       // the value's edict stamp, as StampJSON.Token
 	HeaderConsistency = "X-Edictkv-Consistency" // how a read was served: lease, follower or stale
 	HeaderServedBy    = "X-Edictkv-Served-By"   // the process that served the request
@@ -64,7 +64,7 @@ const (
 type ErrorJSON struct {
 	Error string `json:"error"`
 	Code  string `json:"code"`
-	// Index is the applied index the answer reflects, where one is known
+	// Index is the state's revision the answer reflects, where one is known
 	// (a 404, a 409, a refused revision).
 	Index uint64 `json:"index,omitempty"`
 	// Current is the key's state when a compare-and-swap failed (absent
@@ -91,6 +91,9 @@ type StampJSON struct {
 
 // KVJSON is a key's state. Value holds a UTF-8 value; any other value is in
 // ValueBase64 instead (JSON strings cannot carry arbitrary bytes).
+// CreateIndex and ModIndex are etcd's create_revision and mod_revision
+// (the names are kept from when revisions were log indexes); Stamp is the
+// edict stamp of the entry that made ModIndex.
 type KVJSON struct {
 	Key         string    `json:"key"`
 	Value       *string   `json:"value,omitempty"`
@@ -104,7 +107,7 @@ type KVJSON struct {
 // GetResponse answers GET /v1/kv/<key>.
 type GetResponse struct {
 	KVJSON
-	// Index is the applied index the answer reflects at least (the
+	// Index is the state's revision the answer reflects at least (the
 	// revision asked for, with ?revision).
 	Index uint64 `json:"index"`
 	// Consistency is how the read was served; a follower read answered by
@@ -134,7 +137,8 @@ type LocalLeaderJSON struct {
 // WriteResponse answers a PUT or DELETE that took effect.
 type WriteResponse struct {
 	Key string `json:"key"`
-	// Index is the write's log index (the value's mod_index for a PUT).
+	// Index is the state's revision after the write (the value's
+	// mod_index for a PUT).
 	Index uint64 `json:"index"`
 	// Stamp is the write's edict stamp: the value's stamp for a PUT.
 	Stamp StampJSON `json:"stamp"`

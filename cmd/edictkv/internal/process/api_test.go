@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvstate"
 	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 	"github.com/edictlog/edictlog/edict"
 )
@@ -208,26 +211,46 @@ func TestReadAtRevision(t *testing.T) {
 	c := startCluster(t, 3, nil)
 	f := c.follower(c.leader())
 	mustStatus(t, do(t, http.MethodPut, c.url(f, "/v1/kv/r"), "1"), http.StatusOK)
+	mustStatus(t, do(t, http.MethodPut, c.url(f, "/v1/kv/r"), "2"), http.StatusOK)
 	var current uint64
-	eventually(t, "a read at the current revision", func() bool {
+	eventually(t, "a read at the current revision, then at the one before", func() bool {
 		a := do(t, http.MethodGet, c.url(f, "/v1/kv/r"), "")
 		mustStatus(t, a, http.StatusOK)
 		var g kvjson.GetResponse
 		a.json(t, &g)
-		at := do(t, http.MethodGet, c.url(f, fmt.Sprintf("/v1/kv/r?revision=%d", g.Index)), "")
-		if at.status == http.StatusGone {
-			return false // the log moved on in between: look again
+		if *g.Value != "2" {
+			return false // a follower catching up
 		}
+		at := do(t, http.MethodGet, c.url(f, fmt.Sprintf("/v1/kv/r?revision=%d", g.ModIndex-1)), "")
 		mustStatus(t, at, http.StatusOK)
+		var old kvjson.GetResponse
+		at.json(t, &old)
+		if *old.Value != "1" {
+			t.Fatalf("the value before the last write is %q", *old.Value)
+		}
 		current = g.Index
 		return true
 	})
-	a := do(t, http.MethodGet, c.url(f, "/v1/kv/r?revision=1"), "")
-	mustStatus(t, a, http.StatusGone)
-	if e := a.errorBody(t); e.Code != kvjson.CodeCompacted || e.Index < current {
-		t.Fatalf("410 body %+v", e)
+	// A compaction at the current revision: the one before is gone.
+	data, err := (&kvstate.Request{Compaction: &pb.CompactionRequest{Revision: int64(current)}}).Encode()
+	if err != nil {
+		t.Fatal(err)
 	}
-	a = do(t, http.MethodGet, c.url(f, fmt.Sprintf("/v1/kv/r?revision=%d&consistency=stale", current+1000)), "")
+	if _, err := c.procs[c.leader()].Node.Apply(context.Background(), data); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the follower applied the compaction", func() bool {
+		a := do(t, http.MethodGet, c.url(f, fmt.Sprintf("/v1/kv/r?revision=%d", current-1)), "")
+		if a.status == http.StatusOK {
+			return false
+		}
+		mustStatus(t, a, http.StatusGone)
+		if e := a.errorBody(t); e.Code != kvjson.CodeCompacted || e.Index < current {
+			t.Fatalf("410 body %+v", e)
+		}
+		return true
+	})
+	a := do(t, http.MethodGet, c.url(f, fmt.Sprintf("/v1/kv/r?revision=%d&consistency=stale", current+1000)), "")
 	mustStatus(t, a, http.StatusBadRequest)
 	if e := a.errorBody(t); e.Code != kvjson.CodeFutureRevision {
 		t.Fatalf("400 body %+v", e)
