@@ -68,8 +68,9 @@ type Config struct {
 	// MaxLease). Zero: the library's defaults.
 	Rho   float64
 	Lease time.Duration
-	// SnapshotEvery: see log.Config (zero: the default).
-	SnapshotEvery uint64
+	// SnapshotEvery and TrailingEntries: see log.Config (zero: the
+	// defaults).
+	SnapshotEvery, TrailingEntries uint64
 	// Limits bound what clients may write, through either API (zero
 	// fields: kvservice's defaults); MaxBodyBytes bounds the JSON bodies
 	// of the HTTP API's cluster endpoints (zero: 64 KiB).
@@ -261,7 +262,8 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 	}
 	node, err := log.Start(log.Config{ID: p.cfg.ID, Peers: raft, Join: p.cfg.Join, Store: timed,
 		Snapshots: p.snaps, Transport: p.faults.wrapTransport(p.trans), FSM: p.State, WrapClock: p.faults.wrapClock,
-		NewDetector: newDetector, Rho: p.cfg.Rho, MaxLease: p.cfg.Lease, SnapshotEvery: p.cfg.SnapshotEvery, Logger: p.cfg.Logger})
+		NewDetector: newDetector, Rho: p.cfg.Rho, MaxLease: p.cfg.Lease, SnapshotEvery: p.cfg.SnapshotEvery,
+		TrailingEntries: p.cfg.TrailingEntries, Logger: p.cfg.Logger})
 	if err != nil {
 		p.closeGossip(false)
 		p.closeResources()

@@ -3,12 +3,17 @@ package process
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/directory"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvstate"
 	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 	"github.com/edictlog/edictlog/edict"
 )
@@ -89,5 +94,76 @@ func TestStateSurvivesRestart(t *testing.T) {
 	a.json(t, &w)
 	if w.Index != 4 {
 		t.Fatalf("the first write after a restart made revision %d, want 4", w.Index)
+	}
+}
+
+// A learner that joins after the leader compacted its log is sent a copy
+// of the leader's state (Snapshot, Persist) and restores it: it then
+// holds every key and its history from the compaction revision on, the
+// member directory's records, and the same revisions.
+func TestLearnerRestoresTheState(t *testing.T) {
+	small := func(cfg *Config) { cfg.SnapshotEvery, cfg.TrailingEntries = 16, 4 }
+	c := startCluster(t, 3, small)
+	leader := c.leader()
+	for i := range 60 {
+		mustStatus(t, do(t, http.MethodPut, c.url(leader, fmt.Sprintf("/v1/kv/k%d", i%10)), fmt.Sprint(i)), http.StatusOK)
+	}
+	lp := c.procs[leader]
+	compact, err := (&kvstate.Request{Compaction: &pb.CompactionRequest{Revision: lp.State.Rev() - 5}}).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lp.Node.Apply(context.Background(), compact); err != nil {
+		t.Fatal(err)
+	}
+	if err := lp.dir.Record(context.Background(), 9, directory.Addresses{HTTP: "127.0.0.1:9"}); err != nil {
+		t.Fatal(err)
+	}
+	mustStatus(t, do(t, http.MethodPut, c.url(leader, "/v1/kv/last"), "x"), http.StatusOK)
+	eventually(t, "the leader compacted its log", func() bool { return lp.Node.Status().FirstIndex > 2 })
+
+	cfg := Config{ID: 4, DataDir: filepath.Join(t.TempDir(), "4"), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+		ClusterID: "test", Join: true, Logger: quietLogger()}
+	small(&cfg)
+	p4, err := Listen(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p4.Close()
+	peers := map[edict.ProcessID]Peer{}
+	for id, p := range c.procs {
+		peers[id] = Peer{RaftAddr: p.RaftAddr(), HTTPAddr: p.HTTPAddr()}
+	}
+	if err := p4.Start(peers); err != nil {
+		t.Fatal(err)
+	}
+	mustStatus(t, do(t, http.MethodPost, c.url(leader, "/v1/cluster/learners"),
+		fmt.Sprintf(`{"id":4,"raft_addr":%q,"http_addr":%q}`, p4.RaftAddr(), p4.HTTPAddr())), http.StatusOK)
+	eventually(t, "the learner caught up", func() bool { return p4.State.Rev() == lp.State.Rev() })
+
+	if first := p4.Node.Status().FirstIndex; first <= 2 {
+		t.Fatalf("the learner's log starts at %d: it replayed the log rather than restoring a copy", first)
+	}
+	if got, want := p4.State.CompactRev(), lp.State.CompactRev(); got != want {
+		t.Fatalf("the learner is compacted at %d, the leader at %d", got, want)
+	}
+	ctx := context.Background()
+	for rev := lp.State.CompactRev(); rev <= lp.State.Rev(); rev++ {
+		r := &pb.RangeRequest{Key: []byte{0}, RangeEnd: []byte{0}, Revision: rev}
+		want, wantStamps, err := lp.State.Range(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, gotStamps, err := p4.State.Range(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.Header, got.Header = nil, nil
+		if !reflect.DeepEqual(want, got) || !reflect.DeepEqual(wantStamps, gotStamps) {
+			t.Fatalf("at revision %d the learner answers %v, the leader %v", rev, got, want)
+		}
+	}
+	if got := p4.State.Member(9); got["http"] != "127.0.0.1:9" {
+		t.Fatalf("the learner's member directory: %v", got)
 	}
 }
