@@ -284,3 +284,38 @@ func TestClusterAndMaintenance(t *testing.T) {
 	assert.Equal(t, codes.Unimplemented, status.Code(err))
 	assert.Contains(t, err.Error(), "LeaseGrant")
 }
+
+// Alarms go through the log, as etcd's: NOSPACE refuses puts with etcd's
+// error until it is deactivated; deletes go on.
+func TestAlarms(t *testing.T) {
+	leader := startProcess(t, 1, 1, nil)
+	ctx := ctxT(t)
+	m, kv := pb.NewMaintenanceClient(leader.conn), pb.NewKVClient(leader.conn)
+	_, err := kv.Put(ctx, &pb.PutRequest{Key: []byte("a"), Value: []byte("1")})
+	require.NoError(t, err)
+	list, err := m.Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_GET})
+	require.NoError(t, err)
+	assert.Empty(t, list.Alarms)
+	act, err := m.Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: 1, Alarm: pb.AlarmType_NOSPACE})
+	require.NoError(t, err)
+	assert.Equal(t, []*pb.AlarmMember{{MemberID: 1, Alarm: pb.AlarmType_NOSPACE}}, act.Alarms)
+	assert.Equal(t, int64(2), act.Header.Revision)
+
+	_, err = kv.Put(ctx, &pb.PutRequest{Key: []byte("b"), Value: []byte("1")})
+	assert.Equal(t, rpctypes.ErrNoSpace, rpctypes.Error(err))
+	_, err = kv.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("b")}}}}})
+	assert.Equal(t, rpctypes.ErrNoSpace, rpctypes.Error(err))
+	del, err := kv.DeleteRange(ctx, &pb.DeleteRangeRequest{Key: []byte("a")})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), del.Deleted)
+
+	list, err = m.Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_GET})
+	require.NoError(t, err)
+	require.Len(t, list.Alarms, 1)
+	_, err = m.Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_DEACTIVATE, MemberID: 1, Alarm: pb.AlarmType_NOSPACE})
+	require.NoError(t, err)
+	_, err = kv.Put(ctx, &pb.PutRequest{Key: []byte("b"), Value: []byte("1")})
+	require.NoError(t, err)
+	_, err = m.Alarm(ctx, &pb.AlarmRequest{Action: 9})
+	assert.Equal(t, codes.InvalidArgument, status.Code(err))
+}
