@@ -289,16 +289,13 @@ func executeTxn(ctx context.Context, tw *mvcc.TxnWrite, t *pb.TxnRequest, path [
 			}
 			out.Response = &pb.ResponseOp_ResponseDeleteRange{ResponseDeleteRange: r}
 		case op.GetRequestTxn() != nil:
+			// As etcd's, a nested txn's header is empty: only the
+			// outermost carries the revision.
 			nested := &pb.TxnResponse{Header: &pb.ResponseHeader{}}
 			n, err := executeTxn(ctx, tw, op.GetRequestTxn(), path[1:], nested)
 			if err != nil {
 				return 0, err
 			}
-			rev := tw.Rev()
-			if tw.Changes() > 0 {
-				rev++
-			}
-			nested.Header.Revision = rev
 			out.Response = &pb.ResponseOp_ResponseTxn{ResponseTxn: nested}
 			txns += n + 1
 			path = path[n+1:]
