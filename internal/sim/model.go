@@ -112,7 +112,7 @@ func (r *lrun) submitModel(p *lproc, d *log.Driver, op *clientOp) {
 				return
 			}
 			r.modelOps++
-			if !op.done && r.w.now > r.gst {
+			if r.w.now > r.gst {
 				r.ackAfterGST++
 			}
 		}
