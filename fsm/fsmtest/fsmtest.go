@@ -462,21 +462,28 @@ func (h *harness) failedRestore(t *testing.T) {
 			attempts = append(attempts, attempt{fmt.Sprintf("byte %d of %d flipped", at, len(data)), bytes.NewReader(bad)})
 		}
 	}
+	// A state machine may make applied entries durable before a Sync
+	// asks (a database committing in batches, or before it starts a
+	// Restore): the durable index may rise up to what was applied, never
+	// fall, and never pass it.
+	durable := synced
 	for _, a := range attempts {
 		if err := m.f.Restore(a.r); err == nil {
 			t.Fatalf("Restore from a stream %s succeeded", a.what)
 		}
-		if d := h.durable(t, m); d != synced {
-			t.Fatalf("a failed Restore (%s) moved the durable index from %d to %d", a.what, synced, d)
+		d := h.durable(t, m)
+		if d < durable || d > applied {
+			t.Fatalf("a failed Restore (%s) moved the durable index from %d to %d (applied: %d)", a.what, durable, d, applied)
 		}
+		durable = d
 		h.checkState(t, m, applied, "after a failed Restore ("+a.what+")")
 	}
-	// On disk too.
+	// On disk too: the state of some index from the durable one on.
 	m = h.reopen(t, m)
-	if m.applied != synced {
-		t.Fatalf("after failed Restores, reopened at %d, want the last Sync's %d", m.applied, synced)
+	if m.applied < durable || m.applied > applied {
+		t.Fatalf("after failed Restores, reopened at %d, want one from the durable %d to the applied %d", m.applied, durable, applied)
 	}
-	h.checkState(t, m, synced, "reopened after failed Restores")
+	h.checkState(t, m, m.applied, "reopened after failed Restores")
 	// And it still restores a whole stream.
 	if err := m.f.Restore(bytes.NewReader(data)); err != nil {
 		t.Fatalf("Restore after failed ones: %v", err)
