@@ -26,6 +26,11 @@
 //     follower or stale) and its header carries the revision of the state
 //     it was answered from. A read at a revision the state cannot answer
 //     at is refused with a *RevisionError (ErrCompacted, ErrFutureRev).
+//   - A Put, or a Txn that puts, whose cost with the state's backend size
+//     would reach the space quota (Quota, etcd's --quota-backend-bytes) is
+//     refused with ErrNoSpace before it reaches the log, and the NOSPACE
+//     alarm for this member is proposed, once while it is active. The
+//     adapters run writes at the leader, so the leader's size decides.
 //   - Info.Stamps holds the stamp of every revision the response names as
 //     a key's mod_revision and, for a write, of the write's own revision:
 //     the stamp of the entry that wrote it.
@@ -69,6 +74,8 @@ type State interface {
 	Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, map[int64]edict.Stamp, error)
 	Rev() int64
 	CompactRev() int64
+	// Alarms are the active alarms of a type (NONE: all).
+	Alarms(t pb.AlarmType) []*pb.AlarmMember
 }
 
 // Limits bound what a client may send. They are the server's policy; the
@@ -118,6 +125,8 @@ type Config struct {
 	Log    Log
 	State  State
 	Limits Limits
+	// Quota is the space quota (see Quota).
+	Quota Quota
 	// Timeout bounds a write's commit and a read (default 10s); the
 	// caller's context may end it sooner.
 	Timeout time.Duration
@@ -134,6 +143,7 @@ type Service struct {
 	state   State
 	nextID  atomic.Uint64
 	limits  Limits
+	quota   *quota
 	timeout time.Duration
 	observe func(time.Duration)
 }
@@ -150,7 +160,7 @@ func New(cfg Config) (*Service, error) {
 	if observe == nil {
 		observe = func(time.Duration) {}
 	}
-	s := &Service{log: cfg.Log, state: cfg.State, limits: cfg.Limits.withDefaults(), timeout: cfg.Timeout, observe: observe}
+	s := &Service{log: cfg.Log, state: cfg.State, limits: cfg.Limits.withDefaults(), quota: newQuota(cfg.Quota), timeout: cfg.Timeout, observe: observe}
 	// Request ids tell one process's requests apart in traces; starting
 	// from the clock keeps a restarted process's apart from before.
 	s.nextID.Store(uint64(time.Now().UnixNano()))
@@ -221,6 +231,9 @@ func (s *Service) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, I
 	if err := s.size(r); err != nil {
 		return nil, Info{}, err
 	}
+	if err := s.checkQuota(ctx, costPut(r)); err != nil {
+		return nil, Info{}, err
+	}
 	return write(s, ctx, &kvstate.Request{Put: r}, 0, func(res *kvstate.Result) (*pb.PutResponse, bool) { return res.Put, res.Put != nil })
 }
 
@@ -247,6 +260,9 @@ func (s *Service) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, I
 		return nil, Info{}, err
 	}
 	if err := s.size(r); err != nil {
+		return nil, Info{}, err
+	}
+	if err := s.checkQuota(ctx, costTxn(r)); err != nil {
 		return nil, Info{}, err
 	}
 	return write(s, ctx, &kvstate.Request{Txn: r}, 0, func(res *kvstate.Result) (*pb.TxnResponse, bool) { return res.Txn, res.Txn != nil })
@@ -303,6 +319,10 @@ func (s *Service) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmRespo
 // Rev is the state's current revision here: the header revision of an
 // answer that reads no key.
 func (s *Service) Rev() int64 { return s.state.Rev() }
+
+// Alarms are the alarms active in the state applied here (every type),
+// as etcd's Status lists them.
+func (s *Service) Alarms() []*pb.AlarmMember { return s.state.Alarms(pb.AlarmType_NONE) }
 
 // size refuses a request whose encoding is over MaxRequestBytes.
 func (s *Service) size(r interface{ Size() int }) error {
