@@ -173,6 +173,10 @@ func (ki *keyIndex) doCompact(atRev int64, available map[Revision]struct{}) (gen
 func (ki *keyIndex) compact(atRev int64, available map[Revision]struct{}) {
 	genIdx, revIdx := ki.doCompact(atRev, available)
 	g := &ki.generations[genIdx]
+	if mutated(RuleCompactKeepsNewest) && revIdx != -1 && revIdx+1 < len(g.revs) {
+		delete(available, g.revs[revIdx]) // the newest at or below atRev goes too
+		revIdx++
+	}
 	if !g.isEmpty() && revIdx != -1 {
 		g.revs = g.revs[revIdx:]
 	}
