@@ -29,11 +29,16 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("dir", "", "data folder, kept on exit (default: a temporary folder, removed on exit)")
 	logLevel := fs.String("log-level", "warn", "log level: debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
+	compaction := newStorageFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *n < 1 || *n > 9 {
 		return errors.New("--nodes must be 1 to 9")
+	}
+	retention, err := compaction.retention()
+	if err != nil {
+		return err
 	}
 	logger, err := newLogger(stderr, *logFormat, *logLevel)
 	if err != nil {
@@ -71,7 +76,8 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 		}
 		cfg := process.Config{ID: id, DataDir: filepath.Join(root, fmt.Sprintf("node%d", i)),
 			RaftAddr: "127.0.0.1:0", HTTPAddr: fmt.Sprintf("127.0.0.1:%d", *basePort+i-1), ClusterID: "edictkv-dev",
-			GossipAddr: gossipAddrs[i-1], GossipJoin: join, Logger: logger}
+			GossipAddr: gossipAddrs[i-1], GossipJoin: join, Logger: logger,
+			AutoCompaction: retention, QuotaBackendBytes: *compaction.quota}
 		if *grpcPort > 0 {
 			cfg.GRPCAddr = fmt.Sprintf("127.0.0.1:%d", *grpcPort+i-1)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/compactor"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/process"
 	"github.com/edictlog/edictlog/edict"
@@ -108,6 +110,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	maxKey := fs.Int("max-key-bytes", 1024, "largest key a client may write")
 	maxValue := fs.Int("max-value-bytes", 1<<20, "largest value a client may write")
 	snapEvery := fs.Uint64("snapshot-every", 0, "snapshot the state machine after this many entries (0: 8192)")
+	compaction := newStorageFlags(fs)
 	leaderWait := fs.Duration("leader-wait", 3*time.Second, "how long a request waits for a leader before 503")
 	pprofOn := fs.Bool("pprof", false, "serve Go's profiler under /debug/pprof/ on the HTTP API")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
@@ -151,6 +154,10 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	retention, err := compaction.retention()
+	if err != nil {
+		return err
+	}
 	joins := splitList(*gossipJoin)
 	if *gossipAddr == "" && (key != nil || len(joins) > 0 || *gossipAdv != "") {
 		return errors.New("--cluster-key, --gossip-join and --gossip-advertise need --gossip-addr (gossip is off without it)")
@@ -166,7 +173,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		HTTPAddr: *httpAddr, HTTPAdvertise: *httpAdv, GRPCAddr: *grpcAddr, GRPCAdvertise: *grpcAdv, ClusterID: *clusterID, Join: *join, TLS: tlsFiles, Rho: *rho, Lease: *lease,
 		SnapshotEvery: *snapEvery, LeaderWait: *leaderWait, Logger: logger, Pprof: *pprofOn,
 		GossipAddr: *gossipAddr, GossipAdvertise: *gossipAdv, GossipJoin: joins, ClusterKey: key, Detector: *detector,
-		Limits: kvservice.Limits{MaxKeyBytes: *maxKey, MaxValueBytes: *maxValue}})
+		Limits:         kvservice.Limits{MaxKeyBytes: *maxKey, MaxValueBytes: *maxValue},
+		AutoCompaction: retention, QuotaBackendBytes: *compaction.quota})
 	if err != nil {
 		return err
 	}
@@ -188,4 +196,28 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// storageFlags are the flags of the state's upkeep, etcd's, which serve
+// and dev share.
+type storageFlags struct {
+	mode, keep *string
+	quota      *int64
+}
+
+// newStorageFlags defines them on fs.
+func newStorageFlags(fs *flag.FlagSet) storageFlags {
+	return storageFlags{
+		mode: fs.String("auto-compaction-mode", "periodic", "how --auto-compaction-retention reads, as etcd's: periodic (a duration, "+
+			"e.g. 30m, or a number of hours) or revision (a number of revisions to keep)"),
+		keep: fs.String("auto-compaction-retention", "0", "history the leader keeps by compacting the rest (see "+
+			"--auto-compaction-mode); 0: no auto-compaction"),
+		quota: fs.Int64("quota-backend-bytes", 0, "space quota of the state's file: a put that would take it over is refused "+
+			"and raises the NOSPACE alarm, as etcd's; 0: etcd's default, 2 GiB; negative: no quota"),
+	}
+}
+
+// retention is what the auto-compaction flags ask for.
+func (f storageFlags) retention() (compactor.Retention, error) {
+	return compactor.ParseRetention(*f.mode, *f.keep)
 }

@@ -47,9 +47,15 @@ const (
 	// CodeFutureRevision: a read at a revision not yet applied (400);
 	// ErrorJSON.Index is the current revision.
 	CodeFutureRevision = "future_revision"
-	// CodeNoSpace: the state is over its storage quota and takes no more
-	// writes (507).
-	CodeNoSpace        = "no_space"
+	// CodeNoSpace: a write that puts was refused (507) because it would
+	// take the state over its space quota (--quota-backend-bytes), or
+	// because the NOSPACE alarm is active; nothing was written. Deletes
+	// and compactions go on; once a compaction and a defragmentation
+	// have made room, deactivating the alarm lets writes in again.
+	CodeNoSpace = "no_space"
+	// CodeCorrupt: the CORRUPT alarm is active and the state refuses
+	// every KV request (500) until it is deactivated.
+	CodeCorrupt        = "corrupt"
 	CodeNoLeader       = "no_leader"
 	CodeNotLeader      = "not_leader"
 	CodeOutcomeUnknown = "outcome_unknown"

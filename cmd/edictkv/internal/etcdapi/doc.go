@@ -34,14 +34,22 @@
 //     current reign's start edict, a number that grows with each reign.
 //     member_id is the process id; cluster_id the FNV-1a hash of the
 //     cluster's name.
-//   - Cluster.MemberList and Maintenance.Status (enough for etcdctl's member
-//     list and endpoint status; db_size is the state's file), Maintenance.Alarm
-//     (list, activate, deactivate, through the log at the leader: an active
-//     NOSPACE refuses puts, CORRUPT every KV request) and
-//     Maintenance.MoveLeader, which hands leadership over through the
-//     handover gate.
+//   - Cluster.MemberList; Maintenance.Status (etcdctl's endpoint status:
+//     raft_index and raft_applied_index are the log's commit and applied
+//     indexes here, db_size and db_size_in_use the state's file,
+//     db_size_quota the space quota, errors "no leader" and every active
+//     alarm), Maintenance.HashKV (the state's history hashed up to a
+//     revision, mvcc.Store.HashByRev) and Maintenance.Defragment (the
+//     state's file rewritten to give back what compaction freed), each
+//     answered by the process asked, as etcd's; Maintenance.Alarm (list,
+//     activate, deactivate, through the log at the leader: an active
+//     NOSPACE refuses puts, CORRUPT every KV request; the KV service
+//     raises NOSPACE itself when a write would take the state over its
+//     space quota) and Maintenance.MoveLeader, which hands leadership
+//     over through the handover gate.
 //   - Everything else — Watch, Lease, Auth, member changes, snapshots,
-//     defragmentation, and a Put with a lease (none can be granted) —
+//     Maintenance.Hash (of the whole file, which holds more than the
+//     replicated state), and a Put with a lease (none can be granted) —
 //     answers codes.Unimplemented naming the call.
 //
 // Errors are etcd's where etcd has one: "no leader" when none is known
@@ -49,5 +57,7 @@
 // when a write's outcome is unknown (it may still commit); "leader
 // changed" when a new reign's edict took a pending write's index (no
 // effect); "duplicate key", "too many operations", "key is not
-// provided", "request is too large", "compacted", "future revision".
+// provided", "request is too large", "compacted", "future revision",
+// "database space exceeded" (a put over the space quota, or while the
+// NOSPACE alarm is active).
 package etcdapi

@@ -47,8 +47,9 @@ type Config struct {
 	// ClusterID names the cluster; the header's cluster_id is its FNV-1a
 	// hash.
 	ClusterID string
-	// DBSize, if set, reports the store's size in bytes (Status).
-	DBSize func() int64
+	// Storage, if set, is the state's store: Status reports its sizes,
+	// HashKV hashes it and Defragment defragments it.
+	Storage Storage
 	// Registerer receives the request metrics (none if nil).
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger

@@ -82,6 +82,13 @@ type process struct {
 
 func startProcess(t *testing.T, id, leader edict.ProcessID, known map[edict.ProcessID]directory.Addresses) *process {
 	t.Helper()
+	return startProcessQuota(t, id, leader, known, 0)
+}
+
+// startProcessQuota starts a process whose KV service has the space quota
+// quota over its state's store (0: the default).
+func startProcessQuota(t *testing.T, id, leader edict.ProcessID, known map[edict.ProcessID]directory.Addresses, quota int64) *process {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	fl := fakelog.New()
@@ -89,14 +96,15 @@ func startProcess(t *testing.T, id, leader edict.ProcessID, known map[edict.Proc
 	if leader != 1 || id != 1 {
 		fl.Follow(leader)
 	}
-	kv, err := kvservice.New(kvservice.Config{Log: fl, State: fl.State, Limits: kvservice.Limits{MaxKeyBytes: 16, MaxValueBytes: 32, MaxTxnOps: 4}})
+	kv, err := kvservice.New(kvservice.Config{Log: fl, State: fl.State, Limits: kvservice.Limits{MaxKeyBytes: 16, MaxValueBytes: 32, MaxTxnOps: 4},
+		Quota: kvservice.Quota{Bytes: quota, Size: fl.State.Store().Size, MemberID: uint64(id)}})
 	require.NoError(t, err)
 	dir, err := directory.New(directory.Config{Self: id, SelfAddrs: directory.Addresses{GRPC: ln.Addr().String()},
 		SelfPeer: fmt.Sprintf("127.0.0.1:%d", 7000+id), Known: known, Store: directory.StateStore{Log: fl, State: fl.State}})
 	require.NoError(t, err)
 	p := &process{log: fl, router: &fakeRouter{self: id, leader: leader}, addr: ln.Addr().String(),
 		node: &fakeNode{st: log.Status{ID: id, Leader: leader, IsLeader: id == leader, Members: []edict.ProcessID{1, 2}, Learners: []edict.ProcessID{3}}}}
-	p.api, err = New(Config{ID: id, Node: p.node, KV: kv, Router: p.router, Directory: dir, ClusterID: "test",
+	p.api, err = New(Config{ID: id, Node: p.node, KV: kv, Router: p.router, Directory: dir, ClusterID: "test", Storage: fl.State.Store(),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	g := grpc.NewServer(p.api.ServerOptions()...)

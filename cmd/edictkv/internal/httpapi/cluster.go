@@ -21,11 +21,13 @@ import (
 	"github.com/edictlog/edictlog/log"
 )
 
-func (s *Server) status() kvjson.StatusJSON {
+// status is this process's own view; Ready is what /readyz answers (see
+// ready), with a shorter wait for the read barrier.
+func (s *Server) status(ctx context.Context) kvjson.StatusJSON {
 	st := s.cfg.Node.Status()
 	out := kvjson.StatusJSON{ID: uint64(s.cfg.ID), Epoch: st.Epoch, Leader: uint64(st.Leader), IsLeader: st.IsLeader,
 		Commit: st.Commit, Applied: st.Applied, FirstIndex: st.FirstIndex, LastIndex: st.LastIndex,
-		Members: ids(st.Members), Learners: ids(st.Learners), Ready: s.ready(st) == ""}
+		Members: ids(st.Members), Learners: ids(st.Learners), Ready: s.ready(ctx, st, statusReadyWait) == ""}
 	if d, ok := s.leaseRemaining(st); ok {
 		ms := d.Milliseconds()
 		out.LeaseRemainingMS = &ms
@@ -55,7 +57,7 @@ func ids(ps []edict.ProcessID) []uint64 {
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.status())
+	writeJSON(w, http.StatusOK, s.status(r.Context()))
 }
 
 // handleCluster answers with this process's view of the membership and
@@ -88,7 +90,7 @@ func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) {
 			m.Match = &match
 		}
 		if edict.ProcessID(m.ID) == s.cfg.ID {
-			own := s.status()
+			own := s.status(ctx)
 			m.Status = &own
 			continue
 		}
@@ -338,9 +340,27 @@ func (s *Server) handleRecover(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, kvjson.RecoverResponse{OK: true, Epoch: epoch})
 }
 
-// ready says why this process is not ready to serve, or "" if it is: it
-// must know a leader and have applied everything it was told committed.
-func (s *Server) ready(st log.Status) string {
+// The read barrier of a readiness check waits at most this long: a
+// process that cannot apply the leader's commit index within it is not
+// ready. /v1/status waits less, so that /v1/cluster, which asks every
+// member for it within a second, hears from a lagging member too.
+const (
+	readyWait       = time.Second
+	statusReadyWait = 300 * time.Millisecond
+)
+
+// ready says why this process is not ready to serve, or "" if it is. A
+// ready process is not shutting down, knows a leader, has applied
+// everything it was told is committed, and — the read barrier — has
+// applied at least the commit index the leader had when it was asked
+// (log.Node.Read at the follower level: the leader answers its commit
+// index under its lease, and the read returns once this process has
+// applied it; at the leader, a lease read). A process that restarted
+// behind the others learns the leader, and its own commit index, before
+// it has received what the leader committed meanwhile: without the
+// barrier it would be ready while still catching up. The barrier waits
+// at most wait, and ctx.
+func (s *Server) ready(ctx context.Context, st log.Status, wait time.Duration) string {
 	switch {
 	case s.draining.Load():
 		return "shutting down"
@@ -348,6 +368,14 @@ func (s *Server) ready(st log.Status) string {
 		return "no leader known"
 	case st.Applied < st.Commit:
 		return "applied index " + strconv.FormatUint(st.Applied, 10) + " behind commit index " + strconv.FormatUint(st.Commit, 10)
+	}
+	bctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if _, err := s.cfg.Node.Read(bctx, log.ReadFollower, nil); err != nil {
+		if bctx.Err() != nil {
+			return fmt.Sprintf("not caught up: the leader's commit index not applied within %v (applied index %d)", wait, s.cfg.Node.Status().Applied)
+		}
+		return "read barrier at the leader failed: " + err.Error()
 	}
 	return ""
 }
@@ -359,7 +387,7 @@ func (s *Server) handleLivez(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if why := s.ready(s.cfg.Node.Status()); why != "" {
+	if why := s.ready(r.Context(), s.cfg.Node.Status(), readyWait); why != "" {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = io.WriteString(w, "not ready: "+why+"\n")
 		return

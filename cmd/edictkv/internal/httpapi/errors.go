@@ -65,6 +65,9 @@ func (s *Server) errorOf(what string, err error) *apiError {
 		return errorf(http.StatusNotFound, kvjson.CodeNotFound, err.Error())
 	case errors.Is(err, kvservice.ErrNoSpace):
 		return errorf(http.StatusInsufficientStorage, kvjson.CodeNoSpace, fmt.Sprintf("%s: %v", what, err))
+	case errors.Is(err, kvservice.ErrCorrupt):
+		return errorf(http.StatusInternalServerError, kvjson.CodeCorrupt,
+			fmt.Sprintf("%s: %v: the CORRUPT alarm is active; every KV request is refused until it is deactivated", what, err))
 	case errors.Is(err, context.DeadlineExceeded):
 		return errorf(http.StatusGatewayTimeout, kvjson.CodeOutcomeUnknown, fmt.Sprintf("%s: timed out: %v", what, err))
 	}

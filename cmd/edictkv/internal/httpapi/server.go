@@ -24,6 +24,9 @@ import (
 type Node interface {
 	Status() log.Status
 	Clock() edict.Clock
+	// Read is the log's read barrier (readiness asks it, at the follower
+	// level, with the empty query).
+	Read(ctx context.Context, level log.ReadLevel, query []byte) (log.ReadResult, error)
 	AddLearner(ctx context.Context, id edict.ProcessID, addr string) error
 	Promote(ctx context.Context, id edict.ProcessID) error
 	Remove(ctx context.Context, id edict.ProcessID) error

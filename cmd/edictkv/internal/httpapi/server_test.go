@@ -34,6 +34,23 @@ type fakeNode struct {
 	st       log.Status
 	clock    *edict.ManualClock
 	learners map[edict.ProcessID]string
+	// barrier, if set, answers Read, the read barrier readiness asks
+	// for; levels are the levels it was asked at.
+	barrier func(context.Context) error
+	levels  []log.ReadLevel
+}
+
+func (n *fakeNode) Read(ctx context.Context, level log.ReadLevel, _ []byte) (log.ReadResult, error) {
+	n.mu.Lock()
+	n.levels = append(n.levels, level)
+	barrier := n.barrier
+	n.mu.Unlock()
+	if barrier != nil {
+		if err := barrier(ctx); err != nil {
+			return log.ReadResult{}, err
+		}
+	}
+	return log.ReadResult{Level: level}, nil
 }
 
 func (n *fakeNode) Status() log.Status {
@@ -323,6 +340,7 @@ func TestErrorOf(t *testing.T) {
 		{kvservice.ErrUnsupported, 400, kvjson.CodeInvalidRequest, 0},
 		{kvservice.ErrKeyNotFound, 404, kvjson.CodeNotFound, 0},
 		{kvservice.ErrNoSpace, 507, kvjson.CodeNoSpace, 0},
+		{fmt.Errorf("write: %w", kvservice.ErrCorrupt), 500, kvjson.CodeCorrupt, 0},
 		{&kvservice.RevisionError{Requested: 3, Oldest: 9, Current: 9, Err: kvservice.ErrCompacted}, 410, kvjson.CodeCompacted, 9},
 		{&kvservice.RevisionError{Requested: 30, Oldest: 9, Current: 9, Err: kvservice.ErrFutureRev}, 400, kvjson.CodeFutureRevision, 9},
 		{context.DeadlineExceeded, 504, kvjson.CodeOutcomeUnknown, 0},

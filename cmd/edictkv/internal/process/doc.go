@@ -7,9 +7,11 @@
 // a log.Node with the state as its FSM (an fsm.DiskFSM: it starts where
 // its file left it), and wires over them what both APIs share — one leader router
 // with its handover gate (internal/route), the member directory
-// (internal/directory), the KV service (internal/kvservice) and the
-// metrics registry — then serves the HTTP API (internal/httpapi) and, if
-// asked, etcd's gRPC API (internal/etcdapi), two adapters over them.
+// (internal/directory), the KV service (internal/kvservice, with the
+// space quota over the state's file) and the metrics registry, and, if
+// asked, auto-compaction (internal/compactor) — then serves the HTTP API
+// (internal/httpapi) and, if asked, etcd's gRPC API (internal/etcdapi),
+// two adapters over them.
 //
 // What a Process guarantees:
 //
@@ -26,8 +28,12 @@
 //     until they are there, so that the others can forward to it and list
 //     it.
 //   - It follows the Node by its events (log.Node.Observe), never by
-//     polling Status: the gossip detector's epoch and members, and the
-//     count of reigns.
+//     polling Status: the gossip detector's epoch and members, the count
+//     of reigns, and the compactor's leadership.
+//   - The compactor proposes only at the leader, under the router's
+//     handover gate: a compaction that finds this process no longer
+//     leading is refused, never forwarded, and the next leader's
+//     compactor carries on.
 //   - Shutdown marks both APIs not ready, hands leadership to the most
 //     up-to-date other member through the router's handover gate (the
 //     calls being served as leader finish first) before it stops serving,

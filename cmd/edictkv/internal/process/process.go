@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/compactor"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/directory"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/etcdapi"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
@@ -76,6 +77,14 @@ type Config struct {
 	// of the HTTP API's cluster endpoints (zero: 64 KiB).
 	Limits       kvservice.Limits
 	MaxBodyBytes int
+	// AutoCompaction keeps the state's history to a retention, as etcd's
+	// --auto-compaction-mode and --auto-compaction-retention: the leader
+	// proposes the compactions (internal/compactor). Zero: the history is
+	// kept until a client compacts it.
+	AutoCompaction compactor.Retention
+	// QuotaBackendBytes is the space quota, etcd's --quota-backend-bytes
+	// (kvservice.Quota): 0 means etcd's default, 2 GiB; negative, none.
+	QuotaBackendBytes int64
 	// LeaderWait is how long a call that needs the leader waits for one
 	// to be known before it is refused (zero: 3s).
 	LeaderWait time.Duration
@@ -125,9 +134,13 @@ type Process struct {
 	router *route.Router
 	dir    *directory.Directory
 	kv     *kvservice.Service
-	Server *httpapi.Server
-	http   *http.Server
-	served chan error
+	// compactor, with auto-compaction on, and the end of its watch of
+	// the Node's leadership.
+	compactor     *compactor.Compactor
+	stopCompactor func()
+	Server        *httpapi.Server
+	http          *http.Server
+	served        chan error
 	// registry holds every metric the process exports: its own
 	// (metrics), the KV service's commit latency and the APIs' requests.
 	registry *prometheus.Registry
@@ -545,18 +558,26 @@ func (p *Process) startServices(peers map[edict.ProcessID]Peer) error {
 		SelfPeer: p.RaftAddr(), Known: known, Store: directory.StateStore{Log: p.Node, State: p.State},
 		PeerAddr: func(id edict.ProcessID) string { a, _ := p.trans.PeerAddr(id); return a }})
 	if err == nil {
-		p.kv, err = kvservice.New(kvservice.Config{Log: p.Node, State: p.State, Limits: p.cfg.Limits, ObserveCommit: p.metrics.observeCommit})
+		p.kv, err = kvservice.New(kvservice.Config{Log: p.Node, State: p.State, Limits: p.cfg.Limits, ObserveCommit: p.metrics.observeCommit,
+			Quota: kvservice.Quota{Bytes: p.cfg.QuotaBackendBytes, Size: p.State.Store().Size, MemberID: uint64(p.cfg.ID)}})
 	}
 	if err != nil {
 		p.metrics.close()
 		return fmt.Errorf("process: %w", err)
 	}
 	p.router = route.New(p.Node, p.cfg.LeaderWait)
+	if err := p.startCompactor(); err != nil {
+		p.router.Close()
+		p.metrics.close()
+		return err
+	}
 	return nil
 }
 
-// closeServices ends the router's and the metrics' subscriptions.
+// closeServices stops the compactor and ends the router's and the
+// metrics' subscriptions.
 func (p *Process) closeServices() {
+	p.closeCompactor()
 	p.router.Close()
 	p.metrics.close()
 }

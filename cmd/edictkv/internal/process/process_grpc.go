@@ -21,7 +21,7 @@ import (
 // publishing this process's addresses.
 func (p *Process) startGRPC() error {
 	api, err := etcdapi.New(etcdapi.Config{ID: p.cfg.ID, Node: p.Node, KV: p.kv, Router: p.router, Directory: p.dir,
-		ClusterID: p.cfg.ClusterID, DBSize: p.dbSize, Registerer: p.registry, Logger: p.cfg.Logger})
+		ClusterID: p.cfg.ClusterID, Storage: p.State.Store(), Registerer: p.registry, Logger: p.cfg.Logger})
 	if err != nil {
 		return fmt.Errorf("process: etcd API: %w", err)
 	}
@@ -38,9 +38,6 @@ func (p *Process) startGRPC() error {
 	go p.publish()
 	return nil
 }
-
-// dbSize is the size of the state's file, etcd's db size.
-func (p *Process) dbSize() int64 { return p.State.Store().Size() }
 
 // publish records this process's HTTP and gRPC addresses in the member
 // directory, through whichever process leads, until they are there: that
