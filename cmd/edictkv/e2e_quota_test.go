@@ -20,8 +20,9 @@ import (
 	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 )
 
-// quotaCluster is a 3-process edictkv serving the etcd API with flags.
-func quotaCluster(t *testing.T, flags ...string) *etcdCluster {
+// upkeepCluster is a 3-process edictkv serving the etcd API, started with
+// flags.
+func upkeepCluster(t *testing.T, flags ...string) *etcdCluster {
 	grpcAddrs := map[int]string{}
 	c := newClusterWith(t, 3, false, func(c *cluster, p *proc) []string {
 		if grpcAddrs[p.id] == "" {
@@ -69,7 +70,7 @@ func mustCtl(t *testing.T, ec *etcdCluster, args ...string) (string, bool) {
 // clientv3 makes the same calls.
 func TestQuotaEndToEnd(t *testing.T) {
 	const quota = 2 << 20
-	ec := quotaCluster(t, "--quota-backend-bytes", fmt.Sprint(quota))
+	ec := upkeepCluster(t, "--quota-backend-bytes", fmt.Sprint(quota))
 	cli, ctx := ec.cli, ctxT(t)
 	putRetry(t, cli, "small", "x")
 
@@ -209,7 +210,7 @@ func TestQuotaEndToEnd(t *testing.T) {
 // no longer keeps, and reads below the compaction are etcd's
 // "compacted".
 func TestAutoCompactionEndToEnd(t *testing.T) {
-	ec := quotaCluster(t, "--auto-compaction-mode", "periodic", "--auto-compaction-retention", "1s")
+	ec := upkeepCluster(t, "--auto-compaction-mode", "periodic", "--auto-compaction-retention", "1s")
 	cli, ctx := ec.cli, ctxT(t)
 	first := putRetry(t, ec.cli, "k", "0").Header.Revision
 	waitFor(t, "an automatic compaction past the first write", 30*time.Second, func() error {
