@@ -197,5 +197,7 @@ func TestParseClusterKey(t *testing.T) {
 // execServe is the built binary's serve command with args.
 func execServe(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
-	return exec.Command(binary, append([]string{"serve"}, args...)...)
+	cmd := exec.Command(binary, append([]string{"serve"}, args...)...)
+	dieWithTest(cmd)
+	return cmd
 }

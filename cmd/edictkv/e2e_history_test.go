@@ -111,6 +111,7 @@ func startReferenceEtcd(t *testing.T, bin string) []string {
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
 			"--initial-cluster-token", "edictkv-e2e-reference", "--log-level", "warn")
 		cmd.Stdout, cmd.Stderr = logf, logf
+		dieWithTest(cmd)
 		require.NoError(t, cmd.Start())
 		logf.Close()
 		cmds, logs = append(cmds, cmd), append(logs, logName)

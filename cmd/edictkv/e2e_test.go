@@ -153,6 +153,7 @@ func (c *cluster) start(p *proc, extra ...string) {
 	cmd.Args = append(cmd.Args, extra...)
 	cmd.Env = append(os.Environ(), "EDICTKV_DATA_DIR="+p.dir, "EDICTKV_CLUSTER_ID=e2e")
 	cmd.Stdout, cmd.Stderr = logf, logf
+	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}
