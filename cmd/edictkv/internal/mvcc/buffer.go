@@ -28,53 +28,146 @@ type layerItem struct {
 
 func layerLess(a, b layerItem) bool { return bytes.Compare(a.key, b.key) < 0 }
 
+func cmpItemKey(it layerItem, key []byte) int { return bytes.Compare(it.key, key) }
+
+// changes are a layer's changes to one bucket, the newest of each key.
+// The store's buckets mostly grow at their end (the key and revision
+// buckets by revision, the stamp records by revision), so a change whose
+// key sorts after every key in run is appended to it, at no cost beyond
+// the append; any other change (an overwrite, a deletion by compaction, a
+// record) goes to over, which holds only keys at or before run's last one
+// (that key only grows) and so is newer than run for each key the two
+// share.
+type changes struct {
+	run  []layerItem // ascending keys
+	over *btree.BTreeG[layerItem]
+}
+
+func (c *changes) add(it layerItem) {
+	if n := len(c.run); n == 0 || bytes.Compare(it.key, c.run[n-1].key) > 0 {
+		c.run = append(c.run, it)
+		return
+	}
+	if c.over == nil {
+		c.over = btree.NewG(16, layerLess)
+	}
+	c.over.ReplaceOrInsert(it)
+}
+
+func (c *changes) get(key []byte) (layerItem, bool) {
+	if c.over != nil {
+		if it, ok := c.over.Get(layerItem{key: key}); ok {
+			return it, true
+		}
+	}
+	if i, ok := slices.BinarySearchFunc(c.run, key, cmpItemKey); ok {
+		return c.run[i], true
+	}
+	return layerItem{}, false
+}
+
+// appendRange appends the changes to keys in [from, to) (to nil: no
+// bound) to out, in key order, one per key.
+func (c *changes) appendRange(out []layerItem, from, to []byte) []layerItem {
+	lo, _ := slices.BinarySearchFunc(c.run, from, cmpItemKey)
+	hi := len(c.run)
+	if to != nil {
+		hi, _ = slices.BinarySearchFunc(c.run, to, cmpItemKey)
+		hi = max(hi, lo)
+	}
+	run := c.run[lo:hi]
+	if c.over == nil || c.over.Len() == 0 {
+		return append(out, run...)
+	}
+	var over []layerItem
+	iter := func(it layerItem) bool { over = append(over, it); return true }
+	if to == nil {
+		c.over.AscendGreaterOrEqual(layerItem{key: from}, iter)
+	} else {
+		c.over.AscendRange(layerItem{key: from}, layerItem{key: to}, iter)
+	}
+	return mergeChanges(out, run, over)
+}
+
+// mergeChanges appends to out the union of two key-ordered lists of
+// changes, in key order, newer's change where both have a key.
+func mergeChanges(out, older, newer []layerItem) []layerItem {
+	i, j := 0, 0
+	for i < len(older) && j < len(newer) {
+		switch c := bytes.Compare(older[i].key, newer[j].key); {
+		case c < 0:
+			out = append(out, older[i])
+			i++
+		case c > 0:
+			out = append(out, newer[j])
+			j++
+		default:
+			out = append(out, newer[j])
+			i++
+			j++
+		}
+	}
+	out = append(out, older[i:]...)
+	return append(out, newer[j:]...)
+}
+
 // layer holds changes not yet committed to the backend, per bucket, the
 // newest change of each key. The store writes into one open layer; a commit
 // seals it (no change after that) and writes it to the backend in one
 // batch, and readers look through the layers before the backend, so they
 // see every change from the moment it is made.
 type layer struct {
-	trees [numBuckets]*btree.BTreeG[layerItem]
-	ops   int
+	buckets [numBuckets]changes
+	ops     int
+	// applied is the log index of the last entry applied into the layer
+	// (0: none). It counts as one change per entry, but is written to
+	// the meta bucket once, at commit: nothing reads it through a view.
+	applied uint64
 	// index is the consistent index of the state the layer completes,
 	// set when it is sealed.
 	index uint64
 }
 
-func newLayer() *layer {
-	l := &layer{}
-	for i := range l.trees {
-		l.trees[i] = btree.NewG(16, layerLess)
-	}
-	return l
-}
+func newLayer() *layer { return &layer{} }
 
 func (l *layer) put(b bucketID, key, value []byte) {
-	l.trees[b].ReplaceOrInsert(layerItem{key: key, value: value})
+	l.buckets[b].add(layerItem{key: key, value: value})
 	l.ops++
 }
 
 func (l *layer) del(b bucketID, key []byte) {
-	l.trees[b].ReplaceOrInsert(layerItem{key: key, deleted: true})
+	l.buckets[b].add(layerItem{key: key, deleted: true})
+	l.ops++
+}
+
+// setApplied records that the entry at index is applied: the consistent
+// index the layer's commit writes.
+func (l *layer) setApplied(index uint64) {
+	l.applied = index
 	l.ops++
 }
 
 func (l *layer) get(b bucketID, key []byte) (layerItem, bool) {
-	return l.trees[b].Get(layerItem{key: key})
+	return l.buckets[b].get(key)
 }
 
-// batch is the layer as one backend batch, in key order per bucket.
+// batch is the layer as one backend batch, in key order per bucket, the
+// consistent index last.
 func (l *layer) batch() *backend.Batch {
-	bt := &backend.Batch{}
-	for b, t := range l.trees {
-		t.Ascend(func(it layerItem) bool {
+	bt := backend.NewBatch(l.ops)
+	var items []layerItem
+	for b := range l.buckets {
+		items = l.buckets[b].appendRange(items[:0], nil, nil)
+		for _, it := range items {
 			if it.deleted {
 				bt.Delete(bucketNames[b], it.key)
 			} else {
 				bt.Put(bucketNames[b], it.key, it.value)
 			}
-			return true
-		})
+		}
+	}
+	if l.applied != 0 {
+		bt.Put(bucketNames[bucketMeta], metaConsistentIndex, encodeUint64(l.applied))
 	}
 	return bt
 }
@@ -134,24 +227,20 @@ func (v *view) get(b bucketID, key []byte) []byte {
 // layerRange returns the layers' changes to keys in [from, to) (to nil:
 // no bound), newest change per key, in key order.
 func (v *view) layerRange(b bucketID, from, to []byte) []layerItem {
-	var out []layerItem
-	collect := func(l *layer) {
-		iter := func(it layerItem) bool { out = append(out, it); return true }
-		if to == nil {
-			l.trees[b].AscendGreaterOrEqual(layerItem{key: from}, iter)
-		} else {
-			l.trees[b].AscendRange(layerItem{key: from}, layerItem{key: to}, iter)
-		}
-	}
-	// Newest first, so that a stable sort and a dedupe keep the newest.
 	v.s.bufMu.RLock()
-	collect(v.open)
+	out := v.open.buckets[b].appendRange(nil, from, to)
 	v.s.bufMu.RUnlock()
 	for i := len(v.sealed) - 1; i >= 0; i-- {
-		collect(v.sealed[i])
+		older := v.sealed[i].buckets[b].appendRange(nil, from, to)
+		switch {
+		case len(older) == 0:
+		case len(out) == 0:
+			out = older
+		default:
+			out = mergeChanges(make([]layerItem, 0, len(out)+len(older)), older, out)
+		}
 	}
-	slices.SortStableFunc(out, func(a, b layerItem) int { return bytes.Compare(a.key, b.key) })
-	return slices.CompactFunc(out, func(a, b layerItem) bool { return bytes.Equal(a.key, b.key) })
+	return out
 }
 
 // ascend calls fn on each key of bucket b in [from, to) (to nil: no bound)

@@ -440,7 +440,7 @@ func (s *Store) writableLocked(index uint64) error {
 // setAppliedLocked records, under wmu, that the entry at index is applied.
 func (s *Store) setAppliedLocked(index uint64) {
 	s.bufMu.Lock()
-	s.open.put(bucketMeta, metaConsistentIndex, encodeUint64(index))
+	s.open.setApplied(index)
 	s.bufMu.Unlock()
 	s.revMu.Lock()
 	s.appliedIndex = index

@@ -293,7 +293,7 @@ func (tw *TxnWrite) End() int64 {
 		rev++
 		s.open.put(bucketRev, revIndexKey(rev), encodeUint64(tw.index))
 	}
-	s.open.put(bucketMeta, metaConsistentIndex, encodeUint64(tw.index))
+	s.open.setApplied(tw.index)
 	s.bufMu.Unlock()
 	// The revision moves only now that every change of the transaction
 	// is in the index and the open layer: readers take it as their bound.

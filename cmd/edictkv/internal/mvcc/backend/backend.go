@@ -105,6 +105,9 @@ type Batch struct {
 	ops []op
 }
 
+// NewBatch returns an empty batch with room for n changes.
+func NewBatch(n int) *Batch { return &Batch{ops: make([]op, 0, n)} }
+
 // CreateBucket creates the bucket if it does not exist.
 func (b *Batch) CreateBucket(bucket []byte) {
 	b.ops = append(b.ops, op{kind: opCreateBucket, bucket: bucket})
