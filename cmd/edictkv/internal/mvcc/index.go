@@ -2,6 +2,7 @@ package mvcc
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -19,6 +20,9 @@ const visitChunk = 512
 type treeIndex struct {
 	mu   sync.RWMutex
 	tree *btree.BTreeG[*keyIndex]
+	// probe is the search key of lookups under the write lock, which
+	// would otherwise allocate one each.
+	probe keyIndex
 }
 
 func newTreeIndex() *treeIndex {
@@ -41,23 +45,51 @@ func (ti *treeIndex) get(key []byte, atRev int64) (modified, created Revision, v
 	return ki.get(atRev)
 }
 
-// put records a put of key at rev. The key is copied if new to the index.
-func (ti *treeIndex) put(key []byte, rev Revision) error {
+// lookupLocked is lookup under the write lock.
+func (ti *treeIndex) lookupLocked(key []byte) *keyIndex {
+	ti.probe.key = key
+	ki, _ := ti.tree.Get(&ti.probe)
+	ti.probe.key = nil
+	return ki
+}
+
+// put records a put of key at rev, which must be above every revision in
+// the index, once encode, given the key's create_revision and version as
+// the put makes them, has succeeded; it returns encode's result, and
+// encode's error as it is. On error nothing changed. The key is copied if
+// new to the index. One lookup serves both the put and what it reads.
+func (ti *treeIndex) put(key []byte, rev Revision, encode func(created, ver int64) ([]byte, error)) ([]byte, error) {
 	ti.mu.Lock()
 	defer ti.mu.Unlock()
-	ki := ti.lookup(key)
-	if ki == nil {
+	created, ver := rev.Main, int64(0)
+	ki := ti.lookupLocked(key)
+	if ki != nil {
+		if _, c, v, err := ki.get(rev.Main); err == nil {
+			created, ver = c.Main, v
+		}
+	}
+	data, err := encode(created, ver+1)
+	if err != nil {
+		return nil, err
+	}
+	isNew := ki == nil
+	if isNew {
 		ki = &keyIndex{key: slices.Clone(key)}
+	}
+	if err := ki.put(rev); err != nil {
+		return nil, fmt.Errorf("mvcc: %w", err)
+	}
+	if isNew {
 		ti.tree.ReplaceOrInsert(ki)
 	}
-	return ki.put(rev)
+	return data, nil
 }
 
 // tombstone records the deletion of key at rev.
 func (ti *treeIndex) tombstone(key []byte, rev Revision) error {
 	ti.mu.Lock()
 	defer ti.mu.Unlock()
-	ki := ti.lookup(key)
+	ki := ti.lookupLocked(key)
 	if ki == nil {
 		return errRevisionNotFound
 	}

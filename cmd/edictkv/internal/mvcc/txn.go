@@ -191,19 +191,17 @@ func (tw *TxnWrite) Put(key, value []byte, lease int64, o PutOptions) (PutResult
 			lease = prev.Lease
 		}
 	}
-	created := rev
-	_, c, ver, err := s.ix.get(key, rev)
-	if err == nil {
-		created = c.Main
-	}
-	kv := mvccpb.KeyValue{Key: key, Value: value, CreateRevision: created, ModRevision: rev, Version: ver + 1, Lease: lease}
-	data, err := kv.Marshal()
-	if err != nil {
-		return PutResult{}, fmt.Errorf("mvcc: encoding key %q: %w", key, err)
-	}
 	at := Revision{Main: rev, Sub: tw.changes}
-	if err := s.ix.put(key, at); err != nil {
-		return PutResult{}, fmt.Errorf("mvcc: %w", err)
+	data, err := s.ix.put(key, at, func(created, ver int64) ([]byte, error) {
+		kv := mvccpb.KeyValue{Key: key, Value: value, CreateRevision: created, ModRevision: rev, Version: ver, Lease: lease}
+		data, err := kv.Marshal()
+		if err != nil {
+			return nil, fmt.Errorf("mvcc: encoding key %q: %w", key, err)
+		}
+		return data, nil
+	})
+	if err != nil {
+		return PutResult{}, err
 	}
 	s.bufMu.Lock()
 	s.open.put(bucketKey, revKey(at, false), data)
