@@ -82,8 +82,11 @@ func (s *State) Apply(e fsm.Entry) any {
 		s.dispatch(ctx, tw, e, req, res)
 	}
 	if tw.Changes() > 0 {
+		// PutRecord copies them: the record is built on the stack.
+		var kb [9]byte
+		var vb [128]byte
 		rev := tw.Rev() + 1
-		if err := tw.PutRecord(stampKey(rev), encodeStampRecord(e.Index, e.Stamp)); err != nil && res.Err == nil {
+		if err := tw.PutRecord(appendStampKey(kb[:0], rev), appendStampRecord(vb[:0], e.Index, e.Stamp)); err != nil && res.Err == nil {
 			res.Err = err
 		}
 	}
@@ -99,7 +102,8 @@ func (s *State) Apply(e fsm.Entry) any {
 		if changed && !e.Stamp.IsZero() {
 			names[res.Rev] = e.Stamp
 		}
-		if err := names.collect(s.st, func(add func(int64)) { s.names(res, add) }); err != nil {
+		var buf [8]int64
+		if err := names.collect(s.st, namedRevs(buf[:0], res)); err != nil {
 			res.Err = err
 			s.clearResponses(res)
 			return res
@@ -115,16 +119,17 @@ func (s *State) clearResponses(res *Result) {
 	res.Put, res.DeleteRange, res.Txn, res.Alarm = nil, nil, nil, nil
 }
 
-// names adds the revisions res's response names.
-func (s *State) names(res *Result, add func(int64)) {
+// namedRevs appends the revisions res's response names to dst.
+func namedRevs(dst []int64, res *Result) []int64 {
 	switch {
 	case res.Put != nil && res.Put.PrevKv != nil:
-		add(res.Put.PrevKv.ModRevision)
+		dst = append(dst, res.Put.PrevKv.ModRevision)
 	case res.DeleteRange != nil:
-		addKVs(add, res.DeleteRange.PrevKvs)
+		dst = appendKVs(dst, res.DeleteRange.PrevKvs)
 	case res.Txn != nil:
-		addResponses(add, res.Txn.Responses)
+		dst = appendResponses(dst, res.Txn.Responses)
 	}
+	return dst
 }
 
 // dispatch runs req in tw. A refusal is left in res.Err with nothing

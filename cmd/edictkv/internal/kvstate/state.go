@@ -238,7 +238,7 @@ func (s *State) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRespons
 	// The view holds off compaction: every revision the answer names
 	// still has its stamp record (see collectStamps).
 	st := stamps{}
-	if err := st.collect(s.st, func(add func(int64)) { addKVs(add, resp.Kvs) }); err != nil {
+	if err := st.collect(s.st, appendKVs(nil, resp.Kvs)); err != nil {
 		return nil, nil, err
 	}
 	return resp, st, nil

@@ -44,24 +44,24 @@ func alarmKey(a *pb.AlarmMember) []byte {
 	return binary.BigEndian.AppendUint32(k, uint32(a.Alarm))
 }
 
-func stampKey(rev int64) []byte {
-	return binary.BigEndian.AppendUint64([]byte{tagStamp}, uint64(rev))
+func stampKey(rev int64) []byte { return appendStampKey(nil, rev) }
+
+func appendStampKey(dst []byte, rev int64) []byte {
+	return binary.BigEndian.AppendUint64(append(dst, tagStamp), uint64(rev))
 }
 
 var gcKey = []byte{tagGC}
 
-func encodeStampRecord(index uint64, st edict.Stamp) []byte {
-	v := binary.AppendUvarint(nil, index)
-	if st.IsZero() {
-		return v
+// appendStampRecord appends the stamp record of the entry at index to
+// dst. A stamp the log would not have made (tests' zero parts) is left
+// out: the index alone is kept.
+func appendStampRecord(dst []byte, index uint64, st edict.Stamp) []byte {
+	dst = binary.AppendUvarint(dst, index)
+	if st.IsZero() || st.WellFormed() != nil {
+		return dst
 	}
-	b, err := edict.EncodeStamp(st)
-	if err != nil {
-		// A stamp the log would not have made (tests' zero parts): the
-		// index alone is kept.
-		return v
-	}
-	return append(v, b...)
+	// edict.EncodeStamp's encoding, appended.
+	return edict.AppendStampMsgpack(append(dst, edict.WireVersion), &st)
 }
 
 func decodeStampRecord(v []byte) (uint64, edict.Stamp, error) {
@@ -131,15 +131,13 @@ func loadSystem(st *mvcc.Store) (*system, error) {
 // stamps collects the stamps of the revisions an answer names.
 type stamps map[int64]edict.Stamp
 
-// collect reads the stamp record of every revision names adds.
-func (s stamps) collect(st *mvcc.Store, names func(add func(int64))) error {
-	var revs []int64
-	names(func(rev int64) {
-		if _, ok := s[rev]; !ok && rev > 1 {
-			revs = append(revs, rev)
-		}
-	})
-	if len(revs) == 0 {
+// collect reads the stamp record of every revision in revs it lacks.
+func (s stamps) collect(st *mvcc.Store, revs []int64) error {
+	lacks := func(rev int64) bool {
+		_, ok := s[rev]
+		return !ok && rev > 1
+	}
+	if !slices.ContainsFunc(revs, lacks) {
 		return nil
 	}
 	rv, err := st.ReadRecords()
@@ -147,8 +145,12 @@ func (s stamps) collect(st *mvcc.Store, names func(add func(int64))) error {
 		return fmt.Errorf("kvstate: stamps: %w", err)
 	}
 	defer rv.Release()
+	var kb [9]byte
 	for _, rev := range revs {
-		v := rv.Get(stampKey(rev))
+		if !lacks(rev) {
+			continue
+		}
+		v := rv.Get(appendStampKey(kb[:0], rev))
 		if v == nil {
 			continue
 		}
@@ -163,30 +165,34 @@ func (s stamps) collect(st *mvcc.Store, names func(add func(int64))) error {
 	return nil
 }
 
-func addKVs(add func(int64), kvs []*mvccpb.KeyValue) {
+// appendKVs appends the mod_revision of each pair to dst.
+func appendKVs(dst []int64, kvs []*mvccpb.KeyValue) []int64 {
 	for _, kv := range kvs {
 		if kv != nil {
-			add(kv.ModRevision)
+			dst = append(dst, kv.ModRevision)
 		}
 	}
+	return dst
 }
 
-// addResponses names the revisions of a txn's responses, nested ones too.
-func addResponses(add func(int64), rs []*pb.ResponseOp) {
+// appendResponses appends the revisions a txn's responses name, nested
+// ones' too, to dst.
+func appendResponses(dst []int64, rs []*pb.ResponseOp) []int64 {
 	for _, r := range rs {
 		switch {
 		case r.GetResponseRange() != nil:
-			addKVs(add, r.GetResponseRange().Kvs)
+			dst = appendKVs(dst, r.GetResponseRange().Kvs)
 		case r.GetResponsePut() != nil:
 			if p := r.GetResponsePut().PrevKv; p != nil {
-				add(p.ModRevision)
+				dst = append(dst, p.ModRevision)
 			}
 		case r.GetResponseDeleteRange() != nil:
-			addKVs(add, r.GetResponseDeleteRange().PrevKvs)
+			dst = appendKVs(dst, r.GetResponseDeleteRange().PrevKvs)
 		case r.GetResponseTxn() != nil:
-			addResponses(add, r.GetResponseTxn().Responses)
+			dst = appendResponses(dst, r.GetResponseTxn().Responses)
 		}
 	}
+	return dst
 }
 
 // collectStamps removes, in the write of the first entry after a

@@ -33,8 +33,18 @@ func (tw *TxnWrite) PutRecord(key, value []byte) error {
 	case len(key) == 0:
 		return ErrRecordKey
 	}
+	// The record's key and a copy of its value share one allocation.
+	n := len(recordPrefix) + len(key)
+	buf := make([]byte, n+len(value))
+	copy(buf, recordPrefix)
+	copy(buf[len(recordPrefix):], key)
+	var v []byte
+	if value != nil {
+		v = buf[n:]
+		copy(v, value)
+	}
 	tw.s.bufMu.Lock()
-	tw.s.open.put(bucketMeta, recordKey(key), bytes.Clone(value))
+	tw.s.open.put(bucketMeta, buf[:n:n], v)
 	tw.s.bufMu.Unlock()
 	return nil
 }

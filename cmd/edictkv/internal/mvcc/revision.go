@@ -133,6 +133,15 @@ func decodeUint64(what string, v []byte) (uint64, error) {
 // index of the entry that made it (8 big-endian bytes).
 func revIndexKey(main int64) []byte { return encodeUint64(uint64(main)) }
 
+// revIndexRecord is the revision bucket's entry of main, made by the entry
+// at index, in one allocation.
+func revIndexRecord(main int64, index uint64) (key, value []byte) {
+	b := make([]byte, 16)
+	binary.BigEndian.PutUint64(b, uint64(main))
+	binary.BigEndian.PutUint64(b[8:], index)
+	return b[:8:8], b[8:]
+}
+
 func decodeRevIndexKey(k []byte) (int64, error) {
 	x, err := decodeUint64("revision bucket key", k)
 	if err != nil {

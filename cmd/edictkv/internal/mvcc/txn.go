@@ -289,7 +289,8 @@ func (tw *TxnWrite) End() int64 {
 	s.bufMu.Lock()
 	if tw.changes > 0 {
 		rev++
-		s.open.put(bucketRev, revIndexKey(rev), encodeUint64(tw.index))
+		k, v := revIndexRecord(rev, tw.index)
+		s.open.put(bucketRev, k, v)
 	}
 	s.open.setApplied(tw.index)
 	s.bufMu.Unlock()
