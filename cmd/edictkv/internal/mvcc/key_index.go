@@ -1,7 +1,6 @@
 package mvcc
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 )
@@ -196,8 +195,6 @@ func (ki *keyIndex) keep(atRev int64, available map[Revision]struct{}) {
 		delete(available, g.revs[revIdx])
 	}
 }
-
-func (ki *keyIndex) less(b *keyIndex) bool { return bytes.Compare(ki.key, b.key) < 0 }
 
 func (ki *keyIndex) String() string {
 	s := fmt.Sprintf("%q:", ki.key)

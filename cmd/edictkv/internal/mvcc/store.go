@@ -336,7 +336,7 @@ func rebuildIndex(tx backend.ReadTx, ix *treeIndex) (int64, error) {
 			} else {
 				ki.restore(Revision{Main: kv.CreateRevision}, rev, kv.Version)
 			}
-			ix.tree.ReplaceOrInsert(ki)
+			ix.insert(ki)
 			return true
 		}
 		if tomb {
