@@ -130,6 +130,18 @@ type layer struct {
 
 func newLayer() *layer { return &layer{} }
 
+// nextLayer is the layer that follows l: its runs start with l's lengths
+// as their capacity, so that a steady load fills them without regrowing.
+func nextLayer(l *layer) *layer {
+	n := &layer{}
+	for b := range n.buckets {
+		if c := len(l.buckets[b].run); c > 0 {
+			n.buckets[b].run = make([]layerItem, 0, c)
+		}
+	}
+	return n
+}
+
 func (l *layer) put(b bucketID, key, value []byte) {
 	l.buckets[b].add(layerItem{key: key, value: value})
 	l.ops++

@@ -481,7 +481,7 @@ func (s *Store) sealLocked() *layer {
 	l := s.open
 	l.index = s.ConsistentIndex()
 	s.sealed = append(s.sealed, l)
-	s.open = newLayer()
+	s.open = nextLayer(l)
 	return l
 }
 
