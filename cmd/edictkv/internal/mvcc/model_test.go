@@ -218,6 +218,9 @@ type modelRun struct {
 	step int
 	// trace is the last operations, for failure messages.
 	trace []string
+	// tw is the write transaction in progress: a failure inside one ends
+	// it before the store is closed, since Close waits for it.
+	tw *TxnWrite
 }
 
 func (r *modelRun) note(format string, args ...any) {
@@ -343,6 +346,7 @@ func (r *modelRun) txnOps() {
 	if err != nil {
 		r.fatalf("write: %v", err)
 	}
+	r.tw = tw
 	begin := r.m.rev()
 	if tw.Rev() != begin {
 		r.fatalf("txn rev %d, model %d", tw.Rev(), begin)
@@ -440,7 +444,9 @@ func (r *modelRun) txnOps() {
 		}
 	}
 	r.note("txn at index %d: %d ops, %d changes", index, n, changes)
-	if got := tw.End(); changes > 0 && got != rev || changes == 0 && got != begin {
+	got := tw.End()
+	r.tw = nil
+	if changes > 0 && got != rev || changes == 0 && got != begin {
 		r.fatalf("end at %d after %d changes, begun at %d", got, changes, begin)
 	}
 	if changes > 0 {
@@ -694,6 +700,9 @@ func TestModel(t *testing.T) {
 				}
 				r.open()
 				defer func() {
+					if r.tw != nil {
+						r.tw.End()
+					}
 					if kind == "bolt" && r.s != nil {
 						r.s.Close()
 					}
