@@ -1,5 +1,7 @@
 package fsm
 
+import "io"
+
 // DiskFSM is an FSM that keeps its state durable in a store of its own
 // (a bbolt file, a directory of files), so that a start opens the state
 // where it is instead of rebuilding it from a snapshot and the log, and
@@ -20,4 +22,41 @@ type DiskFSM interface {
 	// durable and returns the index of the last one. The log compacts its
 	// log only behind an index Sync returned.
 	Sync() (uint64, error)
+}
+
+// StagingFSM is a DiskFSM that takes a snapshot received from a leader
+// into its own store, so that the receiver writes the state once: Stage
+// writes the stream beside the current state, checked and durable but
+// not in use (for a database file, a new file in the same directory),
+// and InstallStaged makes it the state (for a file, a rename over the
+// database). The log records the snapshot's metadata between the two, so
+// that a start after a crash at any point finds the old state, or the
+// old state and a staged one the log installs, or the new state (the
+// package documentation states the order). A DiskFSM without it is sent
+// its snapshots through the log's snapshot store and Restore.
+//
+// The log stages one snapshot at a time, and calls InstallStaged and
+// DiscardStaged from the Apply goroutine (or at start, before any
+// Apply); Stage may run concurrently with any method but those two.
+type StagingFSM interface {
+	DiskFSM
+	// Stage discards what is staged, then reads r, a stream Persist
+	// wrote, to its end (io.EOF: the snapshot stores and transports
+	// verify digests there) and keeps the state it carries, which must be
+	// that of the entries up to index, durably beside the current state.
+	// When it returns nil, the staged state survives crashes until
+	// InstallStaged or DiscardStaged; when it returns an error (a damaged
+	// or truncated stream, one of another index, a failing reader),
+	// nothing is staged. The current state is untouched either way.
+	Stage(index uint64, r io.Reader) error
+	// InstallStaged replaces the whole state with the one staged for
+	// index, atomically and durably, as Restore does: when it returns nil
+	// the store holds the staged state, DurableIndex reports index, and
+	// nothing is staged any more; on an error the state is as it was. A
+	// crash in the middle leaves one state or the other, and in the old
+	// state's case the staged one as it was. Nothing staged for index is
+	// an error naming it.
+	InstallStaged(index uint64) error
+	// DiscardStaged removes what is staged, if anything.
+	DiscardStaged() error
 }

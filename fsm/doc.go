@@ -1,10 +1,10 @@
 // Package fsm defines the state machines an edictlog replicated log drives:
-// [FSM], [BatchFSM], [DiskFSM], [Snapshot] and [Querier], declared where
-// the log consumes them. The etcd-shaped key-value state machine that
-// edictkv, the simulator and the log's tests use is package [kvfsm]
-// (fsm/kvfsm); package [kvdisk] (fsm/kvdisk) keeps it in a file, a small
-// DiskFSM; package [fsmtest] (fsm/fsmtest) is the conformance suite a
-// DiskFSM must pass.
+// [FSM], [BatchFSM], [DiskFSM], [StagingFSM], [Snapshot], [SizedSnapshot]
+// and [Querier], declared where the log consumes them. The etcd-shaped
+// key-value state machine that edictkv, the simulator and the log's tests
+// use is package [kvfsm] (fsm/kvfsm); package [kvdisk] (fsm/kvdisk) keeps
+// it in a file, a small StagingFSM; package [fsmtest] (fsm/fsmtest) is
+// the conformance suite a DiskFSM (and a StagingFSM) must pass.
 //
 // What the log guarantees an FSM, and what it asks in return:
 //
@@ -63,26 +63,46 @@
 //     the index of the newest snapshot, it restores nothing and hands the
 //     FSM only the entries after d (the entries up to d are committed:
 //     they were applied); below it, it restores that snapshot, which then
-//     holds a copy of the state, and applies after it. A d beyond the end
-//     of the log's own store is impossible (entries are applied only once
-//     durable in that store, and an installed snapshot is stored before
-//     the FSM is restored from it), and the start fails naming both.
+//     holds a copy of the state (or, for a snapshot a [StagingFSM] staged,
+//     has it install what it staged), and applies after it. A d beyond
+//     the end of the log's own store is impossible (entries are applied
+//     only once durable in that store, and an installed snapshot's
+//     metadata is recorded before the FSM takes its state), and the start
+//     fails naming both.
 //   - Every Config.SnapshotEvery applied entries it calls Sync and records
 //     a snapshot at the index Sync returned that holds no copy of the
 //     state, only the log's metadata of that index (reign, stamp, epoch
 //     configuration); then it compacts its log behind it, keeping
 //     Config.TrailingEntries. The log is never compacted past an index
 //     Sync returned.
-//   - To catch up a member that lacks compacted entries, it calls Sync,
-//     then Snapshot, and Persist into its snapshot store, and streams that
-//     copy: a full copy of the state on disk beside the FSM's own, until
-//     the snapshot store's retention removes it.
-//   - A snapshot received from a leader is stored whole before the FSM is
-//     restored from it and before the log is reset to it, which two may
-//     happen in either order. A start after a crash at any point finds the
-//     FSM at the snapshot's index (restored: nothing to do) or below it
-//     (restored again from the stored snapshot), and completes the log's
-//     reset itself.
+//   - To catch up a member that lacks compacted entries, it calls
+//     Snapshot on the Apply goroutine. A [SizedSnapshot] is streamed
+//     straight from Persist to the member: nothing is written on this
+//     side. Another is first written whole into the snapshot store (Sync
+//     first, so that the copy is the newest snapshot at the durable
+//     index), and that copy is streamed: a full copy of the state on
+//     disk beside the FSM's own, until the snapshot store's retention
+//     removes it.
+//   - A snapshot received from a leader by a [StagingFSM] is written once:
+//     Stage reads the stream into the FSM's own store, checked and
+//     durable, not in use; only then does the log record the snapshot's
+//     metadata (index, reign, stamp, epoch configuration) in its snapshot
+//     store, holding no copy of the state; only then does InstallStaged
+//     make the staged state the FSM's, in either order with the log's
+//     reset to the snapshot. A start after a crash before the record
+//     finds the old state and log, and DiscardStaged removes what was
+//     staged; after the record, the FSM below the snapshot's index is
+//     made to install what it staged (InstallStaged again; nothing staged
+//     is an error, the stores having lost what they made durable), the
+//     FSM at the index holds it already, and the log's reset is
+//     completed. The FSM's state is never ahead of the metadata the log
+//     holds, and never half of either state.
+//   - A snapshot received by another DiskFSM is stored whole in the
+//     snapshot store before the FSM is restored from it and before the
+//     log is reset to it, which two may happen in either order. A start
+//     after a crash at any point finds the FSM at the snapshot's index
+//     (restored: nothing to do) or below it (restored again from the
+//     stored snapshot), and completes the log's reset itself.
 //
 // [kvfsm]: https://pkg.go.dev/github.com/edictlog/edictlog/fsm/kvfsm
 // [kvdisk]: https://pkg.go.dev/github.com/edictlog/edictlog/fsm/kvdisk

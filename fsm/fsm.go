@@ -76,3 +76,15 @@ type BatchFSM interface {
 type Querier interface {
 	Query(q []byte) ([]byte, error)
 }
+
+// SizedSnapshot is a Snapshot that knows, before Persist runs, how many
+// bytes Persist writes (a bbolt read transaction's Size, a file's
+// length). A snapshot stream declares its length first, so the log
+// streams such a snapshot of a DiskFSM straight from Persist to a peer
+// that needs it, with no copy in the snapshot store; another is first
+// written there.
+type SizedSnapshot interface {
+	Snapshot
+	// Size is the exact number of bytes Persist writes.
+	Size() int64
+}

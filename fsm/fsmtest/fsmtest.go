@@ -29,7 +29,18 @@
 //     Suite.DetectsCorruption);
 //   - determinism: state machines applying the same entries, one at a time
 //     or in batches (fsm.BatchFSM), with Syncs and reopens at different
-//     points, reach the same state, and their snapshots restore to it.
+//     points, reach the same state, and their snapshots restore to it;
+//   - a snapshot that reports its size (fsm.SizedSnapshot), wherever the
+//     suite persists one, writes exactly that many bytes;
+//   - for an fsm.StagingFSM: a Stage, while entries go on being applied,
+//     leaves the state as it was, in memory and after a crash, and what it
+//     staged survives the crash; InstallStaged then replaces the state
+//     with the snapshot's, durably, in the process that staged it and in
+//     one that reopened after a crash, and nothing is staged afterwards;
+//     a Stage from a truncated, failing or (Suite.DetectsCorruption)
+//     damaged stream, or from one of another index than it is given,
+//     fails and stages nothing, even where something was staged before;
+//     DiscardStaged removes what is staged, for good.
 package fsmtest
 
 import (
@@ -96,6 +107,8 @@ func TestDiskFSM(t *testing.T, s Suite) {
 	t.Run("SnapshotRestore", h.snapshotRestore)
 	t.Run("FailedRestoreKeepsState", h.failedRestore)
 	t.Run("Deterministic", h.deterministic)
+	t.Run("Staging", h.staging)
+	t.Run("FailedStageStagesNothing", h.failedStage)
 }
 
 type harness struct {
@@ -256,7 +269,16 @@ func persist(t *testing.T, f fsm.FSM) []byte {
 	if err := s.Persist(&buf); err != nil {
 		t.Fatalf("Persist: %v", err)
 	}
+	checkSize(t, s, buf.Len())
 	return buf.Bytes()
+}
+
+// checkSize checks that a snapshot that reports its size wrote n bytes.
+func checkSize(t *testing.T, s fsm.Snapshot, n int) {
+	t.Helper()
+	if sz, ok := s.(fsm.SizedSnapshot); ok && sz.Size() != int64(n) {
+		t.Fatalf("SizedSnapshot: Size reports %d bytes, Persist wrote %d", sz.Size(), n)
+	}
 }
 
 // refState is the state after the entries up to index, from a state
@@ -385,6 +407,7 @@ func (h *harness) snapshotRestore(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Persist of the snapshot at %d: %v", k, err)
 	}
+	checkSize(t, snap, buf.Len())
 	snap.Release()
 	data := buf.Bytes()
 
@@ -556,4 +579,179 @@ func copyDir(t *testing.T, src, dst string) {
 	if err != nil {
 		t.Fatalf("copy %s: %v", src, err)
 	}
+}
+
+// stager is m's state machine as an fsm.StagingFSM; the test is skipped
+// if it is not one.
+func stager(t *testing.T, m *machine) fsm.StagingFSM {
+	t.Helper()
+	st, ok := m.f.(fsm.StagingFSM)
+	if !ok {
+		t.Skip("not an fsm.StagingFSM")
+	}
+	return st
+}
+
+// snapshotAt is a snapshot of the entries up to k, from a state machine
+// of its own.
+func (h *harness) snapshotAt(t *testing.T, k uint64) []byte {
+	t.Helper()
+	src := h.open(t, t.TempDir())
+	defer h.close(t, src)
+	h.applyTo(t, src, k, nil)
+	return persist(t, src.f)
+}
+
+func (h *harness) installStaged(t *testing.T, m *machine, k uint64, what string) {
+	t.Helper()
+	if err := stager(t, m).InstallStaged(k); err != nil {
+		t.Fatalf("%s: InstallStaged(%d): %v", what, k, err)
+	}
+	if d := h.durable(t, m); d != k {
+		t.Fatalf("%s: installed the snapshot staged at %d: DurableIndex %d", what, k, d)
+	}
+	m.applied = k
+	h.checkState(t, m, k, what+": installed")
+}
+
+func (h *harness) staging(t *testing.T) {
+	r := h.rng(5)
+	n := uint64(h.s.Entries)
+	m := h.open(t, t.TempDir())
+	st := stager(t, m)
+	k := n/2 + uint64(r.IntN(int(n/4)))
+	data := h.snapshotAt(t, k)
+
+	synced := k / 4
+	h.applyTo(t, m, synced, nil)
+	h.sync(t, m)
+	// The stream is staged while entries go on being applied, as the log
+	// stages it.
+	done := make(chan error, 1)
+	go func() { done <- st.Stage(k, bytes.NewReader(data)) }()
+	h.applyTo(t, m, k/2, nil)
+	if err := <-done; err != nil {
+		t.Fatalf("Stage of a snapshot at %d: %v", k, err)
+	}
+	applied := m.applied
+	h.checkState(t, m, applied, "after a Stage")
+	if d := h.durable(t, m); d < synced || d > applied {
+		t.Fatalf("a Stage moved the durable index to %d (synced %d, applied %d)", d, synced, applied)
+	}
+
+	// A crash now: the old state opens, with the snapshot staged beside
+	// it, which InstallStaged then installs.
+	img := filepath.Join(t.TempDir(), "crash-staged")
+	copyDir(t, m.dir, img)
+	c := h.open(t, img)
+	h.checkPrefix(t, c, synced, applied, "after a crash with a snapshot staged")
+	h.installStaged(t, c, k, "after a crash with a snapshot staged")
+	c = h.reopen(t, c)
+	if c.applied != k {
+		t.Fatalf("installed a snapshot staged at %d and reopened: DurableIndex %d (InstallStaged must be durable)", k, c.applied)
+	}
+	h.checkState(t, c, k, "installed after a crash, and reopened")
+	if err := stager(t, c).InstallStaged(k); err == nil {
+		t.Fatalf("InstallStaged(%d) succeeded a second time: something was still staged", k)
+	}
+	h.close(t, c)
+
+	// And in the process that staged it.
+	h.installStaged(t, m, k, "staged")
+	img = filepath.Join(t.TempDir(), "crash-installed")
+	copyDir(t, m.dir, img)
+	c = h.open(t, img)
+	if c.applied != k {
+		t.Fatalf("a crash after InstallStaged(%d) opens at %d", k, c.applied)
+	}
+	h.checkState(t, c, k, "a crash after InstallStaged")
+	if err := stager(t, c).InstallStaged(k); err == nil {
+		t.Fatalf("InstallStaged(%d) succeeded after a crash that followed the install: something was still staged", k)
+	}
+	h.close(t, c)
+	h.applyTo(t, m, n, nil)
+	h.checkState(t, m, n, "installed, then the entries after the snapshot applied")
+	m = h.reopen(t, m)
+	if m.applied < k || m.applied > n {
+		t.Fatalf("installed at %d, applied to %d, reopened at %d", k, n, m.applied)
+	}
+	h.checkState(t, m, m.applied, "installed, applied after it, and reopened")
+
+	// A Stage discarded stays discarded, after a reopen too.
+	if err := stager(t, m).Stage(k, bytes.NewReader(data)); err != nil {
+		t.Fatalf("Stage: %v", err)
+	}
+	if err := stager(t, m).DiscardStaged(); err != nil {
+		t.Fatalf("DiscardStaged: %v", err)
+	}
+	if err := stager(t, m).InstallStaged(k); err == nil {
+		t.Fatalf("InstallStaged(%d) succeeded after DiscardStaged", k)
+	}
+	before := m.applied
+	m = h.reopen(t, m)
+	if err := stager(t, m).InstallStaged(k); err == nil {
+		t.Fatalf("InstallStaged(%d) succeeded after DiscardStaged and a reopen", k)
+	}
+	if m.applied != before {
+		t.Fatalf("a discarded Stage and a reopen moved the durable index from %d to %d", before, m.applied)
+	}
+	h.checkState(t, m, m.applied, "after DiscardStaged and a reopen")
+	h.close(t, m)
+}
+
+func (h *harness) failedStage(t *testing.T) {
+	r := h.rng(6)
+	n := uint64(h.s.Entries)
+	m := h.open(t, t.TempDir())
+	st := stager(t, m)
+	k := n - uint64(r.IntN(int(n/4)))
+	data := h.snapshotAt(t, k)
+	h.applyTo(t, m, n/4, nil)
+	h.sync(t, m)
+	h.applyTo(t, m, n/3, nil)
+	applied := m.applied
+
+	type attempt struct {
+		what  string
+		index uint64
+		r     io.Reader
+	}
+	var attempts []attempt
+	for _, cut := range []int{0, 1, len(data) / 2, len(data) - 1} {
+		attempts = append(attempts, attempt{fmt.Sprintf("truncated to %d of %d bytes", cut, len(data)), k, bytes.NewReader(data[:cut])})
+	}
+	for _, at := range []int{0, len(data) / 2, len(data)} {
+		attempts = append(attempts, attempt{fmt.Sprintf("a reader failing after %d of %d bytes", at, len(data)), k,
+			io.MultiReader(bytes.NewReader(data[:at]), failingReader{})})
+	}
+	if h.s.DetectsCorruption {
+		for _, at := range []int{0, len(data) / 2, len(data) - 1} {
+			bad := bytes.Clone(data)
+			bad[at] ^= 0x40
+			attempts = append(attempts, attempt{fmt.Sprintf("byte %d of %d flipped", at, len(data)), k, bytes.NewReader(bad)})
+		}
+	}
+	attempts = append(attempts, attempt{fmt.Sprintf("a whole snapshot of %d staged as one of %d", k, k+1), k + 1, bytes.NewReader(data)})
+	for _, a := range attempts {
+		// Something staged before, which the failed Stage must not leave.
+		if err := st.Stage(k, bytes.NewReader(data)); err != nil {
+			t.Fatalf("Stage: %v", err)
+		}
+		if err := st.Stage(a.index, a.r); err == nil {
+			t.Fatalf("Stage from a stream %s succeeded", a.what)
+		}
+		h.checkState(t, m, applied, "after a failed Stage ("+a.what+")")
+		for _, i := range []uint64{k, k + 1} {
+			if err := st.InstallStaged(i); err == nil {
+				t.Fatalf("InstallStaged(%d) succeeded after a failed Stage (%s)", i, a.what)
+			}
+		}
+		h.checkState(t, m, applied, "after a failed Stage ("+a.what+") and a refused InstallStaged")
+	}
+	m = h.reopen(t, m)
+	if err := stager(t, m).InstallStaged(k); err == nil {
+		t.Fatal("InstallStaged succeeded after failed Stages and a reopen")
+	}
+	h.checkState(t, m, m.applied, "reopened after failed Stages")
+	h.close(t, m)
 }

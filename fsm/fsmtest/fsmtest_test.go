@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -59,7 +60,95 @@ var broken = map[string]struct {
 		kv, err := kvdisk.Open(dir)
 		return &batchSkips{KV: kv}, nopCloser{}, err
 	}, "Deterministic"},
+	// Stage keeps the stream in memory: a crash loses what it staged.
+	"stage-in-memory": {func(dir string) (fsm.DiskFSM, io.Closer, error) {
+		kv, err := kvdisk.Open(dir)
+		return &stageInMemory{KV: kv}, nopCloser{}, err
+	}, "Staging"},
+	// Stage restores at once: the state is replaced before the log has
+	// recorded the snapshot.
+	"stage-installs": {func(dir string) (fsm.DiskFSM, io.Closer, error) {
+		kv, err := kvdisk.Open(dir)
+		return &stageInstalls{KV: kv}, nopCloser{}, err
+	}, "Staging"},
+	// InstallStaged copies what is staged and leaves it staged.
+	"install-keeps-staged": {func(dir string) (fsm.DiskFSM, io.Closer, error) {
+		kv, err := kvdisk.Open(dir)
+		return &installKeeps{KV: kv, dir: dir}, nopCloser{}, err
+	}, "Staging"},
+	// A snapshot reports one byte more than Persist writes.
+	"size-lies": {func(dir string) (fsm.DiskFSM, io.Closer, error) {
+		kv, err := kvdisk.Open(dir)
+		return &sizeLies{KV: kv}, nopCloser{}, err
+	}, "SizedSnapshot"},
 }
+
+type stageInMemory struct {
+	*kvdisk.KV
+	staged []byte
+}
+
+func (s *stageInMemory) Stage(index uint64, r io.Reader) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	s.staged = b
+	return nil
+}
+
+func (s *stageInMemory) InstallStaged(index uint64) error {
+	if s.staged == nil {
+		return errors.New("nothing staged")
+	}
+	b := s.staged
+	s.staged = nil
+	return s.KV.Restore(strings.NewReader(string(b)))
+}
+
+func (s *stageInMemory) DiscardStaged() error { s.staged = nil; return nil }
+
+type stageInstalls struct{ *kvdisk.KV }
+
+func (s *stageInstalls) Stage(index uint64, r io.Reader) error { return s.KV.Restore(r) }
+
+func (s *stageInstalls) InstallStaged(index uint64) error {
+	if d, _ := s.DurableIndex(); d != index {
+		return errors.New("nothing staged")
+	}
+	return nil
+}
+
+type installKeeps struct {
+	*kvdisk.KV
+	dir string
+}
+
+func (s *installKeeps) InstallStaged(index uint64) error {
+	p := filepath.Join(s.dir, "staged")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	if err := s.KV.InstallStaged(index); err != nil {
+		return err
+	}
+	return os.WriteFile(p, b, 0o600)
+}
+
+type sizeLies struct{ *kvdisk.KV }
+
+func (s *sizeLies) Snapshot() (fsm.Snapshot, error) {
+	sn, err := s.KV.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return plusOne{sn.(fsm.SizedSnapshot)}, nil
+}
+
+type plusOne struct{ fsm.SizedSnapshot }
+
+func (p plusOne) Size() int64 { return p.SizedSnapshot.Size() + 1 }
 
 type syncLies struct {
 	*kvdisk.KV
