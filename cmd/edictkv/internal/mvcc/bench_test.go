@@ -198,3 +198,43 @@ func BenchmarkIndexMemory(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIndexPut is the key index's share of a put: of a new key of
+// etcd's benchmark in an index of 100k keys and more ("new"), of one of
+// 100k keys put once before ("overwrite1": its first change; the index is
+// built again after each 100k), and of one put 8 times before
+// ("overwriteN").
+func BenchmarkIndexPut(b *testing.B) {
+	none := func(int64, int64) ([]byte, error) { return nil, nil }
+	for _, c := range []struct {
+		name   string
+		rounds int // puts of every key before the benchmark
+		key    func(i int) int
+	}{
+		{"new", 1, func(i int) int { return benchKeys + i }},
+		{"overwrite1", 1, func(i int) int { return i % benchKeys }},
+		{"overwriteN", 8, func(i int) int { return i % benchKeys }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			ti := newTreeIndex()
+			rev, err := loadPuts(ti, benchKeys, c.rounds, 2)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var k [8]byte
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if c.rounds == 1 && i > 0 && i%benchKeys == 0 && c.name == "overwrite1" {
+					b.StopTimer()
+					ti = newTreeIndex()
+					rev, _ = loadPuts(ti, benchKeys, c.rounds, 2)
+					b.StartTimer()
+				}
+				if _, err := ti.put(etcdBenchKey(&k, c.key(i)), Revision{Main: rev}, none); err != nil {
+					b.Fatal(err)
+				}
+				rev++
+			}
+		})
+	}
+}

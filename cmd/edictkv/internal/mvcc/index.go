@@ -26,14 +26,16 @@ type treeIndex struct {
 	// (time-ordered names, etcd's benchmark), inserts without searching
 	// first. Deletions leave it, still a bound. Under the write lock.
 	last []byte
+	// probe holds the key a writer searches for, under the write lock:
+	// a search needs a keyIndex, and a writer's needs no allocation.
+	probe keyIndex
 }
 
-// indexItem is one key of the index beside its history, so that a search
-// compares the keys its nodes hold without loading each history, and the
-// key's first 8 bytes beside it, so that most comparisons load nothing.
+// indexItem is one key of the index: its history, and the key's first 8
+// bytes beside it, so that a search compares 8-byte prefixes in the node it
+// reads and loads a key's bytes only when they tie.
 type indexItem struct {
 	prefix uint64
-	key    []byte
 	ki     *keyIndex
 }
 
@@ -48,30 +50,42 @@ func keyPrefix(key []byte) uint64 {
 	return binary.BigEndian.Uint64(b[:])
 }
 
-func item(key []byte) indexItem { return indexItem{prefix: keyPrefix(key), key: key} }
+func item(ki *keyIndex) indexItem { return indexItem{prefix: keyPrefix(ki.key), ki: ki} }
 
 func indexLess(a, b indexItem) bool {
 	if a.prefix != b.prefix {
 		return a.prefix < b.prefix
 	}
-	return bytes.Compare(a.key, b.key) < 0
+	return bytes.Compare(a.ki.key, b.ki.key) < 0
 }
+
+// indexDegree is the B-tree's degree, etcd's: nodes of 31 to 63 keys.
+const indexDegree = 32
 
 func newTreeIndex() *treeIndex {
-	return &treeIndex{tree: btree.NewG(32, indexLess)}
+	return &treeIndex{tree: btree.NewG(indexDegree, indexLess)}
 }
 
+// lookup returns key's index, or nil, for a caller that holds the write
+// lock or has the index to itself.
 func (ti *treeIndex) lookup(key []byte) *keyIndex {
-	it, _ := ti.tree.Get(item(key))
+	ti.probe.key = key
+	it, _ := ti.tree.Get(item(&ti.probe))
+	ti.probe.key = nil
+	return it.ki
+}
+
+// search returns key's index, or nil, for a caller that holds the read
+// lock.
+func (ti *treeIndex) search(key []byte) *keyIndex {
+	it, _ := ti.tree.Get(item(&keyIndex{key: key}))
 	return it.ki
 }
 
 // insert adds ki, whose key the index does not hold, under the write
 // lock.
 func (ti *treeIndex) insert(ki *keyIndex) {
-	it := item(ki.key)
-	it.ki = ki
-	ti.tree.ReplaceOrInsert(it)
+	ti.tree.ReplaceOrInsert(item(ki))
 	if ti.last == nil || bytes.Compare(ki.key, ti.last) > 0 {
 		ti.last = ki.key
 	}
@@ -81,7 +95,7 @@ func (ti *treeIndex) insert(ki *keyIndex) {
 func (ti *treeIndex) get(key []byte, atRev int64) (modified, created Revision, ver int64, err error) {
 	ti.mu.RLock()
 	defer ti.mu.RUnlock()
-	ki := ti.lookup(key)
+	ki := ti.search(key)
 	if ki == nil {
 		return Revision{}, Revision{}, 0, errRevisionNotFound
 	}
@@ -97,48 +111,30 @@ func (ti *treeIndex) get(key []byte, atRev int64) (modified, created Revision, v
 func (ti *treeIndex) put(key []byte, rev Revision, encode func(created, ver int64) ([]byte, error)) ([]byte, error) {
 	ti.mu.Lock()
 	defer ti.mu.Unlock()
-	created, ver := rev.Main, int64(0)
 	var ki *keyIndex
 	if ti.last != nil && bytes.Compare(key, ti.last) <= 0 {
 		ki = ti.lookup(key)
 	}
-	if ki != nil {
-		if _, c, v, err := ki.get(rev.Main); err == nil {
-			created, ver = c.Main, v
+	if ki == nil {
+		data, err := encode(rev.Main, 1)
+		if err != nil {
+			return nil, err
 		}
+		ki, err := newKeyIndex(key, rev)
+		if err != nil {
+			return nil, fmt.Errorf("mvcc: %w", err)
+		}
+		ti.insert(ki)
+		return data, nil
 	}
-	data, err := encode(created, ver+1)
+	data, err := encode(ki.nextPut(rev.Main))
 	if err != nil {
 		return nil, err
-	}
-	isNew := ki == nil
-	if isNew {
-		ki = newKeyIndex(key)
 	}
 	if err := ki.put(rev); err != nil {
 		return nil, fmt.Errorf("mvcc: %w", err)
 	}
-	if isNew {
-		ti.insert(ki)
-	}
 	return data, nil
-}
-
-// newKey is a new key's index with room for its first revision, in one
-// allocation with a copy of the key (most keys keep one generation and few
-// revisions): fewer objects to allocate and for the collector to mark.
-type newKey struct {
-	ki  keyIndex
-	gen [1]generation
-	rev [1]Revision
-}
-
-func newKeyIndex(key []byte) *keyIndex {
-	nk := &newKey{}
-	nk.gen[0].revs = nk.rev[:0]
-	nk.ki.generations = nk.gen[:] // one generation, empty until put
-	nk.ki.key = slices.Clone(key)
-	return &nk.ki
 }
 
 // tombstone records the deletion of key at rev.
@@ -170,7 +166,7 @@ func (ti *treeIndex) visit(key, end []byte, atRev int64, fn func(e indexEntry) b
 		ti.mu.RLock()
 		var e indexEntry
 		ok := false
-		if ki := ti.lookup(key); ki != nil {
+		if ki := ti.search(key); ki != nil {
 			if mod, created, ver, err := ki.get(atRev); err == nil {
 				e, ok = indexEntry{key: ki.key, mod: mod, created: created.Main, ver: ver}, true
 			}
@@ -186,8 +182,8 @@ func (ti *treeIndex) visit(key, end []byte, atRev int64, fn func(e indexEntry) b
 		n, stop := 0, false
 		var last []byte
 		ti.mu.RLock()
-		ti.tree.AscendGreaterOrEqual(item(from), func(it indexItem) bool {
-			if len(end) > 0 && bytes.Compare(it.key, end) >= 0 {
+		ti.tree.AscendGreaterOrEqual(item(&keyIndex{key: from}), func(it indexItem) bool {
+			if len(end) > 0 && bytes.Compare(it.ki.key, end) >= 0 {
 				stop = true
 				return false
 			}
@@ -195,9 +191,9 @@ func (ti *treeIndex) visit(key, end []byte, atRev int64, fn func(e indexEntry) b
 				return false
 			}
 			n++
-			last = it.key
+			last = it.ki.key
 			if mod, created, ver, err := it.ki.get(atRev); err == nil {
-				if !fn(indexEntry{key: it.key, mod: mod, created: created.Main, ver: ver}) {
+				if !fn(indexEntry{key: it.ki.key, mod: mod, created: created.Main, ver: ver}) {
 					stop = true
 					return false
 				}

@@ -2,6 +2,8 @@ package mvcc
 
 import (
 	"bytes"
+	"fmt"
+	"maps"
 	"math/rand/v2"
 	"testing"
 )
@@ -21,8 +23,97 @@ func TestIndexLess(t *testing.T) {
 	}
 	for range 200_000 {
 		a, b := key(), key()
-		if got, want := indexLess(item(a), item(b)), bytes.Compare(a, b) < 0; got != want {
+		if got, want := indexLess(item(&keyIndex{key: a}), item(&keyIndex{key: b})), bytes.Compare(a, b) < 0; got != want {
 			t.Fatalf("indexLess(%x, %x) = %v, want %v", a, b, got, want)
+		}
+	}
+}
+
+// TestKeyIndexForms runs random histories of one key — puts, deletions,
+// several changes in one revision, compactions — on a keyIndex as the index
+// keeps it (its creating put alone in modified, until a change) and on one
+// held as a list of generations throughout, and checks that both answer
+// every get, keep and compaction alike, and print alike.
+func TestKeyIndexForms(t *testing.T) {
+	for seed := range uint64(2000) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		rev := Revision{Main: 2 + rng.Int64N(3)}
+		ki, err := newKeyIndex([]byte("k"), rev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, _ := newKeyIndex([]byte("k"), rev)
+		ref.grow(1)
+		alive, compacted := true, int64(0)
+		var ops []string
+		check := func() {
+			t.Helper()
+			if got, want := ki.String(), ref.String(); got != want {
+				t.Fatalf("seed %d after %v: %s, the list of generations is %s", seed, ops, got, want)
+			}
+			if got, want := ki.isEmpty(), ref.isEmpty(); got != want {
+				t.Fatalf("seed %d after %v: isEmpty %v, want %v", seed, ops, got, want)
+			}
+			for at := compacted; at <= rev.Main+1; at++ {
+				m1, c1, v1, err1 := ki.get(at)
+				m2, c2, v2, err2 := ref.get(at)
+				if m1 != m2 || c1 != c2 || v1 != v2 || err1 != err2 {
+					t.Fatalf("seed %d after %v: get(%d) = %v %v %d %v, want %v %v %d %v", seed, ops, at, m1, c1, v1, err1, m2, c2, v2, err2)
+				}
+				k1, k2 := map[Revision]struct{}{}, map[Revision]struct{}{}
+				ki.keep(at, k1)
+				ref.keep(at, k2)
+				if !maps.Equal(k1, k2) {
+					t.Fatalf("seed %d after %v: keep(%d) = %v, want %v", seed, ops, at, k1, k2)
+				}
+			}
+		}
+		for range 12 {
+			check()
+			if ki.isEmpty() {
+				break
+			}
+			if rng.IntN(3) == 0 {
+				rev.Sub++ // another change in the same revision
+			} else {
+				rev = Revision{Main: rev.Main + 1 + rng.Int64N(2)}
+			}
+			switch op := rng.IntN(6); {
+			case op < 3 || !alive:
+				ops = append(ops, fmt.Sprintf("put(%d.%d)", rev.Main, rev.Sub))
+				if err := ki.put(rev); err != nil {
+					t.Fatal(err)
+				}
+				if err := ref.put(rev); err != nil {
+					t.Fatal(err)
+				}
+				alive = true
+			case op < 5:
+				ops = append(ops, fmt.Sprintf("tombstone(%d.%d)", rev.Main, rev.Sub))
+				if err := ki.tombstone(rev); err != nil {
+					t.Fatal(err)
+				}
+				if err := ref.tombstone(rev); err != nil {
+					t.Fatal(err)
+				}
+				alive = false
+			default:
+				at := compacted + rng.Int64N(rev.Main-compacted+1)
+				ops = append(ops, fmt.Sprintf("compact(%d)", at))
+				a1, a2 := map[Revision]struct{}{}, map[Revision]struct{}{}
+				ki.compact(at, a1)
+				ref.compactGenerations(at, a2)
+				if !maps.Equal(a1, a2) {
+					t.Fatalf("seed %d after %v: compact kept %v, want %v", seed, ops, a1, a2)
+				}
+				compacted = at
+			}
+		}
+		if err := ki.tombstone(Revision{Main: rev.Main + 1}); alive == (err != nil) {
+			t.Fatalf("seed %d after %v: a deletion of the key, alive %v: %v", seed, ops, alive, err)
+		}
+		if err := ki.put(rev); err == nil {
+			t.Fatalf("seed %d after %v: a put at %v, not after the last revision, succeeded", seed, ops, rev)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package mvcc
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // errRevisionNotFound is a keyIndex's answer for a key that does not exist
@@ -28,9 +29,25 @@ var errRevisionNotFound = errors.New("mvcc: revision not found")
 //	compact(4): {4.0, 5.0(t)} {}
 //	compact(5): {5.0(t)} {}
 //	compact(6): {}   — the key leaves the index
+//
+// Most keys are put once and never changed (etcd's benchmark writes no
+// other): their history is one generation of one revision, modified, that
+// created the key with version 1, and the keyIndex holds it in modified
+// alone, hist nil — a third of the memory of a list of generations. The
+// first change after it, or a compaction that leaves a key so again,
+// switches between the two forms; the methods answer the same for both.
 type keyIndex struct {
-	key         []byte
-	modified    Revision
+	key []byte
+	// modified is the key's newest revision, its tombstone if deleted.
+	modified Revision
+	// hist holds the generations; nil: one generation, {modified}, created
+	// at modified, version 1.
+	hist *keyHistory
+}
+
+// keyHistory is the generations of a key whose history is more than its
+// creating put.
+type keyHistory struct {
 	generations []generation
 }
 
@@ -44,8 +61,30 @@ type generation struct {
 
 func (g *generation) isEmpty() bool { return g == nil || len(g.revs) == 0 }
 
+// newKeyIndex is the index of key, which the index does not hold, created
+// by a put at rev, with its own copy of the key.
+func newKeyIndex(key []byte, rev Revision) (*keyIndex, error) {
+	if !rev.GreaterThan(Revision{}) {
+		return nil, fmt.Errorf("key %q: revision %d.%d is not after 0.0", key, rev.Main, rev.Sub)
+	}
+	return &keyIndex{key: slices.Clone(key), modified: rev}, nil
+}
+
 func (ki *keyIndex) isEmpty() bool {
-	return len(ki.generations) == 1 && ki.generations[0].isEmpty()
+	return ki.hist != nil && len(ki.hist.generations) == 1 && ki.hist.generations[0].isEmpty()
+}
+
+// grow gives a key held in modified alone its list of generations, with
+// room for one more revision and gens generations.
+func (ki *keyIndex) grow(gens int) {
+	if ki.hist != nil {
+		return
+	}
+	revs := make([]Revision, 1, 2)
+	revs[0] = ki.modified
+	h := &keyHistory{generations: make([]generation, 1, gens)}
+	h.generations[0] = generation{ver: 1, created: ki.modified, revs: revs}
+	ki.hist = h
 }
 
 // put appends rev to the current generation, starting it if it is empty.
@@ -53,10 +92,12 @@ func (ki *keyIndex) put(rev Revision) error {
 	if !rev.GreaterThan(ki.modified) {
 		return fmt.Errorf("key %q: revision %d.%d is not after its last one %d.%d", ki.key, rev.Main, rev.Sub, ki.modified.Main, ki.modified.Sub)
 	}
-	if len(ki.generations) == 0 {
-		ki.generations = append(ki.generations, generation{})
+	ki.grow(1)
+	h := ki.hist
+	if len(h.generations) == 0 {
+		h.generations = append(h.generations, generation{})
 	}
-	g := &ki.generations[len(ki.generations)-1]
+	g := &h.generations[len(h.generations)-1]
 	if len(g.revs) == 0 {
 		g.created = rev
 	}
@@ -68,14 +109,27 @@ func (ki *keyIndex) put(rev Revision) error {
 
 // tombstone ends the current generation at rev.
 func (ki *keyIndex) tombstone(rev Revision) error {
-	if len(ki.generations) == 0 || ki.generations[len(ki.generations)-1].isEmpty() {
+	if ki.hist != nil && (len(ki.hist.generations) == 0 || ki.hist.generations[len(ki.hist.generations)-1].isEmpty()) {
 		return fmt.Errorf("key %q: deleted at revision %d.%d while it does not exist", ki.key, rev.Main, rev.Sub)
 	}
+	if !rev.GreaterThan(ki.modified) {
+		return fmt.Errorf("key %q: revision %d.%d is not after its last one %d.%d", ki.key, rev.Main, rev.Sub, ki.modified.Main, ki.modified.Sub)
+	}
+	ki.grow(2)
 	if err := ki.put(rev); err != nil {
 		return err
 	}
-	ki.generations = append(ki.generations, generation{})
+	ki.hist.generations = append(ki.hist.generations, generation{})
 	return nil
+}
+
+// nextPut returns the create_revision and version that a put at rev, above
+// every revision of the key, gives it.
+func (ki *keyIndex) nextPut(rev int64) (created, ver int64) {
+	if _, c, v, err := ki.get(rev); err == nil {
+		return c.Main, v + 1
+	}
+	return rev, 1
 }
 
 // restore starts the index of a key whose older revisions are compacted
@@ -83,19 +137,28 @@ func (ki *keyIndex) tombstone(rev Revision) error {
 // at created, with version ver.
 func (ki *keyIndex) restore(created, modified Revision, ver int64) {
 	ki.modified = modified
-	ki.generations = append(ki.generations, generation{created: created, ver: ver, revs: []Revision{modified}})
+	if created == modified && ver == 1 {
+		return
+	}
+	ki.hist = &keyHistory{generations: []generation{{created: created, ver: ver, revs: []Revision{modified}}}}
 }
 
 // restoreTombstone starts the index of a key whose oldest remaining
 // revision is a tombstone; its generation's creation is compacted away.
 func (ki *keyIndex) restoreTombstone(rev Revision) {
-	ki.restore(Revision{}, rev, 1)
-	ki.generations = append(ki.generations, generation{})
+	ki.modified = rev
+	ki.hist = &keyHistory{generations: []generation{{ver: 1, revs: []Revision{rev}}, {}}}
 }
 
 // get returns the key's revision, creation and version at atRev, or
 // errRevisionNotFound when it does not exist then.
 func (ki *keyIndex) get(atRev int64) (modified, created Revision, ver int64, err error) {
+	if ki.hist == nil {
+		if ki.modified.Main <= atRev {
+			return ki.modified, ki.modified, 1, nil
+		}
+		return Revision{}, Revision{}, 0, errRevisionNotFound
+	}
 	g := ki.findGeneration(atRev)
 	if g.isEmpty() {
 		return Revision{}, Revision{}, 0, errRevisionNotFound
@@ -110,11 +173,12 @@ func (ki *keyIndex) get(atRev int64) (modified, created Revision, ver int64, err
 
 // findGeneration returns the generation the key is in at rev, or nil if
 // the key does not exist at rev (before its first revision, or between a
-// tombstone and the next put).
+// tombstone and the next put). The key has its list of generations.
 func (ki *keyIndex) findGeneration(rev int64) *generation {
-	last := len(ki.generations) - 1
+	gens := ki.hist.generations
+	last := len(gens) - 1
 	for cg := last; cg >= 0; cg-- {
-		g := &ki.generations[cg]
+		g := &gens[cg]
 		if len(g.revs) == 0 {
 			continue
 		}
@@ -143,18 +207,19 @@ func (ki *keyIndex) findGeneration(rev int64) *generation {
 // Txn refuses a put and a delete of one key), but this store's callers
 // can.
 func (ki *keyIndex) doCompact(atRev int64, available map[Revision]struct{}) (genIdx, revIdx int) {
-	for genIdx < len(ki.generations)-1 {
-		g := &ki.generations[genIdx]
+	gens := ki.hist.generations
+	for genIdx < len(gens)-1 {
+		g := &gens[genIdx]
 		tomb := g.revs[len(g.revs)-1].Main
 		if tomb > atRev {
 			break
 		}
-		if next := &ki.generations[genIdx+1]; tomb == atRev && (next.isEmpty() || next.revs[0].Main > atRev) {
+		if next := &gens[genIdx+1]; tomb == atRev && (next.isEmpty() || next.revs[0].Main > atRev) {
 			break
 		}
 		genIdx++
 	}
-	g := &ki.generations[genIdx]
+	g := &gens[genIdx]
 	revIdx = -1
 	for n := len(g.revs) - 1; n >= 0; n-- {
 		if g.revs[n].Main <= atRev {
@@ -168,37 +233,77 @@ func (ki *keyIndex) doCompact(atRev int64, available map[Revision]struct{}) (gen
 
 // compact drops the revisions at or below atRev except the newest, and the
 // generations ended at or before atRev. What it keeps at or below atRev is
-// added to available.
+// added to available. A key left with its creating put alone goes back to
+// holding it in modified alone.
 func (ki *keyIndex) compact(atRev int64, available map[Revision]struct{}) {
+	if ki.hist == nil {
+		if ki.modified.Main <= atRev {
+			available[ki.modified] = struct{}{}
+		}
+		return
+	}
+	ki.compactGenerations(atRev, available)
+	if gens := ki.hist.generations; len(gens) == 1 {
+		if g := &gens[0]; len(g.revs) == 1 && g.ver == 1 && g.created == g.revs[0] {
+			ki.hist = nil
+		}
+	}
+}
+
+// compactGenerations is compact of a key's list of generations.
+func (ki *keyIndex) compactGenerations(atRev int64, available map[Revision]struct{}) {
 	genIdx, revIdx := ki.doCompact(atRev, available)
-	g := &ki.generations[genIdx]
+	h := ki.hist
+	g := &h.generations[genIdx]
 	if mutated(RuleCompactKeepsNewest) && revIdx != -1 && revIdx+1 < len(g.revs) {
 		delete(available, g.revs[revIdx]) // the newest at or below atRev goes too
 		revIdx++
 	}
-	if !g.isEmpty() && revIdx != -1 {
-		g.revs = g.revs[revIdx:]
+	if !g.isEmpty() && revIdx > 0 {
+		g.revs = dropFront(g.revs, revIdx)
 	}
-	ki.generations = ki.generations[genIdx:]
+	if genIdx > 0 {
+		h.generations = dropFront(h.generations, genIdx)
+	}
+}
+
+// dropFront returns s[i:], copied to a slice of its length if that is at
+// most half of s's capacity: a compaction that drops most of a history
+// frees its memory, and one that drops little copies nothing.
+func dropFront[S ~[]E, E any](s S, i int) S {
+	if len(s)-i <= cap(s)/2 {
+		return slices.Clone(s[i:])
+	}
+	return s[i:]
 }
 
 // keep adds to available what compact at atRev would keep at or below it,
 // without changing the index; a tombstone that ends its generation is left
 // out, as etcd's hash leaves it out.
 func (ki *keyIndex) keep(atRev int64, available map[Revision]struct{}) {
+	if ki.hist == nil {
+		if ki.modified.Main <= atRev {
+			available[ki.modified] = struct{}{}
+		}
+		return
+	}
 	if ki.isEmpty() {
 		return
 	}
 	genIdx, revIdx := ki.doCompact(atRev, available)
-	g := &ki.generations[genIdx]
-	if !g.isEmpty() && revIdx == len(g.revs)-1 && genIdx != len(ki.generations)-1 {
+	gens := ki.hist.generations
+	g := &gens[genIdx]
+	if !g.isEmpty() && revIdx == len(g.revs)-1 && genIdx != len(gens)-1 {
 		delete(available, g.revs[revIdx])
 	}
 }
 
 func (ki *keyIndex) String() string {
 	s := fmt.Sprintf("%q:", ki.key)
-	for _, g := range ki.generations {
+	if ki.hist == nil {
+		return s + fmt.Sprintf(" {created %d.%d ver 1 revs [%v]}", ki.modified.Main, ki.modified.Sub, ki.modified)
+	}
+	for _, g := range ki.hist.generations {
 		s += fmt.Sprintf(" {created %d.%d ver %d revs %v}", g.created.Main, g.created.Sub, g.ver, g.revs)
 	}
 	return s

@@ -346,11 +346,7 @@ func rebuildIndex(tx backend.ReadTx, ix *treeIndex) (int64, error) {
 			}
 			return true
 		}
-		g := &ki.generations[len(ki.generations)-1]
-		wantVer, wantCreate := g.ver+1, g.created.Main
-		if g.isEmpty() {
-			wantVer, wantCreate = 1, rev.Main
-		}
+		wantCreate, wantVer := ki.nextPut(rev.Main)
 		if kv.Version != wantVer || kv.CreateRevision != wantCreate {
 			err = corrupt("key bucket entry %x: key %q has version %d and create_revision %d, its history says %d and %d",
 				k, kv.Key, kv.Version, kv.CreateRevision, wantVer, wantCreate)
