@@ -35,9 +35,10 @@ type DiskFSM interface {
 // package documentation states the order). A DiskFSM without it is sent
 // its snapshots through the log's snapshot store and Restore.
 //
-// The log stages one snapshot at a time, and calls InstallStaged and
-// DiscardStaged from the Apply goroutine (or at start, before any
-// Apply); Stage may run concurrently with any method but those two.
+// The log stages one snapshot at a time: Stage, then InstallStaged or
+// DiscardStaged, never two of the three at once. InstallStaged runs on
+// the Apply goroutine (or at start, before any Apply); Stage and
+// DiscardStaged may run concurrently with Apply and the other methods.
 type StagingFSM interface {
 	DiskFSM
 	// Stage discards what is staged, then reads r, a stream Persist

@@ -21,8 +21,10 @@ type applier struct {
 	// snapshots hold no copy of the state (syncSnapshot), and a member
 	// that needs one is sent a copy made for it (copyState). last is then
 	// always the entry at lastIndex (its position, from Recover or an
-	// install, if nothing was applied since).
-	disk fsm.DiskFSM
+	// install, if nothing was applied since). stager is disk if it stages
+	// the snapshots it is sent (fsm.StagingFSM).
+	disk   fsm.DiskFSM
+	stager fsm.StagingFSM
 	// synced is the highest index a snapshot of disk recorded this life.
 	synced uint64
 
@@ -44,12 +46,23 @@ type applyJob struct {
 	snapshot chan error  // take a snapshot now
 	restore  *restoreJob // replace the state
 	// copyFor: a DiskFSM's copy of its state for a peer (copyState).
-	copyFor func(wire.SnapshotMeta, error)
+	copyFor func(stateCopy, error)
+}
+
+// stateCopy is a DiskFSM's state for a peer: captured, to be streamed
+// (snap), or written into the snapshot store (snap nil: meta is the
+// stored snapshot's).
+type stateCopy struct {
+	meta wire.SnapshotMeta
+	snap fsm.SizedSnapshot
 }
 
 type restoreJob struct {
-	open  func() (io.ReadCloser, error)
-	index uint64
+	// open opens the stored snapshot to restore; with staged, the state
+	// machine installs what it staged instead (fsm.StagingFSM).
+	open   func() (io.ReadCloser, error)
+	staged bool
+	index  uint64
 	// reign and stamp are the snapshot's (its metadata's Reign, the stamp
 	// of the entry at index).
 	reign, stamp edict.Stamp
@@ -72,6 +85,7 @@ func newApplier(n *Node, at wire.Entry, snap uint64) *applier {
 	a := &applier{n: n, lastIndex: index, done: make(chan struct{})}
 	if d, ok := n.cfg.FSM.(fsm.DiskFSM); ok {
 		a.disk, a.last, a.synced = d, at, snap
+		a.stager, _ = d.(fsm.StagingFSM)
 	}
 	a.cond = sync.NewCond(&a.mu)
 	// The reign-start edict of the reign the snapshot ended in is at or
@@ -92,7 +106,7 @@ func (a *applier) enqueue(j applyJob) {
 			j.restore.after(ErrShutdown)
 		}
 		if j.copyFor != nil {
-			go j.copyFor(wire.SnapshotMeta{}, ErrShutdown) // it reports to the loop, which may be the caller
+			go j.copyFor(stateCopy{}, ErrShutdown) // it reports to the loop, which may be the caller
 		}
 		return
 	}
@@ -333,21 +347,28 @@ func (n *Node) recordSynced(d uint64, at wire.Entry, cfg wire.EpochConfig) error
 	return nil
 }
 
-// copyState makes a copy of a DiskFSM's state in the snapshot store for
-// a peer that needs a snapshot when the newest one holds no copy: the
-// state machine is synced first — the copy becomes the newest snapshot,
-// and a restart whose state machine is durable at or past it restores
-// nothing — then captured here and written out on another goroutine.
-// done is given the stored copy's metadata, or the error.
-func (a *applier) copyState(done func(wire.SnapshotMeta, error)) {
-	fail := func(err error) { go done(wire.SnapshotMeta{}, err) }
+// copyState captures a DiskFSM's state for a peer that needs a snapshot
+// when the newest one holds no copy. A snapshot that knows its size
+// (fsm.SizedSnapshot) is handed to done as it is, to be streamed straight
+// from Persist: nothing is written. Another is written into the snapshot
+// store on another goroutine, and done is given the stored copy's
+// metadata; the state machine is synced first, so that the copy, which
+// becomes the newest snapshot, is at or below its durable index and a
+// restart whose state machine is durable at or past it restores nothing.
+func (a *applier) copyState(done func(stateCopy, error)) {
+	fail := func(err error) { go done(stateCopy{}, err) }
 	if a.lastIndex == 0 || a.last.Index != a.lastIndex {
 		fail(fmt.Errorf("log: no state to copy (applied %d)", a.lastIndex))
 		return
 	}
-	// A state machine whose Sync reports less than it applied leaves the
-	// copy ahead of its store: a restart then restores the copy, which
-	// is correct, only slower.
+	st := a.n.Status()
+	if st.EpochHeard {
+		fail(fmt.Errorf("log: no copy of the state while epoch %d is known only from news", st.Epoch))
+		return
+	}
+	// A state machine whose Sync reports less than it applied leaves a
+	// stored copy ahead of its store: a restart then restores the copy,
+	// which is correct, only slower.
 	d, err := a.disk.Sync()
 	if err != nil {
 		fail(fmt.Errorf("log: sync the state machine: %w", err))
@@ -357,11 +378,6 @@ func (a *applier) copyState(done func(wire.SnapshotMeta, error)) {
 		fail(fmt.Errorf("log: the state machine's Sync reports index %d durable, but only %d was applied", d, a.lastIndex))
 		return
 	}
-	st := a.n.Status()
-	if st.EpochHeard {
-		fail(fmt.Errorf("log: no copy of the state while epoch %d is known only from news", st.Epoch))
-		return
-	}
 	s, err := a.disk.Snapshot()
 	if err != nil {
 		fail(fmt.Errorf("log: fsm snapshot: %w", err))
@@ -369,9 +385,14 @@ func (a *applier) copyState(done func(wire.SnapshotMeta, error)) {
 	}
 	meta := wire.SnapshotMeta{Index: a.last.Index, Reign: a.last.Reign, Stamp: a.last.Stamp,
 		Config: wire.EpochConfig{Epoch: st.Epoch, Members: st.Members, Learners: st.Learners}}
+	if sized, ok := s.(fsm.SizedSnapshot); ok {
+		go done(stateCopy{meta: meta, snap: sized}, nil)
+		return
+	}
 	go func() {
 		defer s.Release()
-		done(persistSnapshotMeta(a.n.cfg.Snapshots, meta, s))
+		m, err := persistSnapshotMeta(a.n.cfg.Snapshots, meta, s)
+		done(stateCopy{meta: m}, err)
 	}()
 }
 
@@ -382,9 +403,12 @@ func (a *applier) copyState(done func(wire.SnapshotMeta, error)) {
 // has already applied, or never apply some).
 func (a *applier) restore(j *restoreJob) {
 	var err error
-	if j.index <= a.lastIndex {
+	switch {
+	case j.index <= a.lastIndex:
 		err = fmt.Errorf("snapshot at %d is not ahead of the applied index %d", j.index, a.lastIndex)
-	} else {
+	case j.staged:
+		err = InstallStagedSnapshot(a.stager, j.index)
+	default:
 		var rc io.ReadCloser
 		if rc, err = j.open(); err == nil {
 			err = a.n.cfg.FSM.Restore(rc)

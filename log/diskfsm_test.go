@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -39,6 +40,8 @@ type diskKV struct {
 	applied  []uint64
 	stamps   map[uint64]edict.Stamp
 	restores int
+	stages   int
+	installs int
 	synced   []uint64
 	syncNext bool
 }
@@ -106,6 +109,43 @@ func (d *diskKV) Restore(r io.Reader) error {
 	return d.KV.Restore(r)
 }
 
+func (d *diskKV) Stage(index uint64, r io.Reader) error {
+	d.mu.Lock()
+	d.stages++
+	d.mu.Unlock()
+	return d.KV.Stage(index, r)
+}
+
+func (d *diskKV) InstallStaged(index uint64) error {
+	d.mu.Lock()
+	d.installs++
+	d.mu.Unlock()
+	return d.KV.InstallStaged(index)
+}
+
+// staging reports how many Stages and InstallStageds were called.
+func (d *diskKV) staging() (stages, installs int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stages, d.installs
+}
+
+// plainDisk is a DiskFSM that neither stages the snapshots it is sent
+// nor knows the size of its snapshots: the log sends and installs its
+// snapshots through the snapshot store and Restore.
+type plainDisk struct {
+	fsm.DiskFSM
+	fsm.Querier
+}
+
+func (p plainDisk) Snapshot() (fsm.Snapshot, error) {
+	s, err := p.DiskFSM.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return struct{ fsm.Snapshot }{s}, nil
+}
+
 func (d *diskKV) record() (applied []uint64, restores int, synced []uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -121,10 +161,18 @@ type diskCluster struct {
 	mu  sync.Mutex
 	fsm map[edict.ProcessID]*diskKV
 	lag uint64
+	// plain gives the nodes their diskKV as a plainDisk.
+	plain bool
 }
 
 func newDiskCluster(t *testing.T, n int, lag uint64, tune ...func(*log.Config)) *diskCluster {
-	dc := &diskCluster{tb: t, dir: t.TempDir(), fsm: map[edict.ProcessID]*diskKV{}, lag: lag}
+	return newDiskClusterOf(t, n, lag, false, tune...)
+}
+
+// newDiskClusterOf is newDiskCluster, its state machines plainDisks if
+// plain.
+func newDiskClusterOf(t *testing.T, n int, lag uint64, plain bool, tune ...func(*log.Config)) *diskCluster {
+	dc := &diskCluster{tb: t, dir: t.TempDir(), fsm: map[edict.ProcessID]*diskKV{}, lag: lag, plain: plain}
 	dc.netCluster = newNetCluster(t, n, append([]func(*log.Config){dc.useDisk}, tune...)...)
 	return dc
 }
@@ -135,8 +183,12 @@ func (dc *diskCluster) useDisk(cfg *log.Config) {
 	d.lag = dc.lag
 	dc.mu.Lock()
 	dc.fsm[cfg.ID] = d
+	plain := dc.plain
 	dc.mu.Unlock()
 	cfg.FSM = d
+	if plain {
+		cfg.FSM = plainDisk{DiskFSM: d, Querier: d}
+	}
 }
 
 func (dc *diskCluster) disk(id edict.ProcessID) *diskKV {
@@ -258,67 +310,89 @@ func TestNodeDiskFSMCompactsOnlyBehindWhatSyncReturned(t *testing.T) {
 }
 
 // A new member catches up from a leader whose newest snapshot holds no
-// copy of the state: the leader copies its state machine's state into its
-// snapshot store and streams that; the member restores it, durably, and
-// a restart of it restores nothing.
-func TestNodeDiskFSMNewMemberReceivesACopy(t *testing.T) {
-	c := newDiskCluster(t, 3, 0, func(cfg *log.Config) { cfg.SnapshotEvery, cfg.TrailingEntries = 16, 4 })
-	want := map[string]string{}
-	for i := range 60 {
-		k := fmt.Sprintf("k-%02d", i)
-		want[k] = fmt.Sprint(i)
-		c.put(k, want[k])
+// copy of the state. A state machine whose snapshots know their size
+// (kvdisk's) is streamed straight from its Persist, and one that stages
+// the snapshots it is sent (kvdisk) stages the stream and installs it:
+// no copy of the state is written on either side but the member's own.
+// A plain DiskFSM's state is copied into the leader's snapshot store and
+// streamed from there, and the member stores it and restores it. Either
+// way the member's state is durable, and a restart restores nothing.
+func TestNodeDiskFSMNewMemberReceivesTheState(t *testing.T) {
+	for _, plain := range []bool{false, true} {
+		t.Run(fmt.Sprintf("plain=%t", plain), func(t *testing.T) {
+			c := newDiskClusterOf(t, 3, 0, plain, func(cfg *log.Config) { cfg.SnapshotEvery, cfg.TrailingEntries = 16, 4 })
+			want := map[string]string{}
+			for i := range 60 {
+				k := fmt.Sprintf("k-%02d", i)
+				want[k] = fmt.Sprint(i)
+				c.put(k, want[k])
+			}
+			l := c.waitLeader(10 * time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			require.NoError(t, l.Snapshot(ctx))
+			metas, err := l.snaps.List()
+			require.NoError(t, err)
+			require.NotEmpty(t, metas)
+			metaOnly, err := log.IsMetaOnlySnapshot(l.snaps, metas[0])
+			require.NoError(t, err)
+			require.True(t, metaOnly, "the leader's newest snapshot holds no copy of the state")
+			eventually(t, 10*time.Second, func() error {
+				if first := l.Status().FirstIndex; first <= 2 {
+					return fmt.Errorf("the leader's log still starts at %d", first)
+				}
+				return nil
+			})
+
+			tr := c.listen(4)
+			n4 := c.startWith(4, tr, maps.Clone(c.addrs), func(cfg *log.Config) { cfg.Join = true; c.useDisk(cfg) })
+			l = c.waitLeader(10 * time.Second)
+			require.NoError(t, l.AddLearner(ctx, 4, c.addrs[4]))
+			c.checkAllApplied(want, n4)
+			_, restores, _ := c.disk(4).record()
+			stages, installs := c.disk(4).staging()
+			installed, err := n4.snaps.List()
+			require.NoError(t, err)
+			require.NotEmpty(t, installed, "the new member recorded the snapshot")
+			durable, err := c.disk(4).DurableIndex()
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, durable, installed[len(installed)-1].Index, "the install is durable in the member's own store")
+			copies := func(nn *netNode) int {
+				metas, err := nn.snaps.List()
+				require.NoError(t, err)
+				n := 0
+				for _, m := range metas {
+					if mo, err := log.IsMetaOnlySnapshot(nn.snaps, m); err == nil && !mo {
+						n++
+					}
+				}
+				return n
+			}
+			l = c.waitLeader(10 * time.Second)
+			if plain {
+				require.Equal(t, 1, restores, "the new member restored the copy it was sent")
+				require.Zero(t, stages)
+				require.Positive(t, copies(n4), "the new member stored the copy")
+				require.Positive(t, copies(l), "the leader made a copy of the state for the member")
+			} else {
+				require.Zero(t, restores)
+				require.Equal(t, 1, stages, "the new member staged the stream")
+				require.Equal(t, 1, installs, "and installed what it staged")
+				require.Zero(t, copies(n4), "the new member holds the state once: in its state machine")
+				require.Zero(t, copies(l), "the leader streamed its state machine's snapshot, writing no copy")
+				_, err := os.Stat(filepath.Join(c.dir, "fsm4", "staged"))
+				require.ErrorIs(t, err, os.ErrNotExist, "nothing is left staged")
+			}
+
+			c.stop(4)
+			n4 = c.restart(4)
+			waitApplied(t, c.barrier(), n4)
+			_, again, _ := c.disk(4).record()
+			stages, installs = c.disk(4).staging()
+			require.Zero(t, again+stages+installs, "a restart of the member restores nothing: its state machine holds the state")
+			require.Equal(t, dump(t, l), dump(t, n4))
+		})
 	}
-	l := c.waitLeader(10 * time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, l.Snapshot(ctx))
-	metas, err := l.snaps.List()
-	require.NoError(t, err)
-	require.NotEmpty(t, metas)
-	metaOnly, err := log.IsMetaOnlySnapshot(l.snaps, metas[0])
-	require.NoError(t, err)
-	require.True(t, metaOnly, "the leader's newest snapshot holds no copy of the state")
-	eventually(t, 10*time.Second, func() error {
-		if first := l.Status().FirstIndex; first <= 2 {
-			return fmt.Errorf("the leader's log still starts at %d", first)
-		}
-		return nil
-	})
-
-	tr := c.listen(4)
-	n4 := c.startWith(4, tr, maps.Clone(c.addrs), func(cfg *log.Config) { cfg.Join = true; c.useDisk(cfg) })
-	l = c.waitLeader(10 * time.Second)
-	require.NoError(t, l.AddLearner(ctx, 4, c.addrs[4]))
-	c.checkAllApplied(want, n4)
-	_, restores, _ := c.disk(4).record()
-	require.Equal(t, 1, restores, "the new member restored the copy it was sent")
-	installed, err := n4.snaps.List()
-	require.NoError(t, err)
-	require.NotEmpty(t, installed, "the new member stored the copy")
-	durable, err := c.disk(4).DurableIndex()
-	require.NoError(t, err)
-	require.GreaterOrEqual(t, durable, installed[len(installed)-1].Index, "the restore is durable in the member's own store")
-
-	// The leader's copy is in its snapshot store, at its state machine's
-	// durable index.
-	l = c.waitLeader(10 * time.Second)
-	metas, err = l.snaps.List()
-	require.NoError(t, err)
-	copies := 0
-	for _, m := range metas {
-		if mo, err := log.IsMetaOnlySnapshot(l.snaps, m); err == nil && !mo {
-			copies++
-		}
-	}
-	require.Positive(t, copies, "the leader made a copy of the state for the member: %+v", metas)
-
-	c.stop(4)
-	n4 = c.restart(4)
-	waitApplied(t, c.barrier(), n4)
-	_, restores, _ = c.disk(4).record()
-	require.Zero(t, restores, "a restart of the member restores nothing: its state machine holds the copy")
-	require.Equal(t, dump(t, l), dump(t, n4))
 }
 
 // recoverStores builds a process's stores for the Recover tests: a log of
@@ -423,6 +497,84 @@ func TestRecoverDiskFSMCompletesAnInterruptedInstall(t *testing.T) {
 			} else {
 				require.Equal(t, 1, restores, "a state machine behind the snapshot is restored from it, once")
 			}
+		})
+	}
+}
+
+// A snapshot installed from a leader into a state machine that stages
+// what it is sent (fsm.StagingFSM), and a crash at each point of the
+// install: the start completes it — the state machine installs what it
+// staged if the snapshot is recorded and it is below it, and discards
+// what it staged if the snapshot is not recorded — or refuses stores
+// that cannot be, naming them. The log's reset to the snapshot is
+// completed as for any install.
+func TestRecoverDiskFSMInstallsWhatItStaged(t *testing.T) {
+	oldReign, newReign := stampAt(100, 0), stampAt(200, 0)
+	_, _, leaderLog := recoverStores(t, newReign, 200, 5)
+	data := stateAt(t, leaderLog, 5)
+	meta := wire.SnapshotMeta{Index: 5, Reign: newReign, Stamp: leaderLog[4].Stamp, Config: threeMembers}
+	for _, tc := range []struct {
+		name                        string
+		last                        uint64 // of the old log
+		staged, installed, recorded bool
+		plain                       bool
+		applied                     uint64 // 0: the start fails
+		installs                    int    // by the start
+		err                         string
+	}{
+		{name: "staged, not recorded", last: 10, staged: true, applied: 3},
+		{name: "staged and recorded", last: 10, staged: true, recorded: true, applied: 5, installs: 1},
+		{name: "installed and recorded", last: 10, staged: true, installed: true, recorded: true, applied: 5},
+		{name: "recorded, nothing staged", last: 10, recorded: true, err: "nothing is staged"},
+		{name: "installed, not recorded", last: 3, staged: true, installed: true, err: "durable up to index 5, but the log ends at 3"},
+		{name: "recorded for a state machine that stages nothing", last: 10, staged: true, recorded: true, plain: true, err: "stages nothing"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store, snaps, es := recoverStores(t, oldReign, 100, tc.last)
+			d := diskAt(t, es, 3)
+			if tc.staged {
+				require.NoError(t, d.KV.Stage(5, bytes.NewReader(data)))
+			}
+			if tc.installed {
+				require.NoError(t, d.KV.InstallStaged(5))
+			}
+			if tc.recorded {
+				_, err := log.SaveStagedSnapshot(snaps, meta)
+				require.NoError(t, err)
+			}
+			var f fsm.DiskFSM = d
+			if tc.plain {
+				f = plainDisk{DiskFSM: d, Querier: d}
+			}
+			for range 2 { // and a second start from the same stores is the same
+				rec, err := log.RecoverDiskFSM(3, store, snaps, f, recoverPeers, false)
+				if tc.err != "" {
+					require.ErrorContains(t, err, tc.err)
+					return
+				}
+				require.NoError(t, err)
+				require.Equal(t, tc.applied, rec.Applied)
+				durable, err := d.DurableIndex()
+				require.NoError(t, err)
+				require.Equal(t, tc.applied, durable)
+				kv, ok := d.Get("k3")
+				require.True(t, ok)
+				if tc.applied == 5 {
+					require.Equal(t, wire.Entry{Index: 5, Reign: newReign, Stamp: leaderLog[4].Stamp}, rec.AppliedEntry)
+					require.Empty(t, rec.State.Entries, "nothing of the replaced log follows the snapshot")
+					require.True(t, rec.State.AcceptedReign.Equal(newReign))
+					last, err := store.Last()
+					require.NoError(t, err)
+					require.Equal(t, uint64(5), last.Index, "the store starts over at the snapshot")
+					require.True(t, kv.Stamp.Equal(leaderLog[2].Stamp), "the state machine holds the leader's state")
+				} else {
+					require.Len(t, rec.State.Entries, int(tc.last), "the whole log is loaded (no snapshot)")
+					require.True(t, kv.Stamp.Equal(es[2].Stamp), "the state machine holds its own state")
+				}
+			}
+			require.Error(t, d.KV.InstallStaged(5), "nothing is staged after a start")
+			_, installs := d.staging()
+			require.Equal(t, tc.installs, installs)
 		})
 	}
 }

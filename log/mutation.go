@@ -71,6 +71,12 @@ const (
 	// durable: a snapshot of one records the index its Sync returned
 	// (SyncState).
 	RuleCompactBehindDurable = "compact-behind-durable"
+	// RuleRecordBeforeAdopt: a state machine that stages a snapshot from a
+	// leader in its own store (fsm.StagingFSM) installs it only once the
+	// snapshot's metadata is recorded (StageSnapshot, then
+	// SaveStagedSnapshot, then InstallStagedSnapshot), so that its state
+	// is never ahead of what the log can describe.
+	RuleRecordBeforeAdopt = "record-before-adopt"
 )
 
 // MutationRules lists the rules above in the order of docs/protocol.md.
@@ -80,4 +86,5 @@ var mutationRules = []string{
 	RuleReignStartBeforeReads, RuleFsyncBeforeAck, RuleFollowerReadIndex, RuleIncarnationBump,
 	RuleLearnCommittedOnly, RuleHeardLearns, RuleMessagesWaitForRecords, RuleGrantsReportDurable,
 	RuleResetLowersDurable, RuleLeaderCountsDurable, RuleRecoverInstall, RuleCompactBehindDurable,
+	RuleRecordBeforeAdopt,
 }

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
@@ -117,6 +118,9 @@ type Node struct {
 	// copyFor are the peers waiting for the copy of an fsm.DiskFSM's
 	// state being made for them (sendSnapshot). Loop only.
 	copyFor []edict.ProcessID
+	// staging is set from the start of a snapshot stream staged in an
+	// fsm.StagingFSM until it is installed or refused: one at a time.
+	staging atomic.Bool
 	// observers are Observe's subscribers; obsStopped, once set, is the
 	// Stopped event, and nothing is sent after it.
 	obsMu      sync.RWMutex

@@ -2,12 +2,14 @@ package log
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/fsm"
 	"github.com/edictlog/edictlog/wire"
 )
 
@@ -32,9 +34,10 @@ func (n *Node) compactAfterSnapshot(index uint64) {
 // sendSnapshot streams the newest snapshot to a follower that lacks
 // compacted entries, without holding it in memory. If that snapshot holds
 // no copy of the state (the state machine keeps its own, fsm.DiskFSM), the
-// applier first makes one in the snapshot store (applier.copyState), and
-// that is streamed: a store written whole and then read is what keeps the
-// stream's size known up front, and its digest checked, as for any other.
+// applier captures the state machine's (applier.copyState): a snapshot
+// that knows its size (fsm.SizedSnapshot) is streamed straight from its
+// Persist, written nowhere on this side; another is first written into
+// the snapshot store, whose copy is then streamed as any stored snapshot.
 func (n *Node) sendSnapshot(peer edict.ProcessID) {
 	fail := func(err error) {
 		n.log.Warn("snapshot to follower", "peer", uint64(peer), "err", err)
@@ -55,28 +58,83 @@ func (n *Node) sendSnapshot(peer edict.ProcessID) {
 		fail(fmt.Errorf("snapshot %s holds no copy of the state, and the state machine keeps none", m.ID))
 		return
 	case metaOnly:
-		// One copy serves every peer that asks while it is being made.
+		// One stored copy serves every peer that asks while it is being
+		// made; a captured state, streamed, serves one.
 		n.copyFor = append(n.copyFor, peer)
-		if len(n.copyFor) > 1 {
-			return
+		if len(n.copyFor) == 1 {
+			n.copyState()
 		}
-		n.applier.enqueue(applyJob{copyFor: func(c wire.SnapshotMeta, err error) {
-			_ = n.do(context.Background(), func() {
-				peers := n.copyFor
-				n.copyFor = nil
-				for _, p := range peers {
-					if err != nil {
-						n.log.Warn("snapshot to follower", "peer", uint64(p), "err", err)
-						n.d.SnapshotSent(p, 0, fmt.Errorf("copy the state machine's state: %w", err))
-						continue
-					}
-					n.sendStored(p, c)
-				}
-			})
-		}})
 		return
 	}
 	n.sendStored(peer, m)
+}
+
+// copyState has the applier capture the state machine's state for the
+// peers in copyFor.
+func (n *Node) copyState() {
+	n.applier.enqueue(applyJob{copyFor: func(c stateCopy, err error) {
+		taken := false
+		_ = n.do(context.Background(), func() {
+			taken = true
+			peers := n.copyFor
+			n.copyFor = nil
+			switch {
+			case err != nil:
+				for _, p := range peers {
+					n.log.Warn("snapshot to follower", "peer", uint64(p), "err", err)
+					n.d.SnapshotSent(p, 0, fmt.Errorf("copy the state machine's state: %w", err))
+				}
+			case c.snap == nil:
+				for _, p := range peers {
+					n.sendStored(p, c.meta)
+				}
+			default:
+				n.sendStream(peers[0], c)
+				if len(peers) > 1 {
+					n.copyFor = peers[1:]
+					n.copyState()
+				}
+			}
+		})
+		if !taken && c.snap != nil {
+			c.snap.Release()
+		}
+	}})
+}
+
+// sendStream streams the state machine's captured state c to peer,
+// straight from its Persist, and releases it.
+func (n *Node) sendStream(peer edict.ProcessID, c stateCopy) {
+	tm, ok := n.core.SnapshotMeta(wire.Position{Index: c.meta.Index, Stamp: c.meta.Stamp}, c.snap.Size())
+	if !ok {
+		c.snap.Release()
+		n.log.Warn("snapshot to follower", "peer", uint64(peer), "err", ErrNotLeader)
+		n.d.SnapshotSent(peer, 0, ErrNotLeader)
+		return
+	}
+	tm.Addrs = n.snapshotAddrs(tm.Members, tm.Learners)
+	go func() {
+		pr, pw := io.Pipe()
+		persisted := make(chan struct{})
+		go func() {
+			defer close(persisted)
+			pw.CloseWithError(c.snap.Persist(pw))
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		err := n.cfg.Transport.SendSnapshot(ctx, peer, tm, pr)
+		cancel()
+		// A transport that stopped reading leaves Persist blocked on the
+		// pipe: closing it ends Persist, which must end before Release.
+		pr.CloseWithError(errors.New("log: the snapshot stream ended"))
+		<-persisted
+		c.snap.Release()
+		_ = n.do(context.Background(), func() {
+			if err != nil {
+				n.log.Warn("snapshot to follower", "peer", uint64(peer), "err", err)
+			}
+			n.d.SnapshotSent(peer, c.meta.Index, err)
+		})
+	}()
 }
 
 // sendStored streams the stored snapshot m to peer.
@@ -151,12 +209,15 @@ func (n *Node) snapshotAddrs(members, learners []edict.ProcessID) map[edict.Proc
 
 // receiveSnapshot installs a snapshot from the leader in three steps: the
 // acceptance rule is checked when the stream starts; the stream is stored
-// whole in the snapshot store, off the loop, unpublished; then, on the loop,
-// the Core checks the rule again (SnapshotInstalled) — while the snapshot
-// streamed this process may have accepted a newer reign or committed past
-// it — and only then is the snapshot published and the state machine
-// restored from it. Restoring before the second check once let a refused
-// install leave the state machine ahead of, or behind, the log.
+// whole, off the loop, where nothing uses it yet — in the state machine's
+// own store if it stages the snapshots it is sent (fsm.StagingFSM:
+// receiveStaged), in the snapshot store, unpublished, otherwise; then, on
+// the loop, the Core checks the rule again (SnapshotInstalled) — while the
+// snapshot streamed this process may have accepted a newer reign or
+// committed past it — and only then is the snapshot recorded (published)
+// and the state machine restored from it. Restoring before the second
+// check once let a refused install leave the state machine ahead of, or
+// behind, the log.
 func (n *Node) receiveSnapshot(in *wire.IncomingSnapshot) {
 	if err := n.d.AcceptSnapshot(in.From, in.Header); err != nil {
 		_ = in.Finish(err)
@@ -168,6 +229,14 @@ func (n *Node) receiveSnapshot(in *wire.IncomingSnapshot) {
 	// lose them otherwise (Recover reads them back).
 	meta := wire.SnapshotMeta{Index: tm.LastIndex, Reign: tm.Reign, Stamp: tm.LastStamp,
 		Config: wire.EpochConfig{Epoch: tm.Epoch, Members: tm.Members, Learners: tm.Learners}, Addrs: tm.Addrs}
+	if st := n.applier.stager; st != nil {
+		if !n.staging.CompareAndSwap(false, true) {
+			_ = in.Finish(errors.New("log: a snapshot is being installed already"))
+			return
+		}
+		go n.receiveStaged(st, in, meta)
+		return
+	}
 	sink, err := n.cfg.Snapshots.Create(meta)
 	if err != nil {
 		_ = in.Finish(fmt.Errorf("create snapshot: %w", err))
@@ -193,6 +262,60 @@ func (n *Node) receiveSnapshot(in *wire.IncomingSnapshot) {
 			_ = in.Finish(derr)
 		}
 	}()
+}
+
+// receiveStaged installs a snapshot into a state machine that stages
+// what it is sent, writing it once: the stream is staged in the state
+// machine's own store (StageSnapshot: checked, durable, not in use), then,
+// on the loop, the Core's second check, the record of the snapshot's
+// metadata (SaveStagedSnapshot, holding no copy of the state) and the
+// Core's install, then, on the applier after every entry it was handed
+// before, the state machine installs what it staged (a rename, for a
+// file). One snapshot is staged at a time (staging).
+func (n *Node) receiveStaged(st fsm.StagingFSM, in *wire.IncomingSnapshot, meta wire.SnapshotMeta) {
+	tm := in.Header
+	fail := func(err error) {
+		n.staging.Store(false)
+		_ = in.Finish(err)
+	}
+	discard := func() {
+		if err := st.DiscardStaged(); err != nil {
+			n.log.Warn("discard a staged snapshot", "index", tm.LastIndex, "err", err)
+		}
+	}
+	if err := StageSnapshot(st, tm.LastIndex, in); err != nil {
+		fail(fmt.Errorf("receive snapshot: %w", err))
+		return
+	}
+	handled := false
+	derr := n.do(context.Background(), func() {
+		handled = true
+		err := n.d.InstallSnapshot(in.From, tm, func() error {
+			_, err := SaveStagedSnapshot(n.cfg.Snapshots, meta)
+			return err
+		})
+		if err != nil {
+			discard()
+			fail(err)
+			return
+		}
+		n.applier.enqueue(applyJob{restore: &restoreJob{
+			staged: true, index: tm.LastIndex, reign: tm.Reign, stamp: tm.LastStamp,
+			after: func(err error) {
+				n.staging.Store(false)
+				if err != nil {
+					// The Core has moved to the snapshot; a state machine
+					// that cannot follow it must not go on applying.
+					n.stopWith(fmt.Errorf("log: install the snapshot at %d the state machine staged: %w", tm.LastIndex, err))
+				}
+			},
+		}})
+		_ = in.Finish(nil)
+	})
+	if derr != nil && !handled {
+		discard()
+		fail(derr)
+	}
 }
 
 // installSnapshot runs on the loop once the stream is stored: the second

@@ -64,16 +64,26 @@ func Recover(id edict.ProcessID, store Store, snaps SnapshotStore, restore func(
 // its last entry, or above a snapshot the log must reset to — is an error
 // naming both: it is impossible unless one of the stores lost what it
 // had made durable.
+//
+// A state machine that stages the snapshots it is sent (fsm.StagingFSM)
+// below a snapshot recorded as staged is made to install what it staged
+// (InstallStagedSnapshot), and what it holds staged otherwise — a
+// snapshot staged but never recorded, by a crash or a refusal — is
+// discarded.
 func RecoverDiskFSM(id edict.ProcessID, store Store, snaps SnapshotStore, f fsm.DiskFSM,
 	peers map[edict.ProcessID]string, join bool) (Recovery, error) {
-	return recoverWith(id, store, snaps, stateMachine{restore: f.Restore, disk: f}, peers, join)
+	sm := stateMachine{restore: f.Restore, disk: f}
+	sm.stager, _ = f.(fsm.StagingFSM)
+	return recoverWith(id, store, snaps, sm, peers, join)
 }
 
 // stateMachine is how Recover brings the state machine up: restore for
-// either kind, and disk for one that keeps its own state.
+// either kind, disk for one that keeps its own state, and stager for one
+// of those that stages the snapshots it is sent.
 type stateMachine struct {
 	restore func(io.Reader) error
 	disk    fsm.DiskFSM
+	stager  fsm.StagingFSM
 }
 
 func recoverWith(id edict.ProcessID, store Store, snaps SnapshotStore, sm stateMachine,
@@ -217,17 +227,26 @@ func restoreSnapshot(store LogStore, snaps SnapshotStore, sm stateMachine, st *S
 	var m wire.SnapshotMeta
 	if len(metas) > 0 {
 		m = metas[0]
-		metaOnly, err := IsMetaOnlySnapshot(snaps, m)
+		kind, err := kindOf(snaps, m)
 		if err != nil {
 			return wire.Entry{}, nil, err
 		}
 		switch {
-		case sm.disk == nil && metaOnly:
+		case sm.disk == nil && kind != snapshotCopy:
 			return wire.Entry{}, nil, fmt.Errorf("log: snapshot %s (index %d) holds no copy of the state: it was recorded for a state machine that keeps its own (fsm.DiskFSM), and this one does not", m.ID, m.Index)
 		case sm.disk != nil && durable >= m.Index:
 			// The state machine holds the snapshot's state or a later one.
-		case metaOnly:
+		case kind == snapshotSynced:
 			return wire.Entry{}, nil, fmt.Errorf("log: the state machine's store is durable up to index %d, but the newest snapshot %s was recorded at %d as durable there and holds no copy of the state: the state machine's store lost what it had made durable", durable, m.ID, m.Index)
+		case kind == snapshotStaged && sm.stager == nil:
+			return wire.Entry{}, nil, fmt.Errorf("log: the newest snapshot %s (index %d) was staged in the state machine's own store (fsm.StagingFSM), and this state machine stages nothing", m.ID, m.Index)
+		case kind == snapshotStaged:
+			// Installed from a leader, and a crash came before the state
+			// machine installed what it had staged.
+			if err := InstallStagedSnapshot(sm.stager, m.Index); err != nil {
+				return wire.Entry{}, nil, fmt.Errorf("log: the newest snapshot %s was recorded at %d as staged in the state machine's store, which is durable up to %d: %w", m.ID, m.Index, durable, err)
+			}
+			durable = m.Index
 		default:
 			if err := restoreFrom(snaps, m, sm); err != nil {
 				return wire.Entry{}, nil, err
@@ -236,6 +255,13 @@ func restoreSnapshot(store LogStore, snaps SnapshotStore, sm stateMachine, st *S
 		}
 		st.Snapshot = wire.Position{Index: m.Index, Stamp: m.Stamp}
 		st.SnapshotConfig = m.Config
+	}
+	if sm.stager != nil {
+		// What is still staged was never recorded: a crash or a refusal
+		// came between its Stage and the record.
+		if err := sm.stager.DiscardStaged(); err != nil {
+			return wire.Entry{}, nil, fmt.Errorf("log: discard what the state machine staged and the log never recorded: %w", err)
+		}
 	}
 	first, err := store.FirstIndex()
 	if err != nil {
