@@ -67,9 +67,15 @@
 // entry; after a crash the state reopens at the last committed batch
 // (DurableIndex) and the log hands it the entries after it again. Sync
 // commits what is pending. Snapshot captures the store's file, streamed
-// by Persist while entries go on; Restore installs a streamed copy only
-// once it is read whole and checked, and reads the system namespace from
-// it. See fsm.DiskFSM for what the log does with each.
+// by Persist while entries go on, its size known up front
+// (fsm.SizedSnapshot: the log streams it to a peer with no copy on this
+// side); Restore installs a streamed copy only once it is read whole and
+// checked, and reads the system namespace from it. A snapshot sent by a
+// leader is staged instead (fsm.StagingFSM): the stream is written once,
+// into the file that becomes the state's when InstallStaged renames it
+// over the store's, after the log has recorded the snapshot; it is
+// checked in full before Stage returns. See fsm.DiskFSM and
+// fsm.StagingFSM for what the log does with each.
 //
 // # Reads
 //

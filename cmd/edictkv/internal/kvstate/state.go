@@ -55,8 +55,8 @@ type Options struct {
 	Bolt backend.BoltOptions
 }
 
-// State is edictkv's replicated state. It implements fsm.DiskFSM and
-// fsm.Querier; see the package documentation. Its reads are safe for
+// State is edictkv's replicated state. It implements fsm.StagingFSM (a
+// fsm.DiskFSM) and fsm.Querier; see the package documentation. Its reads are safe for
 // concurrent use with Apply and with each other.
 type State struct {
 	st *mvcc.Store
@@ -173,10 +173,19 @@ func (s *State) Snapshot() (fsm.Snapshot, error) {
 
 type snapshot struct{ sn *mvcc.Snapshot }
 
+var (
+	_ fsm.StagingFSM    = (*State)(nil)
+	_ fsm.SizedSnapshot = snapshot{}
+)
+
 func (sn snapshot) Persist(w io.Writer) error {
 	_, err := sn.sn.WriteTo(w)
 	return err
 }
+
+// Size implements fsm.SizedSnapshot: the log streams the snapshot to a
+// peer straight from Persist, as etcd streams its database.
+func (sn snapshot) Size() int64 { return sn.sn.Size() }
 
 func (sn snapshot) Release() { sn.sn.Close() }
 
@@ -200,6 +209,44 @@ func (s *State) Restore(r io.Reader) error {
 	s.members, s.alarms = sys.members, sys.alarms
 	s.mu.Unlock()
 	s.stampsFrom = sys.stampsFrom
+	return nil
+}
+
+// Stage implements fsm.StagingFSM: the store stages the snapshot
+// (mvcc.Store.Stage: for a bbolt file, written once, fsynced, checked page
+// by page and as a start checks a store, and renamed to the staged file),
+// its system namespace checked as a start reads it; the state in use is
+// untouched.
+func (s *State) Stage(index uint64, r io.Reader) error {
+	if err := s.st.Stage(index, r, checkSystem); err != nil {
+		return fmt.Errorf("kvstate: stage: %w", err)
+	}
+	return nil
+}
+
+// InstallStaged implements fsm.StagingFSM: the store installs what it
+// staged (for a bbolt file, renamed over the file), then the system
+// namespace is read from it. On error the state is as it was.
+func (s *State) InstallStaged(index uint64) error {
+	if err := s.st.InstallStaged(index, checkSystem); err != nil {
+		return fmt.Errorf("kvstate: install: %w", err)
+	}
+	sys, err := loadSystem(s.st)
+	if err != nil {
+		return fmt.Errorf("kvstate: install: %w", err)
+	}
+	s.mu.Lock()
+	s.members, s.alarms = sys.members, sys.alarms
+	s.mu.Unlock()
+	s.stampsFrom = sys.stampsFrom
+	return nil
+}
+
+// DiscardStaged implements fsm.StagingFSM.
+func (s *State) DiscardStaged() error {
+	if err := s.st.DiscardStaged(); err != nil {
+		return fmt.Errorf("kvstate: %w", err)
+	}
 	return nil
 }
 

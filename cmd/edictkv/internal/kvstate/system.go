@@ -93,6 +93,18 @@ func loadSystem(st *mvcc.Store) (*system, error) {
 		return nil, err
 	}
 	defer rv.Release()
+	return readSystem(rv)
+}
+
+// checkSystem checks every system record rv holds (a snapshot being
+// staged: mvcc.Store.Stage).
+func checkSystem(rv *mvcc.RecordView) error {
+	_, err := readSystem(rv)
+	return err
+}
+
+// readSystem reads and checks every system record rv holds.
+func readSystem(rv *mvcc.RecordView) (*system, error) {
 	sys := &system{members: map[uint64]map[string]string{}, stampsFrom: -1}
 	var bad error
 	rv.Ascend([]byte{tagMember}, []byte{tagMember + 1}, func(k, v []byte) bool {

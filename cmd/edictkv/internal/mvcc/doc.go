@@ -57,12 +57,14 @@
 //
 // Reads ([Store.Range], [Store.Read], [Store.HashByRev]) are safe for
 // concurrent use with each other and with writes, compaction, commits,
-// snapshots and Restore, and never see half a write transaction: they read
-// at the revision of the last completed one, through the buffered changes
-// and a backend view. A long range lets writes in between chunks of its
-// index walk. Write transactions, Compact, CompactStep, Restore and Close
-// run one at a time. Only index compaction and Restore's final swap wait
-// for reads in progress.
+// snapshots, Restore and InstallStaged, and never see half a write
+// transaction: they read at the revision of the last completed one,
+// through the buffered changes and a backend view. A long range lets
+// writes in between chunks of its index walk. Write transactions,
+// Compact, CompactStep, Restore, InstallStaged and Close run one at a
+// time; Stage runs beside all of them (it touches only what is staged).
+// Only index compaction and the final swap of Restore and InstallStaged
+// wait for reads in progress.
 //
 // # Determinism
 //

@@ -3,6 +3,7 @@ package mvcc
 import (
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/mvcc/backend"
 )
@@ -90,25 +91,136 @@ func (s *Store) Restore(r io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("mvcc: restore: %w", err)
 	}
-	tx, err := rs.Begin()
+	st, err := s.loadRestored(rs, nil)
 	if err != nil {
 		rs.Discard()
 		return fmt.Errorf("mvcc: restore: %w", err)
 	}
+	if err := s.swapIn(rs, st); err != nil {
+		return fmt.Errorf("mvcc: restore: %w", err)
+	}
+	return nil
+}
+
+// stagedState is what Stage loaded and checked, for InstallStaged.
+type stagedState struct {
+	mu    sync.Mutex
+	st    *loaded
+	index uint64
+}
+
+// Stage reads a snapshot stream to its end as Restore does, and checks
+// the database it carries as Restore does, and that its consistent index
+// is index, and with check (if not nil) the application's records in
+// it; then the backend keeps it staged (for Bolt: renamed to the staged
+// file, directory fsynced), durably, beside the current state, in place
+// of what was staged before, and the store keeps the index it rebuilt,
+// for InstallStaged. Nothing else changes: Stage takes none of the
+// store's locks, and runs while writes, reads and commits go on. On error
+// nothing is staged.
+func (s *Store) Stage(index uint64, r io.Reader, check func(*RecordView) error) error {
+	s.staged.mu.Lock()
+	defer s.staged.mu.Unlock()
+	s.staged.st = nil
+	if err := s.be.DiscardStaged(); err != nil {
+		return fmt.Errorf("mvcc: stage: %w", err)
+	}
+	rs, err := s.be.Restore(r)
+	if err != nil {
+		return fmt.Errorf("mvcc: stage: %w", err)
+	}
+	st, err := s.loadRestored(rs, check)
+	if err == nil && st.index != index {
+		err = fmt.Errorf("%w: the snapshot's consistent index is %d, not %d", ErrCorrupt, st.index, index)
+	}
+	if err == nil {
+		err = rs.Stage()
+	}
+	if err != nil {
+		rs.Discard()
+		return fmt.Errorf("mvcc: stage: %w", err)
+	}
+	s.staged.st, s.staged.index = st, index
+	return nil
+}
+
+// InstallStaged replaces the whole store with the database staged for
+// index, as Restore installs one: staged by Stage in this life, or in an
+// earlier one (then checked again, with check if not nil, and its index
+// rebuilt). On error the store is as it was, and what is staged stays
+// staged.
+func (s *Store) InstallStaged(index uint64, check func(*RecordView) error) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	s.staged.mu.Lock()
+	st := s.staged.st
+	if s.staged.index != index {
+		st = nil
+	}
+	s.staged.st = nil
+	s.staged.mu.Unlock()
+	rs, err := s.be.Staged()
+	if err != nil {
+		return fmt.Errorf("mvcc: install the database staged at %d: %w", index, err)
+	}
+	if st == nil {
+		if st, err = s.loadRestored(rs, check); err != nil {
+			return fmt.Errorf("mvcc: install the database staged at %d: %w", index, err)
+		}
+	}
+	if st.index != index {
+		return fmt.Errorf("mvcc: install the database staged at %d: %w: its consistent index is %d", index, ErrCorrupt, st.index)
+	}
+	if err := s.swapIn(rs, st); err != nil {
+		return fmt.Errorf("mvcc: install the database staged at %d: %w", index, err)
+	}
+	return nil
+}
+
+// DiscardStaged removes what is staged, if anything.
+func (s *Store) DiscardStaged() error {
+	s.staged.mu.Lock()
+	defer s.staged.mu.Unlock()
+	s.staged.st = nil
+	if err := s.be.DiscardStaged(); err != nil {
+		return fmt.Errorf("mvcc: discard what is staged: %w", err)
+	}
+	return nil
+}
+
+// loadRestored checks a restored database as Open checks one, and with
+// check the application's records in it, and returns its state.
+func (s *Store) loadRestored(rs backend.Restored, check func(*RecordView) error) (*loaded, error) {
+	tx, err := rs.Begin()
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Release()
 	st, err := load(tx)
-	tx.Release()
 	if err == nil && st.fresh {
 		err = fmt.Errorf("%w: the snapshot holds none of the store's buckets", ErrCorrupt)
 	}
-	if err != nil {
-		rs.Discard()
-		return fmt.Errorf("mvcc: restore: the snapshot is not a valid store: %w", err)
+	if err == nil && check != nil {
+		err = check(&RecordView{v: &view{s: s, open: newLayer(), tx: tx}})
 	}
+	if err != nil {
+		return nil, fmt.Errorf("the snapshot is not a valid store: %w", err)
+	}
+	return st, nil
+}
 
+// swapIn installs rs and makes st the store's state. The caller holds
+// wmu and commitMu.
+func (s *Store) swapIn(rs backend.Restored, st *loaded) error {
 	s.compactMu.Lock()
 	defer s.compactMu.Unlock()
 	if err := rs.Install(); err != nil {
-		return fmt.Errorf("mvcc: restore: %w", err)
+		return err
 	}
 	old := s.job
 	s.bufMu.Lock()

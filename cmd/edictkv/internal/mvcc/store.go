@@ -124,6 +124,9 @@ type Store struct {
 	failMu sync.Mutex
 	failed error
 
+	// staged is the state Stage loaded, for InstallStaged.
+	staged stagedState
+
 	stop        chan struct{}
 	stopOnce    sync.Once
 	compactKick chan struct{}

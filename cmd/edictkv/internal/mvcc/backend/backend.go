@@ -14,6 +14,11 @@
 //   - Restore builds the new database beside the current one and touches
 //     the current one only in [Restored.Install]; until then, and whenever
 //     it fails, the current database is as it was.
+//   - [Restored.Stage] keeps a restored database, durably, where a restart
+//     finds it ([Backend.Staged]): one at a time, beside the current
+//     database, until it is installed or discarded. A crash during Install
+//     leaves the old database with the staged one as it was, or the new
+//     database and nothing staged.
 //
 // A Backend does no buffering of its own and knows nothing of revisions:
 // batching, read-your-writes and the schema are package mvcc's.
@@ -26,6 +31,9 @@ import (
 
 // ErrClosed is returned by a closed backend, and by a [Memory] that crashed.
 var ErrClosed = errors.New("backend: closed")
+
+// ErrNotStaged is returned by [Backend.Staged] when nothing is staged.
+var ErrNotStaged = errors.New("backend: nothing is staged")
 
 // Backend is durable storage of named buckets of sorted keys. Its methods
 // are safe for concurrent use.
@@ -46,7 +54,14 @@ type Backend interface {
 	// (a truncated or corrupt stream is an error). The current database is
 	// untouched until the returned Restored is installed.
 	Restore(r io.Reader) (Restored, error)
-	// Close releases the database once every view of it is released.
+	// Staged returns the database [Restored.Stage] kept, in this life or
+	// an earlier one (then verified as Restore verifies one), or
+	// ErrNotStaged.
+	Staged() (Restored, error)
+	// DiscardStaged removes the staged database, if there is one.
+	DiscardStaged() error
+	// Close releases the database once every view of it is released, and
+	// the staged one, which stays staged.
 	Close() error
 }
 
@@ -55,12 +70,19 @@ type Restored interface {
 	// Begin returns a view of the restored database, to check it before
 	// installing it.
 	Begin() (ReadTx, error)
+	// Stage keeps the restored database durably where a restart finds it
+	// ([Backend.Staged]), in place of the one staged before, if any. On
+	// error nothing is staged; the Restored may still be installed or
+	// discarded.
+	Stage() error
 	// Install makes the restored database the backend's current one,
 	// atomically: a crash during Install leaves either the old database or
 	// the new one. Views begun before keep reading the old one. On error
-	// nothing changed, and the Restored is discarded.
+	// nothing changed, and the Restored is discarded unless it is staged,
+	// which it stays. A staged database is staged no more once installed.
 	Install() error
-	// Discard removes the restored database. It is a no-op after Install.
+	// Discard removes the restored database (staged or not). It is a
+	// no-op after Install.
 	Discard()
 }
 

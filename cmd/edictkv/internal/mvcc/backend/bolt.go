@@ -8,9 +8,11 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,18 +42,24 @@ const lockTimeout = 2 * time.Second
 
 // Bolt is a [Backend] on a bbolt file. Commits fsync the file (unless
 // BoltOptions.NoSync). Restore writes the new database to a temporary file
-// in the same directory, fsyncs it, checks it, and installs it by renaming
-// it over the file and fsyncing the directory.
+// in the same directory ("<file>.restore-*"), fsyncs it, checks it, and
+// installs it by renaming it over the file and fsyncing the directory;
+// Stage renames it to "<file>.staged" first (and fsyncs the directory),
+// where a restart finds it. So a received snapshot is written once: the
+// file it arrives in becomes the database. OpenBolt removes the temporary
+// files a crash left, and keeps the staged one.
 type Bolt struct {
 	path string
 	opts BoltOptions
 
-	// mu guards cur, closed and failed; Commit and Begin hold it shared,
-	// Install and Close exclusively.
+	// mu guards cur, closed, failed and staged; Commit and Begin hold it
+	// shared, Install, Stage and Close exclusively.
 	mu     sync.RWMutex
 	cur    *boltDB
 	closed bool
 	failed error
+	// staged is the staged database, once opened.
+	staged *boltRestored
 
 	size, sizeInUse atomic.Int64
 
@@ -66,10 +74,21 @@ type boltDB struct {
 	views sync.WaitGroup
 }
 
+// Suffixes of the files beside a Bolt's file.
+const (
+	restoreInfix = ".restore-" // a Restore's database being written
+	defragInfix  = ".defrag-"  // a Defrag's database being written
+	stagedSuffix = ".staged"   // the staged database
+)
+
 // OpenBolt opens the bbolt file at path, creating it if it does not exist.
+// It removes what a crash left of Restores cut short.
 func OpenBolt(path string, o BoltOptions) (*Bolt, error) {
 	if o.InitialMmapSize <= 0 {
 		o.InitialMmapSize = DefaultInitialMmapSize
+	}
+	if err := removeLeftovers(path); err != nil {
+		return nil, err
 	}
 	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
 		// A file cut short would fault when bbolt maps pages past its end.
@@ -84,6 +103,31 @@ func OpenBolt(path string, o BoltOptions) (*Bolt, error) {
 	b := &Bolt{path: path, opts: o, cur: &boltDB{db: db}}
 	b.updateSizes(b.cur)
 	return b, nil
+}
+
+// removeLeftovers removes the temporary files of Restores a crash cut
+// short (and of Defrags, which write theirs the same way).
+func removeLeftovers(path string) error {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("backend: open %s: %w", path, err)
+	}
+	for _, e := range ents {
+		n := e.Name()
+		if strings.HasPrefix(n, base+restoreInfix) || strings.HasPrefix(n, base+defragInfix) {
+			if err := os.Remove(filepath.Join(dir, n)); err != nil {
+				return fmt.Errorf("backend: open %s: remove %s, left by a crash: %w", path, n, err)
+			}
+		}
+	}
+	return nil
 }
 
 func openBoltDB(path string, o BoltOptions) (*bolt.DB, error) {
@@ -263,7 +307,8 @@ func (b *Bolt) Restore(r io.Reader) (Restored, error) {
 	if dir == "" {
 		dir = "."
 	}
-	f, err := os.CreateTemp(dir, base+".restore-*")
+	crashPoint("restore: create")
+	f, err := os.CreateTemp(dir, base+restoreInfix+"*")
 	if err != nil {
 		return nil, fmt.Errorf("backend: restore: %w", err)
 	}
@@ -273,6 +318,7 @@ func (b *Bolt) Restore(r io.Reader) (Restored, error) {
 		os.Remove(tmp)
 		return nil, err
 	}
+	crashPoint("restore: write")
 	tw := &trailerWriter{w: f, h: crc32.New(castagnoli)}
 	if _, err := io.Copy(tw, r); err != nil {
 		return fail(fmt.Errorf("backend: restore: reading the snapshot stream: %w", err))
@@ -280,6 +326,7 @@ func (b *Bolt) Restore(r io.Reader) (Restored, error) {
 	if err := tw.check(); err != nil {
 		return fail(fmt.Errorf("backend: restore: %w", err))
 	}
+	crashPoint("restore: fsync")
 	if err := f.Sync(); err != nil {
 		return fail(fmt.Errorf("backend: restore: %w", err))
 	}
@@ -293,12 +340,60 @@ func (b *Bolt) Restore(r io.Reader) (Restored, error) {
 	if err != nil {
 		return fail(err)
 	}
-	return &boltRestored{b: b, tmp: tmp, d: &boltDB{db: db}}, nil
+	return &boltRestored{b: b, file: tmp, d: &boltDB{db: db}}, nil
 }
 
+// Staged implements Backend.
+func (b *Bolt) Staged() (Restored, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, ErrClosed
+	}
+	if b.staged != nil {
+		return b.staged, nil
+	}
+	p := b.path + stagedSuffix
+	if _, err := os.Stat(p); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, ErrNotStaged
+		}
+		return nil, fmt.Errorf("backend: staged database: %w", err)
+	}
+	// Verified when it was staged, and fsynced since: verified again, as
+	// a file read back from the disk after a crash.
+	if err := verifyBoltFile(p, true); err != nil {
+		return nil, fmt.Errorf("backend: staged database: %w", err)
+	}
+	db, err := openChecked(p, b.opts)
+	if err != nil {
+		return nil, fmt.Errorf("backend: staged database: %w", err)
+	}
+	b.staged = &boltRestored{b: b, file: p, d: &boltDB{db: db}}
+	return b.staged, nil
+}
+
+// DiscardStaged implements Backend.
+func (b *Bolt) DiscardStaged() error {
+	b.mu.Lock()
+	st := b.staged
+	b.staged = nil
+	b.mu.Unlock()
+	if st != nil {
+		st.close()
+	}
+	crashPoint("discard staged")
+	if err := os.Remove(b.path + stagedSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("backend: discard the staged database: %w", err)
+	}
+	return nil
+}
+
+// boltRestored is a database Restore built, in file: a temporary file, or
+// the staged one.
 type boltRestored struct {
 	b    *Bolt
-	tmp  string
+	file string
 	d    *boltDB
 	done bool
 }
@@ -311,7 +406,7 @@ func (r *boltRestored) Begin() (ReadTx, error) {
 	return beginBolt(r.d)
 }
 
-func (r *boltRestored) Install() error {
+func (r *boltRestored) Stage() error {
 	if r.done {
 		return errors.New("backend: restore already installed or discarded")
 	}
@@ -319,14 +414,63 @@ func (r *boltRestored) Install() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		r.Discard()
 		return ErrClosed
 	}
-	if err := os.Rename(r.tmp, b.path); err != nil {
+	staged := b.path + stagedSuffix
+	if r.file == staged {
+		return nil
+	}
+	prev := b.staged
+	crashPoint("stage: rename")
+	if err := os.Rename(r.file, staged); err != nil {
+		return fmt.Errorf("backend: stage the restored database: %w", err)
+	}
+	r.file, b.staged = staged, r
+	if prev != nil {
+		prev.close() // its file was replaced
+	}
+	// The rename must be durable before anyone relies on what is staged.
+	crashPoint("stage: fsync dir")
+	if err := syncDir(filepath.Dir(b.path)); err != nil {
+		b.staged = nil
+		os.Remove(staged)
+		r.file = "" // nothing to remove any more; Discard closes it
+		return fmt.Errorf("backend: stage the restored database: %w", err)
+	}
+	return nil
+}
+
+func (r *boltRestored) Install() error {
+	if r.done {
+		return errors.New("backend: restore already installed or discarded")
+	}
+	if r.file == "" {
 		r.Discard()
-		return fmt.Errorf("backend: restore: %w", err)
+		return errors.New("backend: restore: the restored database's file is gone")
+	}
+	b := r.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	// A staged database stays staged when it cannot be installed: a
+	// restart installs it.
+	failed := func(err error) error {
+		if b.staged != r {
+			r.discardLocked()
+		}
+		return err
+	}
+	if b.closed {
+		return failed(ErrClosed)
+	}
+	crashPoint("install: rename")
+	if err := os.Rename(r.file, b.path); err != nil {
+		return failed(fmt.Errorf("backend: restore: %w", err))
 	}
 	r.done = true
+	if b.staged == r {
+		b.staged = nil
+	}
+	crashPoint("install: fsync dir")
 	if err := syncDir(filepath.Dir(b.path)); err != nil {
 		// The new file is in place and open; only the rename's
 		// durability is in doubt. Refuse further commits, so that nothing
@@ -346,13 +490,32 @@ func (r *boltRestored) Install() error {
 }
 
 func (r *boltRestored) Discard() {
+	r.b.mu.Lock()
+	defer r.b.mu.Unlock()
+	r.discardLocked()
+}
+
+func (r *boltRestored) discardLocked() {
+	if r.done {
+		return
+	}
+	if r.b.staged == r {
+		r.b.staged = nil
+	}
+	r.close()
+	if r.file != "" {
+		os.Remove(r.file)
+	}
+}
+
+// close closes the restored database, leaving its file.
+func (r *boltRestored) close() {
 	if r.done {
 		return
 	}
 	r.done = true
 	r.d.views.Wait()
 	r.d.db.Close()
-	os.Remove(r.tmp)
 }
 
 func syncDir(dir string) error {
@@ -372,8 +535,12 @@ func (b *Bolt) Close() error {
 		return nil
 	}
 	b.closed = true
-	d := b.cur
+	d, st := b.cur, b.staged
+	b.staged = nil
 	b.mu.Unlock()
+	if st != nil {
+		st.close() // it stays staged, for the next open
+	}
 	d.views.Wait()
 	b.retired.Wait()
 	if err := d.db.Close(); err != nil {

@@ -47,7 +47,7 @@ func (b *Bolt) Defrag() error {
 	if dir == "" {
 		dir = "."
 	}
-	f, err := os.CreateTemp(dir, base+".defrag-*")
+	f, err := os.CreateTemp(dir, base+defragInfix+"*")
 	if err != nil {
 		return fmt.Errorf("backend: defragment: %w", err)
 	}

@@ -24,8 +24,10 @@ import (
 // Its snapshot stream is its own format (a magic, the buckets and pairs in
 // order, a CRC-32C trailer), not a bbolt file.
 type Memory struct {
-	mu        sync.Mutex
-	buckets   map[string]*btree.BTreeG[memItem]
+	mu      sync.Mutex
+	buckets map[string]*btree.BTreeG[memItem]
+	// staged is the staged database, which survives a Crash.
+	staged    *memRestored
 	crashed   bool
 	commitErr error
 	inUse     int64
@@ -58,11 +60,19 @@ func (m *Memory) Crash() *Memory {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.crashed = true
-	n := &Memory{buckets: make(map[string]*btree.BTreeG[memItem], len(m.buckets)), inUse: m.inUse, highWater: m.highWater}
-	for name, t := range m.buckets {
-		n.buckets[name] = t.Clone()
+	n := &Memory{buckets: cloneBuckets(m.buckets), inUse: m.inUse, highWater: m.highWater}
+	if m.staged != nil {
+		n.staged = &memRestored{m: n, buckets: cloneBuckets(m.staged.buckets), staged: true}
 	}
 	return n
+}
+
+func cloneBuckets(buckets map[string]*btree.BTreeG[memItem]) map[string]*btree.BTreeG[memItem] {
+	out := make(map[string]*btree.BTreeG[memItem], len(buckets))
+	for name, t := range buckets {
+		out[name] = t.Clone()
+	}
+	return out
 }
 
 // SetCommitError makes every later Commit fail with err and change
@@ -190,7 +200,36 @@ func (m *Memory) Restore(r io.Reader) (Restored, error) {
 type memRestored struct {
 	m       *Memory
 	buckets map[string]*btree.BTreeG[memItem]
-	done    bool
+	// staged: it is m.staged; done: installed or discarded.
+	staged bool
+	done   bool
+}
+
+// Staged implements Backend.
+func (m *Memory) Staged() (Restored, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.crashed:
+		return nil, ErrClosed
+	case m.staged == nil:
+		return nil, ErrNotStaged
+	}
+	return m.staged, nil
+}
+
+// DiscardStaged implements Backend.
+func (m *Memory) DiscardStaged() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.crashed {
+		return ErrClosed
+	}
+	if m.staged != nil {
+		m.staged.staged, m.staged.done = false, true
+		m.staged = nil
+	}
+	return nil
 }
 
 func (r *memRestored) Begin() (ReadTx, error) {
@@ -200,16 +239,39 @@ func (r *memRestored) Begin() (ReadTx, error) {
 	return newMemTx(r.buckets), nil
 }
 
-func (r *memRestored) Install() error {
-	if r.done {
-		return errors.New("backend: restore already installed or discarded")
-	}
-	r.done = true
+func (r *memRestored) Stage() error {
 	m := r.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.crashed {
+	switch {
+	case r.done:
+		return errors.New("backend: restore already installed or discarded")
+	case m.crashed:
 		return ErrClosed
+	}
+	if m.staged != nil && m.staged != r {
+		m.staged.staged, m.staged.done = false, true
+	}
+	m.staged, r.staged = r, true
+	return nil
+}
+
+func (r *memRestored) Install() error {
+	m := r.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case r.done:
+		return errors.New("backend: restore already installed or discarded")
+	case m.crashed:
+		if !r.staged {
+			r.done = true
+		}
+		return ErrClosed
+	}
+	r.done = true
+	if m.staged == r {
+		m.staged, r.staged = nil, false
 	}
 	m.buckets = r.buckets
 	m.inUse = memBase
@@ -224,7 +286,18 @@ func (r *memRestored) Install() error {
 	return nil
 }
 
-func (r *memRestored) Discard() { r.done = true }
+func (r *memRestored) Discard() {
+	m := r.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r.done {
+		return
+	}
+	r.done = true
+	if m.staged == r {
+		m.staged, r.staged = nil, false
+	}
+}
 
 type memTx struct {
 	buckets map[string]*btree.BTreeG[memItem]
