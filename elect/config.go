@@ -80,13 +80,21 @@ type Config struct {
 	// RenewInterval is i of §10.1, the spacing of lease renewals. Default
 	// 300ms (with RoundTrip 10ms: leases of about 310ms, MaxLease 620ms).
 	RenewInterval time.Duration
-	// RenewLead is how long before its lease ends a leader starts
-	// renewing it (at least three round trips). Default 0.9·RenewInterval
-	// (270ms): a leader whose process stalls (a busy host, a starved CPU,
-	// a disk hog's kernel work) for up to RenewLead less a round trip just
-	// before its renewal still renews in time. Leases are then renewed
-	// about every RenewInterval/10: lease messages are cheap, and failover
-	// time is set by MaxLease, which this does not change. Issue 16's
+	// RenewLead is the least time before its lease ends that a leader
+	// starts renewing it (at least three round trips). Default
+	// 0.9·RenewInterval (270ms): a leader whose process stalls (a busy
+	// host, a starved CPU, a disk hog's kernel work) for up to RenewLead
+	// less a round trip just before its renewal still renews in time.
+	// Leases are then renewed about every RenewInterval/10: lease
+	// messages are cheap, and failover time is set by MaxLease, which
+	// this does not change. The lead in force is longer while the
+	// process has seen longer stalls in the last 30 to 60 s (twice the
+	// longest, as leader or as granter; Stats.Stall and Stats.RenewLead),
+	// and the lease it asks for as much longer, up to MaxLease: on a
+	// starved host, where a stall of a leader or of its renewals' round
+	// trips outlasts RenewLead now and then, the lease rides the stalls
+	// out at the price of a slower failover for as long as they go on.
+	// Issue 16's
 	// measurements on a 2-core machine (docs/protocol.md, "Timing
 	// defaults"): beside a disk hog the leader stalled for 150–300ms at
 	// times; with 200ms/¾ it lost its lease 18 times in three rounds of
@@ -96,7 +104,8 @@ type Config struct {
 	// MaxLease bounds δ. Granters refuse longer requests, and a restarted
 	// process grants nothing for (1+ρ)·MaxLease (the restart quarantine).
 	// Default 2·(RoundTrip+RenewInterval), at least the largest δ §10.1
-	// chooses.
+	// chooses. It is also as long as a starved leader's lease grows
+	// (RenewLead), and so bounds what a crash costs on a starved host.
 	MaxLease time.Duration
 	// FallbackAfter is how long a member sees no leader before it
 	// campaigns whatever the detector names (maybeStart). Default

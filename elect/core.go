@@ -63,6 +63,17 @@ type Core struct {
 
 	lease   leaseState
 	attempt *attempt
+	// stalls are the delays this process saw lately that a renewal lead
+	// must cover: how late its runtime called it after the reading
+	// NextTick asked for (advance); as leader, a renewal's time from
+	// falling due to completing (complete); as granter, how late a
+	// leader's renewal came (observeRenewalGap). They set the renewal
+	// lead (leadAt).
+	stalls stallWindow
+	// promised is the reading by which the last NextTick asked to be
+	// called (never before the reading it was asked at), until a call
+	// at or after it.
+	promised edict.Time
 	// completed is the last attempt that completed: a grant for it that
 	// arrives after the quorum did still tells Stats.LastGrant the peer
 	// grants, so a peer that is always the slower one is not reported as
@@ -137,12 +148,24 @@ func (c *Core) Ready() Ready {
 	return r
 }
 
-// advance asserts that readings strictly increase and records now.
+// advance asserts that readings strictly increase and records now. A
+// call later than NextTick asked for is a stall of this process's loop
+// — starved of CPU, paused, busy with something else — which the
+// renewal lead must cover should one fall due when it renews (leadAt).
+// Only this process's own readings enter it, so no network delay or
+// partition can; a runtime that does not keep to NextTick, or does not
+// ask, teaches nothing this way.
 func (c *Core) advance(now edict.Time) {
 	if !c.lastNow.Before(now) && c.lastNow != now {
 		panic(fmt.Sprintf("elect: clock went backwards: %v after %v", now, c.lastNow))
 	}
 	c.lastNow = now
+	if !c.promised.IsZero() && !now.Before(c.promised) {
+		if late, ok := now.Sub(c.promised); ok && late > 0 {
+			c.stalls.observe(now, late)
+		}
+		c.promised = edict.Time{}
+	}
 }
 
 // Step delivers a message received at reading now. The message must be
@@ -259,7 +282,10 @@ func (c *Core) tick(now edict.Time) {
 // must not hide it: under a steady stream of proposals a leader once
 // stopped renewing that way. Deadlines that are past and need no action
 // (a back-off or a quarantine that has ended) are left out, so an idle
-// runtime does not spin.
+// runtime does not spin. The reading returned is also taken as the
+// runtime's promise: a call that comes later than it tells the core that
+// its process stalled that long, and the renewal lead grows to match
+// (Stats.Stall, Stats.RenewLead).
 func (c *Core) NextTick() edict.Time {
 	var next edict.Time
 	due := func(t edict.Time) { // pending work, overdue or not
@@ -301,6 +327,10 @@ func (c *Core) NextTick() edict.Time {
 		// Nothing scheduled: a weak leader still retries; look again after
 		// one renewal interval.
 		next = c.lastNow.Add(c.cfg.RenewInterval)
+	}
+	c.promised = next
+	if next.Before(c.lastNow) {
+		c.promised = c.lastNow // overdue: at once
 	}
 	return next
 }
@@ -446,5 +476,10 @@ func (c *Core) Debug(now edict.Time) string {
 func (c *Core) Stats() Stats {
 	s := c.stats
 	s.LastGrant = maps.Clone(s.LastGrant)
+	s.Stall = c.stalls.peak(c.lastNow)
+	s.RenewLead = c.leadAt(c.lastNow)
+	if c.lease.held() {
+		s.RenewLead = max(c.baseLead(), c.lease.lead)
+	}
 	return s
 }

@@ -16,6 +16,9 @@
 //     sender's own clock readings rather than by the transport;
 //   - leader verification (§10.5), with the formula re-derived (verify.go);
 //   - δ and the renewal point of §10.1, and the stability rule of §9;
+//     the renewal starts earlier, and δ is longer (never past MaxLease),
+//     while this process has seen renewals stall lately (the adaptive
+//     lead: liveness only, safety rests on δ ≤ MaxLease alone);
 //   - the restart quarantine of DESIGN §3, which stands in for a persisted
 //     grant: after a restart a process grants nothing (and wedges nothing)
 //     for (1+ρ)·MaxLease, and refuses requests for δ > MaxLease;

@@ -2,6 +2,7 @@ package elect
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/edictlog/edictlog/edict"
 )
@@ -106,4 +107,16 @@ type Stats struct {
 	// LastGrant is, per peer, the reading at which this process last
 	// received its grant (renewals included).
 	LastGrant map[edict.ProcessID]edict.Time
+	// Stall is the longest delay lease renewals met that this process
+	// saw in the last 30 to 60 s: as leader, from a renewal falling due
+	// to its completion, or how long its ticks stopped when it lost a
+	// lease unrenewed; as granter, how late the leader's renewals came.
+	// Zero when there was none.
+	Stall time.Duration
+	// RenewLead is how long before its lease ends this process renews it
+	// (the lease it holds), or would if it led now: Config.RenewLead (at
+	// least three round trips), or twice Stall if that is longer, up to
+	// MaxLease less the renewals' spacing; the lease it asks for is as
+	// much longer, up to MaxLease.
+	RenewLead time.Duration
 }

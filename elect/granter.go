@@ -22,6 +22,10 @@ type epochState struct {
 	// or revocation older than it is a stale message, not the grantee's
 	// latest word (§10.2's FIFO requirement, without trusting the network).
 	grantStart edict.Time
+	// lastGrant holds, per sender, the newest request this process
+	// granted it: the gap to the sender's next renewal is a stall sample
+	// (observeRenewalGap).
+	lastGrant map[edict.ProcessID]lastGrant
 	// retired holds, per sender, the newest release/revocation reading:
 	// grant requests not newer than it were aborted by their sender.
 	retired map[edict.ProcessID]edict.Time
@@ -46,8 +50,12 @@ type epochState struct {
 }
 
 func newEpochState(cfg EpochConfig) *epochState {
-	return &epochState{epoch: cfg.Epoch, qs: cfg.Quorum, heard: cfg.Heard, stopIndex: cfg.StopIndex, stopStamp: cfg.StopStamp, retired: map[edict.ProcessID]edict.Time{}, leaseEnd: map[edict.ProcessID]edict.Time{}}
+	return &epochState{epoch: cfg.Epoch, qs: cfg.Quorum, heard: cfg.Heard, stopIndex: cfg.StopIndex, stopStamp: cfg.StopStamp, retired: map[edict.ProcessID]edict.Time{}, leaseEnd: map[edict.ProcessID]edict.Time{}, lastGrant: map[edict.ProcessID]lastGrant{}}
 }
+
+// lastGrant is a grant this process gave: its reading when it granted
+// (at), the request's Start_p (start), and the F_q the grant set (until).
+type lastGrant struct{ at, start, until edict.Time }
 
 func (es *epochState) wedge() {
 	es.grantee, es.finish, es.wedged = edict.None, edict.Time{}, true
@@ -143,6 +151,7 @@ func (c *Core) onGrantRequest(now edict.Time, m Message) {
 	if !es.retired[m.From].Before(m.Start) && !es.retired[m.From].IsZero() {
 		return // its sender aborted this attempt before we saw it
 	}
+	c.observeRenewalGap(now, m, es)
 	switch {
 	case now.Before(c.quarantineUntil) && !mutated(RuleQuarantineGrants):
 		d, _ := c.quarantineUntil.Sub(now)
@@ -180,6 +189,12 @@ func (c *Core) onGrantRequest(now edict.Time, m Message) {
 	if f.After(es.finish) {
 		es.finish = f
 	}
+	if g := es.lastGrant[m.From]; m.Start.After(g.start) {
+		es.lastGrant[m.From] = lastGrant{at: now, start: m.Start, until: es.finish}
+	} else {
+		g.until = es.finish // a copy of an older request: F_q may move, the sample's start does not
+		es.lastGrant[m.From] = g
+	}
 	if m.Start.After(es.grantStart) {
 		es.grantStart = m.Start
 	}
@@ -192,6 +207,37 @@ func (c *Core) onGrantRequest(now edict.Time, m Message) {
 	}
 	// Step 6.2, extended with T_q (§7).
 	c.send(now, c.reply(m, MsgGrant, now))
+}
+
+// observeRenewalGap learns a stall from a grant request that renews a
+// lease this process's grants gave: the time since it granted the
+// sender's previous request, less the spacing renewals have anyway
+// (renewSpacing), is how late the renewal came — the sender's stall, the
+// network's, or this process's own (it reads now only when it gets to
+// the message). It is this process's business because, should it lead
+// next, it leads on the same host, or through the same network, as far
+// as it can tell: on a host where every process waits for a CPU the next
+// leader starts its reign with the lead the last one needed (leadAt).
+//
+// Only a request newer than the last one granted, started before the
+// lease that grant helped hold ended (campaigns), arriving while that
+// grant still holds here, from a sender that has not released or revoked
+// since, is a sample. So a copy, a reordered or an older request, or one
+// from an earlier life of its sender (its readings order below the new
+// life's, and the new life's first request is a campaign), teaches
+// nothing; and a gap longer than the grant — the sender renewed through
+// other granters while this one was cut off, or lost the lease — is no
+// stall that a lead could have covered: a sample is at most the grant's
+// length, MaxLease at most, and, like any, forgotten after stallMemory.
+func (c *Core) observeRenewalGap(now edict.Time, m Message, es *epochState) {
+	g, ok := es.lastGrant[m.From]
+	if !ok || m.From == c.id || !m.Start.After(g.start) || !now.Before(g.until) ||
+		!es.retired[m.From].Before(g.start) || c.campaigns(m) {
+		return
+	}
+	if gap, ok := now.Sub(g.at); ok && gap > c.renewSpacing() {
+		c.stalls.observe(now, gap-c.renewSpacing())
+	}
 }
 
 // onRelease handles a release (§6) or revocation (§10.2) from the grantee:

@@ -34,6 +34,11 @@ const (
 	// stop edict that began it, and with it what the epoch before
 	// committed (maybeStart, Campaign).
 	RuleNoCampaignHeard = "no-campaign-heard"
+	// RuleAdaptiveLead, a liveness rule: a leader renews as early as twice
+	// the longest stall it saw lately asks, and takes a lease long enough
+	// for it, up to MaxLease (leadAt); switched off, it renews with the
+	// configuration's lead whatever its host does.
+	RuleAdaptiveLead = "adaptive-lead"
 )
 
-var mutationRules = []string{RuleQuarantineGrants, RuleWedgeOnEpochChange, RuleReplyAttempt, RuleCampaignFallback, RuleNoEpochSkip, RuleStandAside, RuleRenewalPatience, RuleNoCampaignHeard}
+var mutationRules = []string{RuleQuarantineGrants, RuleWedgeOnEpochChange, RuleReplyAttempt, RuleCampaignFallback, RuleNoEpochSkip, RuleStandAside, RuleRenewalPatience, RuleNoCampaignHeard, RuleAdaptiveLead}
