@@ -367,10 +367,12 @@ func (n *Node) onEvent(ev Event) {
 	case SteppedDown:
 		// What the lease core saw, so that a step-down under a gray
 		// failure says whether renewals came late (this process was
-		// starved) or on time (its granters or the network were slow).
+		// starved) or on time (its granters or the network were slow),
+		// and how long the stalls it had seen lately were.
 		st := n.core.el.Stats()
 		n.log.Warn("stepped down", "reason", ev.Reason, "epoch", ev.Epoch, "renewals", st.Renewals, "renewals_late", st.RenewalsLate,
-			"lost_expired", st.LostExpired, "lost_late", st.LostLate, "lost_released", st.LostReleased, "lost_suspended", st.LostSuspended)
+			"lost_expired", st.LostExpired, "lost_late", st.LostLate, "lost_released", st.LostReleased, "lost_suspended", st.LostSuspended,
+			"stall", st.Stall, "renew_lead", st.RenewLead)
 	case ConfigChanged:
 		if ev.Membership != nil {
 			n.log.Info("configuration", "epoch", ev.Epoch, "members", ev.Membership.Config.Members, "learners", ev.Membership.Config.Learners)
@@ -572,8 +574,9 @@ func (n *Node) Debug(ctx context.Context) string {
 
 // LeaseStats describes what became of this process's leases since it
 // started: renewals (and those started late, a sign of a busy or starved
-// process), leases lost by cause, and, per peer, how long ago it last
-// granted to this process.
+// process), leases lost by cause, the longest stall it saw lately and the
+// renewal lead that follows from it (elect.Stats), and, per peer, how
+// long ago it last granted to this process.
 type LeaseStats struct {
 	elect.Stats
 	SinceLastGrant map[edict.ProcessID]time.Duration
