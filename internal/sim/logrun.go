@@ -51,9 +51,11 @@ func (r LogResult) String() string {
 type lrun struct {
 	w *world
 	// slowDisk marks the processes whose disks are slow (SlowDisks);
-	// firstLeader is the first process that led (StableLeader).
+	// firstLeader is the first process that led (StableLeader); reigns
+	// are the processes whose reigns began, in order (MaxLeaderChanges).
 	slowDisk    map[edict.ProcessID]bool
 	firstLeader edict.ProcessID
+	reigns      []edict.ProcessID
 	quota       *quota // QuotaLeader's, once it began
 	sc          LogScenario
 	net         *network
@@ -654,6 +656,11 @@ func (r *lrun) onEvent(p *lproc, ev log.Event) {
 				r.fail("while %v was held to a 10%% CPU quota (from t=%v), leadership changed %d times (reigns of %v): a starved leader must hand over once, not win back a lease it cannot keep",
 					q.id, time.Duration(q.from), len(q.reigns), q.reigns)
 			}
+		}
+		r.reigns = append(r.reigns, p.id)
+		if n := r.sc.MaxLeaderChanges; n > 0 && len(r.reigns) > n+1 {
+			r.fail("leadership changed %d times (reigns of %v), more than %d, under CPU starvation bursts of %v–%v: a leader must learn how long its host stalls and keep its lease through such stalls",
+				len(r.reigns)-1, r.reigns, n, r.sc.StarveMin, r.sc.StarveMax)
 		}
 		if r.sc.StableLeader && r.firstLeader != 0 {
 			r.fail("a second reign began (%v after %v), though nothing that should depose a leader befell the cluster (slow disks up to %v per write, CPU starvation up to %v)", p.id, r.firstLeader, r.sc.SlowFsync, r.sc.StarveMax)
