@@ -162,7 +162,7 @@ type nodeStats struct {
 	node *log.Node
 
 	renewals, renewalsLate, lost, grantAge   *prometheus.Desc
-	lostLate                                 *prometheus.Desc
+	lostLate, stall, renewLead               *prometheus.Desc
 	backlogEntries, backlogBytes, slowWrites *prometheus.Desc
 	shed, throttled                          *prometheus.Desc
 }
@@ -180,6 +180,10 @@ func newNodeStats(node *log.Node) *nodeStats {
 			"cause"),
 		lostLate: d("edictkv_leases_lost_late_total",
 			"Of the leases lost expired, those this process lost through its own slowness (a renewal started late, the end noticed late); after each it stood aside for a lease so that a healthy member could lead."),
+		stall: d("edictkv_lease_stall_seconds",
+			"The longest stall this process saw in the last 30 to 60 s that a lease renewal must ride out: how late its loop ran after a timer was due, how long a renewal took from due to done (as leader), how late the leader's renewals came (as granter); 0 if none."),
+		renewLead: d("edictkv_lease_renew_lead_seconds",
+			"How long before its lease ends this process renews it (leading), or would if it led now: the configured lead (0.27 s by default), or twice edictkv_lease_stall_seconds if that is longer, up to the longest lease less the renewals' spacing. The lease is as much longer, up to the longest lease, and a crashed leader's successor waits it out."),
 		grantAge: d("edictkv_lease_grant_age_seconds",
 			"Time since each peer last granted this process a lease (renewals included); it grows while this process does not lead.",
 			"peer"),
@@ -195,7 +199,7 @@ func newNodeStats(node *log.Node) *nodeStats {
 
 // Describe implements prometheus.Collector.
 func (s *nodeStats) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{s.renewals, s.renewalsLate, s.lost, s.lostLate, s.grantAge,
+	for _, d := range []*prometheus.Desc{s.renewals, s.renewalsLate, s.lost, s.lostLate, s.stall, s.renewLead, s.grantAge,
 		s.backlogEntries, s.backlogBytes, s.slowWrites, s.shed, s.throttled} {
 		ch <- d
 	}
@@ -215,6 +219,8 @@ func (s *nodeStats) Collect(ch chan<- prometheus.Metric) {
 	counter(s.lost, ls.LostReleased, "released")
 	counter(s.lost, ls.LostSuspended, "suspended")
 	counter(s.lostLate, ls.LostLate)
+	ch <- prometheus.MustNewConstMetric(s.stall, prometheus.GaugeValue, ls.Stall.Seconds())
+	ch <- prometheus.MustNewConstMetric(s.renewLead, prometheus.GaugeValue, ls.RenewLead.Seconds())
 	for _, p := range slices.Sorted(maps.Keys(ls.SinceLastGrant)) {
 		ch <- prometheus.MustNewConstMetric(s.grantAge, prometheus.GaugeValue, ls.SinceLastGrant[p].Seconds(),
 			strconv.FormatUint(uint64(p), 10))

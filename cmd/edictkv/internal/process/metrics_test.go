@@ -90,6 +90,12 @@ func TestNodeStatsMetrics(t *testing.T) {
 			t.Errorf("%s = %g on a healthy cluster", name, v)
 		}
 	}
+	// The renewal lead is the configuration's (0.27 s) at least, and up
+	// to the longest lease (0.62 s) less the renewals' spacing: twice the
+	// longest stall seen lately, if a busy machine stalled the process.
+	if lead, stall := metric(t, m, "edictkv_lease_renew_lead_seconds"), metric(t, m, "edictkv_lease_stall_seconds"); lead < 0.27 || lead > 0.58 || stall < 0 {
+		t.Errorf("renewal lead %gs with stalls of up to %gs seen", lead, stall)
+	}
 	if v := metric(t, m, "edictkv_leader_changes_seen_total"); v != 1 {
 		t.Errorf("the first leader saw %g changes of leader, want 1 (itself)", v)
 	}
