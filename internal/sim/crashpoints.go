@@ -105,8 +105,10 @@ func CrashPointScenarios() []LogScenario {
 			Fsync: 4 * time.Millisecond, SlowDisks: 1, SlowFsync: 40 * time.Millisecond},
 		// The install and reset stories with a state machine that keeps
 		// its own state: crashes between its syncs and the log's writes,
-		// between a copy made for a peer and its stream, between an
-		// installed snapshot's restore and the log's reset.
+		// between a copy made for a peer and its stream, between a
+		// snapshot staged in the state machine's store and its record,
+		// between the record and the install, between an installed
+		// snapshot's restore (or install) and the log's reset.
 		{Scenario: base("crash-disk-state-install"), Clients: 4, Snapshots: true, CutOff: 1200 * time.Millisecond, DiskState: true,
 			Fsync: 4 * time.Millisecond, SlowDisks: 1, SlowFsync: 40 * time.Millisecond},
 		{Scenario: short(base("crash-disk-state-reset")), Clients: 6, Snapshots: true, SnapshotEvery: 2, TrailingEntries: -1, CutOff: 1200 * time.Millisecond, CutLeader: true,

@@ -35,7 +35,10 @@
 // or any StateMachine a scenario brings (LogScenario.State, state.go),
 // and with DiskState one that keeps its own state (fsm.DiskFSM), durable
 // as of its last sync and lost beyond it in a crash, which starts through
-// log.RecoverDiskFSM and is snapshotted through log.SyncState; that
+// log.RecoverDiskFSM and is snapshotted through log.SyncState, and which
+// stages the snapshots it is sent (log.StageSnapshot; fsm.StagingFSM) on
+// the processes of odd id and restores them from the snapshot store on
+// the others (plainState); that
 // machine's store may be the scenario's own (LogScenario.StateDisk), which
 // models its durability itself (what it committed survives a crash). A
 // scenario may also bring a Model (model.go): a workload of the machine's

@@ -46,9 +46,12 @@ type lproc struct {
 	lastApplied wire.Entry // the last entry applied, for snapshot metadata
 	// snapPos is the newest snapshot in snaps: what the stores cover
 	// without the log; snapMetaOnly, that it holds no copy of the state
-	// (DiskState), which then covers only what stateDisk holds.
+	// (DiskState), which then covers only what stateDisk holds, or, with
+	// snapStaged (the snapshot was installed into a state machine that
+	// staged it), what stateDisk holds or has staged.
 	snapPos      wire.Position
 	snapMetaOnly bool
+	snapStaged   bool
 	tick         tickTimer
 	started      bool
 
@@ -320,7 +323,7 @@ func (p *lproc) holdsDurably(i uint64, st edict.Stamp) bool {
 	if s, ok := p.storedStamp(i); ok {
 		return s.Equal(st)
 	}
-	if p.snapMetaOnly && p.stateDisk != nil && i > p.stateDisk.DurableIndex() {
+	if p.snapMetaOnly && !p.snapStaged && p.stateDisk != nil && i > p.stateDisk.DurableIndex() {
 		// The snapshot holds no copy of the state, and the state
 		// machine's own store ends before i.
 		return false
@@ -365,7 +368,7 @@ func (p *lproc) saveSnapshot(meta wire.SnapshotMeta, data []byte) error {
 	if err := sink.Close(); err != nil {
 		return err
 	}
-	p.snapPos, p.snapMetaOnly = wire.Position{Index: meta.Index, Stamp: meta.Stamp}, false
+	p.snapPos, p.snapMetaOnly, p.snapStaged = wire.Position{Index: meta.Index, Stamp: meta.Stamp}, false, false
 	return nil
 }
 

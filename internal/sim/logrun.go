@@ -224,6 +224,9 @@ func (r *lrun) start(p *lproc) {
 			r.fail("%v cannot restart: %v", p.id, err)
 			return
 		}
+		if plainDisk(p.id) {
+			ds = plainState{ds}
+		}
 		rec, err = log.RecoverDiskFSM(p.id, p.store, p.snaps, ds, peers, !member)
 		p.state, p.ds, p.lastApplied = ds, ds, rec.AppliedEntry
 	} else {
@@ -235,7 +238,7 @@ func (r *lrun) start(p *lproc) {
 		r.fail("%v cannot restart: %v", p.id, err)
 		return
 	}
-	p.inc, p.applied, p.snapPos, p.snapMetaOnly = rec.Incarnation, rec.Applied, rec.State.Snapshot, false
+	p.inc, p.applied, p.snapPos, p.snapMetaOnly, p.snapStaged = rec.Incarnation, rec.Applied, rec.State.Snapshot, false, false
 	if !r.modelStarted(p) {
 		return
 	}
@@ -473,7 +476,7 @@ func (r *lrun) syncSnapshot(p *lproc) {
 		r.fail("%v save snapshot: %v", p.id, err)
 		return
 	}
-	p.snapPos, p.snapMetaOnly = wire.Position{Index: meta.Index, Stamp: meta.Stamp}, true
+	p.snapPos, p.snapMetaOnly, p.snapStaged = wire.Position{Index: meta.Index, Stamp: meta.Stamp}, true, false
 	r.boundary(p, func() string {
 		return fmt.Sprintf("took a snapshot at %d holding no copy, the log not yet compacted", meta.Index)
 	}, true)
@@ -492,10 +495,12 @@ func (r *lrun) syncSnapshot(p *lproc) {
 	}
 }
 
-// copyState stores in p's snapshot store a copy of its state machine's
-// state, for a peer that needs a snapshot when the newest one holds
-// none, as log.Node's applier makes it: synced first, then captured at
-// the last applied entry. It returns the copy's metadata and bytes.
+// copyState captures p's state machine's state for a peer that needs a
+// snapshot when the newest one holds none, as log.Node's applier does:
+// synced first, then captured at the last applied entry. A snapshot that
+// knows its size (fsm.SizedSnapshot) is streamed as it is, and nothing is
+// stored; another is stored in p's snapshot store first. It returns the
+// copy's metadata and bytes.
 func (r *lrun) copyState(p *lproc) (wire.SnapshotMeta, []byte, bool) {
 	if p.applied == 0 || p.lastApplied.Index != p.applied {
 		return wire.SnapshotMeta{}, nil, false
@@ -526,6 +531,13 @@ func (r *lrun) copyState(p *lproc) (wire.SnapshotMeta, []byte, bool) {
 	e := p.lastApplied
 	meta := wire.SnapshotMeta{Index: e.Index, Reign: e.Reign, Stamp: e.Stamp,
 		Config: wire.EpochConfig{Epoch: st.Epoch, Members: st.Members, Learners: st.Learners}}
+	if sized, ok := s.(fsm.SizedSnapshot); ok {
+		if sized.Size() != int64(buf.Len()) {
+			r.fail("%v: a snapshot of its state machine reports %d bytes and wrote %d", p.id, sized.Size(), buf.Len())
+			return wire.SnapshotMeta{}, nil, false
+		}
+		return meta, buf.Bytes(), true
+	}
 	if err := p.saveSnapshot(meta, buf.Bytes()); err != nil {
 		r.fail("%v save a copy of the state: %v", p.id, err)
 		return wire.SnapshotMeta{}, nil, false
@@ -590,6 +602,17 @@ func (r *lrun) streamSnapshot(p *lproc, peer edict.ProcessID) {
 				return // the receiver crashed: the stream broke
 			}
 			r.call(q, func(d *log.Driver) {
+				if st, ok := q.ds.(fsm.StagingFSM); ok {
+					err := r.installStaged(q, d, st, from, meta, data)
+					if !q.up || r.violation != "" {
+						return
+					}
+					if err == nil && !r.restored(q, d, meta) {
+						return
+					}
+					answer(err)
+					return
+				}
 				err := d.InstallSnapshot(from, meta, func() error {
 					err := q.saveSnapshot(wire.SnapshotMeta{Index: meta.LastIndex, Reign: meta.Reign, Stamp: meta.LastStamp,
 						Config: wire.EpochConfig{Epoch: meta.Epoch, Members: meta.Members, Learners: meta.Learners}}, data)
@@ -608,15 +631,9 @@ func (r *lrun) streamSnapshot(p *lproc, peer edict.ProcessID) {
 						r.fail("%v: restore snapshot: %v", q.id, rerr)
 						return
 					}
-					q.applied, q.lastApplied = meta.LastIndex, wire.Entry{}
-					if q.ds != nil {
-						q.lastApplied = wire.Entry{Index: meta.LastIndex, Reign: meta.Reign, Stamp: meta.LastStamp}
-					}
-					r.snapshots++
-					if !r.modelRestored(q, meta.LastIndex) {
+					if !r.restored(q, d, meta) {
 						return
 					}
-					d.Applied(meta.LastIndex, nil)
 				}
 				answer(err)
 			})

@@ -191,10 +191,12 @@ var argued = map[string]string{
 // explorerHunts are the rules whose deletion costs nothing until a
 // process crashes at one moment, which random crashes rarely hit: a start
 // after a crash between an installed snapshot's publication and its log
-// reset. If the usual seeds miss them, the crash-point explorer
-// (TestCrashPoints) runs every boundary of its scenarios' first seed.
+// reset, or between a staged snapshot's install and its record. If the
+// usual seeds miss them, the crash-point explorer (TestCrashPoints) runs
+// every boundary of its scenarios' first seed.
 var explorerHunts = map[string]bool{
-	"log/" + log.RuleRecoverInstall: true,
+	"log/" + log.RuleRecoverInstall:    true,
+	"log/" + log.RuleRecordBeforeAdopt: true,
 }
 
 // exploreSeed crashes every boundary of sc's seed in turn and returns the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/fsm"
 	"github.com/edictlog/edictlog/fsm/kvfsm"
 )
@@ -105,6 +106,9 @@ func (s kvState) Get(key string) (string, error) {
 type stateStore struct {
 	data  []byte // a diskState snapshot: the index, then the machine's own
 	index uint64
+	// staged is a snapshot Stage kept, at stagedIndex (nil: none).
+	staged      []byte
+	stagedIndex uint64
 }
 
 // copyDisk is the default StateDisk: a stateStore, which diskState syncs
@@ -138,11 +142,34 @@ func (c *copyDisk) DurableIndex() uint64 { return c.store.index }
 // userState is the scenario's own machine inside st: the live inner one
 // of a diskState, st itself otherwise. A Model sees this one.
 func userState(st StateMachine) StateMachine {
+	if p, ok := st.(plainState); ok {
+		st = p.DiskStateMachine
+	}
 	if d, ok := st.(*diskState); ok {
 		return d.StateMachine
 	}
 	return st
 }
+
+// plainState is a DiskStateMachine as a plain fsm.DiskFSM: it stages
+// nothing (fsm.StagingFSM) and its snapshots do not tell their size
+// (fsm.SizedSnapshot), so that it is sent snapshots through the snapshot
+// store and Restore, and its state is copied into the snapshot store for
+// a peer. The processes of even id run their machine so (plainDisk), the
+// others as it is: every run has both kinds, and each sending to the
+// other.
+type plainState struct{ DiskStateMachine }
+
+func (p plainState) Snapshot() (fsm.Snapshot, error) {
+	s, err := p.DiskStateMachine.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return struct{ fsm.Snapshot }{s}, nil
+}
+
+// plainDisk reports whether process p runs its machine as a plainState.
+func plainDisk(p edict.ProcessID) bool { return p%2 == 0 }
 
 // diskState is a StateMachine that keeps its own state (fsm.DiskFSM) in
 // a stateStore: the LogScenario.DiskState variant of any StateMachine. Its
@@ -157,7 +184,10 @@ type diskState struct {
 	applied      uint64
 }
 
-var _ DiskStateMachine = (*diskState)(nil)
+var (
+	_ DiskStateMachine = (*diskState)(nil)
+	_ fsm.StagingFSM   = (*diskState)(nil)
+)
 
 // openDiskState opens the state machine kept in store, empty if the store
 // is.
@@ -199,29 +229,40 @@ func (d *diskState) Sync() (uint64, error) {
 	if err := s.Persist(&buf); err != nil {
 		return 0, err
 	}
-	*d.store = stateStore{data: buf.Bytes(), index: d.applied}
+	d.store.data, d.store.index = buf.Bytes(), d.applied
 	return d.applied, nil
 }
 
+// Snapshot encodes the inner machine's snapshot after the index it ends
+// at, at once: its Persist writes those bytes, whose length it knows
+// (fsm.SizedSnapshot).
 func (d *diskState) Snapshot() (fsm.Snapshot, error) {
 	s, err := d.StateMachine.Snapshot()
 	if err != nil {
 		return nil, err
 	}
-	return indexedSnapshot{Snapshot: s, index: d.applied}, nil
-}
-
-type indexedSnapshot struct {
-	fsm.Snapshot
-	index uint64
-}
-
-func (s indexedSnapshot) Persist(w io.Writer) error {
-	if err := binary.Write(w, binary.BigEndian, s.index); err != nil {
-		return err
+	defer s.Release()
+	var buf bytes.Buffer
+	if err := binary.Write(&buf, binary.BigEndian, d.applied); err != nil {
+		return nil, err
 	}
-	return s.Snapshot.Persist(w)
+	if err := s.Persist(&buf); err != nil {
+		return nil, err
+	}
+	return encodedSnapshot(buf.Bytes()), nil
 }
+
+// encodedSnapshot is a snapshot's bytes.
+type encodedSnapshot []byte
+
+func (s encodedSnapshot) Persist(w io.Writer) error {
+	_, err := w.Write(s)
+	return err
+}
+
+func (s encodedSnapshot) Size() int64 { return int64(len(s)) }
+
+func (encodedSnapshot) Release() {}
 
 // Restore replaces the live state and the store at once: the whole
 // stream is decoded into a new inner machine first, and nothing changes
@@ -232,9 +273,49 @@ func (d *diskState) Restore(r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	*d.store = stateStore{data: buf.Bytes(), index: index}
+	d.store.data, d.store.index = buf.Bytes(), index
 	closeState(d.StateMachine)
 	d.StateMachine, d.applied = live, index
+	return nil
+}
+
+// Stage decodes the whole stream, as Restore does, and keeps it in the
+// store beside the state, which it leaves alone: durable at once, as the
+// store's writes are.
+func (d *diskState) Stage(index uint64, r io.Reader) error {
+	d.store.staged, d.store.stagedIndex = nil, 0
+	var buf bytes.Buffer
+	live, at, err := d.decode(io.TeeReader(r, &buf))
+	if err != nil {
+		return err
+	}
+	closeState(live)
+	if at != index {
+		return fmt.Errorf("sim: the snapshot staged at %d carries index %d", index, at)
+	}
+	d.store.staged, d.store.stagedIndex = buf.Bytes(), index
+	return nil
+}
+
+// InstallStaged makes what Stage kept the state, in memory and in the
+// store at once.
+func (d *diskState) InstallStaged(index uint64) error {
+	if d.store.staged == nil || d.store.stagedIndex != index {
+		return fmt.Errorf("sim: nothing is staged at %d", index)
+	}
+	live, at, err := d.decode(bytes.NewReader(d.store.staged))
+	if err != nil {
+		return err
+	}
+	*d.store = stateStore{data: d.store.staged, index: at}
+	closeState(d.StateMachine)
+	d.StateMachine, d.applied = live, at
+	return nil
+}
+
+// DiscardStaged drops what Stage kept.
+func (d *diskState) DiscardStaged() error {
+	d.store.staged, d.store.stagedIndex = nil, 0
 	return nil
 }
 
