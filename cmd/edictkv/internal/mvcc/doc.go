@@ -51,7 +51,74 @@
 // it drops leave the backend in batches ([Store.CompactStep]), each
 // interleaved with writes, and the last records it finished. A crash in
 // between resumes it at the next Open. The revision bucket keeps the
-// entries from the compaction revision on.
+// entries from the compaction revision on, and the key bucket every change
+// of the compaction revision itself, for watchers that start there.
+//
+// # Watches
+//
+// A [WatchStream] ([Store.NewWatchStream]) holds watchers sharing one
+// channel, as etcd's mvcc.WatchStream does: [WatchStream.Watch] with an ID
+// the caller chooses or [AutoWatchID], [WatchStream.Cancel],
+// [WatchStream.RequestProgress], [WatchStream.Close]. A watcher of the keys
+// in [key, end) from revision R is sent, in revision order, every change
+// to those keys at every revision from R on, each once: none skipped,
+// none repeated, the events of one revision in one response — until it is
+// cancelled, its stream is closed, or a compaction passes the next
+// revision it is to be sent: it then gets a response with CompactRevision
+// set and is gone (etcd's ErrCompacted; watching again from
+// CompactRevision is possible, and gets every change of that revision).
+// Start revision 0 means the next revision; a start revision above the
+// store's waits for it, so that a client that reconnects to a member
+// behind the one it left neither misses nor repeats an event. This holds
+// across [Store.Restore] and [Store.InstallStaged]: every watcher
+// continues from its next revision on the new history, from history if
+// the new state holds it, cancelled by compaction if not.
+//
+// A PUT event carries the key as the change left it; a DELETE the key and,
+// as mod_revision, the revision of the deletion (etcd's tombstone
+// events). With [WatchPrevKV] each event also carries the key as the
+// change found it. The store attaches it, where etcd's server reads it
+// with a Range at the event's revision − 1: the store knows the revision's
+// changes, reads the previous state once per event for every watcher that
+// asks, and reads it before a compaction can remove it, where etcd's server
+// silently leaves prev_kv out when a compaction passed revision − 1 before
+// its Range. The one exception is etcd's too: an event at the compaction
+// revision itself, sent from history, has no prev_kv when the key's state
+// before it is compacted away.
+//
+// The watchers are in etcd's three groups. Synced watchers, at the store's
+// revision (or waiting for a future start revision), are offered each
+// write transaction's events by [TxnWrite.End] once reads see them;
+// matching a change costs a map lookup for the watchers of single keys
+// and O(log n + matches) in an interval treap for the watchers of ranges.
+// Unsynced watchers (started below the store's revision, or behind after a
+// parked response or a Restore) catch up from history by [Store.WatchStep]:
+// up to 512 at a time, furthest behind first, reading the key bucket by
+// revision through a read view (buffered layers and the backend), at most
+// Options.WatchBatchLimit entries per step rounded up to a whole revision;
+// a watcher that reaches the store's revision joins the synced ones. A
+// response whose stream's channel is full is parked on the stream (etcd's
+// victims): its watcher leaves its group until WatchStep finds room and
+// sends it, then catches up from history; nothing else is sent on that
+// stream while responses are parked there, so they go out in order.
+//
+// Nothing waits for a watcher: End, WatchStep and progress requests only
+// offer responses to channels that have room. A stream that is never read
+// delays neither writes nor other streams: its watchers park one response
+// each, then wait. Memory is bounded: a stream holds at most
+// Options.WatchBuffer responses in its channel and one parked response
+// per watcher; a response holds the watcher's events of one revision
+// (from End) or of at most WatchBatchLimit key-bucket entries rounded up
+// to a whole revision (from WatchStep); a catch-up step holds as many
+// entries for at most 512 watchers. Events' KeyValues are shared between
+// the watchers that get them and must not be modified. [Store.WatchStats]
+// counts the parked responses and their events.
+//
+// [WatchStream.RequestProgress] and [WatchStream.RequestProgressAll]
+// answer as etcd's: only for synced watchers that started at or below the
+// store's revision, with that revision, every event up to which the
+// watchers have been sent; periodic progress (progress_notify) is the
+// server's, by the same calls.
 //
 // # Concurrency
 //
@@ -64,12 +131,14 @@
 // Compact, CompactStep, Restore, InstallStaged and Close run one at a
 // time; Stage runs beside all of them (it touches only what is staged).
 // Only index compaction and the final swap of Restore and InstallStaged
-// wait for reads in progress.
+// wait for reads in progress (a catch-up step of WatchStep is one). Watch
+// streams are safe for concurrent use with everything.
 //
 // # Determinism
 //
 // With a [backend.Memory] and without Options.Background, nothing in the
 // store depends on time, goroutine scheduling or map iteration order: the
-// same calls give the same state, results and backend commits. That is how
-// the simulator runs it, calling Commit and CompactStep itself.
+// same calls give the same state, results, backend commits and watch
+// responses. That is how the simulator runs it, calling Commit,
+// CompactStep and WatchStep itself.
 package mvcc

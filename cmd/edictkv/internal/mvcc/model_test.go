@@ -591,14 +591,18 @@ func (r *modelRun) checkPhysical() {
 			r.fatalf("%v", err)
 		}
 		key := string(kv.Key)
-		if tomb {
-			// A tombstone at the compaction revision stays until the
-			// next compaction (the key may live again from a later put
-			// of the same transaction).
-			if rev.Main != c {
-				r.fatalf("compaction at %d kept the tombstone of %q at %d", c, key, rev.Main)
+		if rev.Main == c {
+			// Every change of the compaction revision stays until the
+			// next compaction, for watchers that start there: tombstones
+			// and puts that a later change of the same transaction
+			// replaced.
+			if st, live := r.m.states[c][key]; !tomb && live && st.mod == c {
+				seen[key] = true
 			}
 			return true
+		}
+		if tomb {
+			r.fatalf("compaction at %d kept the tombstone of %q at %d", c, key, rev.Main)
 		}
 		if seen[key] {
 			r.fatalf("compaction at %d kept two revisions of %q", c, key)

@@ -1,14 +1,18 @@
 package mvcc
 
-// The store's rule that edictkv's simulator runs
-// (cmd/edictkv/internal/simstate) must catch when it is switched off: a
-// build with -tags edictmutate can switch it off (mutation_on.go, through
-// the one switch of the log's and elect's rules); every other build
-// compiles the check unchanged (mutation_off.go). docs/protocol.md lists
-// it with what caught it.
+// The store's rules that edictkv's simulator runs
+// (cmd/edictkv/internal/simstate), or the store's own tests, must catch
+// when one is switched off: a build with -tags edictmutate can switch one
+// off (mutation_on.go, through the one switch of the log's and elect's
+// rules); every other build compiles the checks unchanged
+// (mutation_off.go). docs/protocol.md lists them with what caught them.
 const (
 	// RuleCompactKeepsNewest: a compaction at rev keeps, of each key, its
 	// newest revision at or below rev (keyIndex.compact): reads at rev and
 	// after, until the key's next revision, need it.
 	RuleCompactKeepsNewest = "compact-keeps-newest"
+	// RuleWatchCatchUpWhole: a catch-up response carries every event read
+	// for its watcher up to its Revision (syncWatchers); TestWatchModel
+	// catches it.
+	RuleWatchCatchUpWhole = "watch-catchup-whole"
 )

@@ -4,11 +4,11 @@ package mvcc
 
 import "github.com/edictlog/edictlog/elect"
 
-// Built only with -tags edictmutate: the store's rule goes through
+// Built only with -tags edictmutate: the store's rules go through
 // elect's switch, as the log's do, so that EDICT_MUTATE=<rule> names it
 // for any test run.
 
-func init() { elect.RegisterMutationRules(RuleCompactKeepsNewest) }
+func init() { elect.RegisterMutationRules(RuleCompactKeepsNewest, RuleWatchCatchUpWhole) }
 
 // Mutate switches rule's check off ("" switches every check back on).
 func Mutate(rule string) { elect.Mutate(rule) }

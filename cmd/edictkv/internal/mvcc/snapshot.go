@@ -75,7 +75,9 @@ func (sn *Snapshot) Close() { sn.tx.Release() }
 // installs it (for Bolt: renamed over the file, directory fsynced) and
 // swaps its state. Afterwards the consistent index and revisions are the
 // snapshot's, and changes pending before are gone (the snapshot
-// supersedes them). On any error the store is as it was, and usable.
+// supersedes them). Every watcher continues from its next revision on the
+// new history (see the package documentation, "Watches"). On any error
+// the store is as it was, and usable.
 //
 // Reads in progress finish on the old state; Restore waits for them only
 // at the swap. It waits for a write transaction in progress to end.
@@ -229,6 +231,7 @@ func (s *Store) swapIn(rs backend.Restored, st *loaded) error {
 	s.revMu.Lock()
 	s.install(st)
 	s.revMu.Unlock()
+	s.watch.restored(st.currentRev)
 	s.failMu.Lock()
 	s.failed = nil
 	s.failMu.Unlock()

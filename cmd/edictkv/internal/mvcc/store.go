@@ -44,12 +44,14 @@ type Options struct {
 	// BatchLimit is the number of pending backend changes at which the
 	// write that reaches it commits them (default 10,000).
 	BatchLimit int
-	// Background starts the two goroutines a server wants: one commits
-	// every BatchInterval while changes are pending, the other performs
+	// Background starts the three goroutines a server wants: one commits
+	// every BatchInterval while changes are pending, one performs
 	// physical compaction, CompactionBatchLimit revisions at a time with
-	// CompactionSleepInterval between batches. Without it nothing runs on
-	// its own: the caller calls Commit and CompactStep (the simulator's
-	// way; the store then depends on no clock).
+	// CompactionSleepInterval between batches, and one catches up
+	// watchers and offers parked watch responses again (WatchStep).
+	// Without it nothing runs on its own: the caller calls Commit,
+	// CompactStep and WatchStep (the simulator's way; the store then
+	// depends on no clock).
 	Background bool
 	// BatchInterval is the background committer's period (default 100 ms).
 	BatchInterval time.Duration
@@ -59,6 +61,13 @@ type Options struct {
 	// CompactionSleepInterval is the background compactor's pause between
 	// steps (default 10 ms), which lets writes in.
 	CompactionSleepInterval time.Duration
+	// WatchBuffer is the capacity, in responses, of each watch stream's
+	// channel (default 128, etcd's).
+	WatchBuffer int
+	// WatchBatchLimit is how many key-bucket entries one catch-up step of
+	// unsynced watchers reads, rounded up to a whole revision (default
+	// 1,000).
+	WatchBatchLimit int
 }
 
 func (o *Options) setDefaults() {
@@ -74,6 +83,12 @@ func (o *Options) setDefaults() {
 	if o.CompactionSleepInterval <= 0 {
 		o.CompactionSleepInterval = DefaultCompactionSleepInterval
 	}
+	if o.WatchBuffer <= 0 {
+		o.WatchBuffer = DefaultWatchBuffer
+	}
+	if o.WatchBatchLimit <= 0 {
+		o.WatchBatchLimit = DefaultWatchBatchLimit
+	}
 }
 
 // Store is the multi-version key-value store. See the package
@@ -82,8 +97,9 @@ type Store struct {
 	be   backend.Backend
 	opts Options
 
-	// Lock order: wmu, commitMu, compactMu, then the short-held ones
-	// (bufMu, revMu, ix.mu, failMu), never two of those at once.
+	// Lock order: a watch stream's mu, wmu, commitMu, compactMu, watch.mu,
+	// then the short-held ones (bufMu, revMu, ix.mu, failMu), never two
+	// of those at once.
 
 	// wmu serializes changes: write transactions, compaction, commits'
 	// sealing, Restore, Close.
@@ -126,6 +142,9 @@ type Store struct {
 
 	// staged is the state Stage loaded, for InstallStaged.
 	staged stagedState
+
+	// watch holds the watchers (watchable.go).
+	watch watchHub
 
 	stop        chan struct{}
 	stopOnce    sync.Once
@@ -180,10 +199,12 @@ func Open(be backend.Backend, o Options) (*Store, error) {
 		compactKick: make(chan struct{}, 1),
 	}
 	s.install(st)
+	s.watch.init(s.currentRev)
 	if o.Background {
-		s.wg.Add(2)
+		s.wg.Add(3)
 		go s.runCommitter()
 		go s.runCompactor()
+		go s.runWatchers()
 		if s.job != nil {
 			s.kickCompactor()
 		}
@@ -573,8 +594,9 @@ func (s *Store) runCommitter() {
 	}
 }
 
-// Close stops the background goroutines, commits what is pending, and
-// closes the backend (which waits for open snapshots to be closed).
+// Close stops the background goroutines, commits what is pending, closes
+// every watch stream's channel, and closes the backend (which waits for
+// open snapshots to be closed).
 func (s *Store) Close() error {
 	s.wmu.Lock()
 	if s.closed {
@@ -588,6 +610,7 @@ func (s *Store) Close() error {
 	err := s.commitLocked()
 	s.closed = true
 	s.wmu.Unlock()
+	s.watch.close()
 	if cerr := s.be.Close(); err == nil {
 		err = cerr
 	}

@@ -276,8 +276,9 @@ func (tw *TxnWrite) DeleteRange(ctx context.Context, key, end []byte, prevKV boo
 // revision becomes Rev()+1 and the revision is recorded as made by the
 // transaction's log index; either way the consistent index becomes that
 // index. It returns the store's revision. Changes are committed to the
-// backend with the batch they fall in (see Commit). It is safe to call
-// more than once.
+// backend with the batch they fall in (see Commit). The synced watchers
+// are offered the revision's events once reads see it, without waiting
+// for any of them. It is safe to call more than once.
 func (tw *TxnWrite) End() int64 {
 	s := tw.s
 	if tw.ended {
@@ -300,6 +301,16 @@ func (tw *TxnWrite) End() int64 {
 	s.currentRev = rev
 	s.appliedIndex = tw.index
 	s.revMu.Unlock()
+	if tw.changes > 0 {
+		// The watchers hear of the revision once reads see it.
+		if err := s.notify(rev); err != nil {
+			s.failMu.Lock()
+			if s.failed == nil {
+				s.failed = fmt.Errorf("mvcc: the store stopped writing: notifying watchers of revision %d: %w", rev, err)
+			}
+			s.failMu.Unlock()
+		}
+	}
 	s.maybeCommitLocked()
 	s.wmu.Unlock()
 	return rev
