@@ -337,12 +337,17 @@ func (h *watchHub) retryParked() (sent, left int) {
 func (h *watchHub) progress(ws *WatchStream, watchers []*watcher, id WatchID) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	n := 0
 	for _, w := range watchers {
+		if w.state == stateDone && id == AllWatchers {
+			continue // cancelled by compaction: the stream's no more
+		}
 		if w.state != stateSynced || w.startRev > h.rev {
 			return false
 		}
+		n++
 	}
-	if len(watchers) == 0 {
+	if n == 0 {
 		return true
 	}
 	return h.send(ws, WatchResponse{WatchID: id, Revision: h.rev})
