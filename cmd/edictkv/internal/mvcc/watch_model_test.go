@@ -407,10 +407,11 @@ func (r *watchRun) mkvOf(k string, s mkv) *mvccpb.KeyValue {
 	return &mvccpb.KeyValue{Key: []byte(k), Value: []byte(s.value), CreateRevision: s.create, ModRevision: s.mod, Version: s.ver, Lease: s.lease}
 }
 
-// checkResponse checks one response against the model.
-func (r *watchRun) checkResponse(st *wstream, resp WatchResponse) {
-	if resp.Revision > r.f.Rev() {
-		r.fatalf("response %+v promises revision %d, the follower is at %d", resp, resp.Revision, r.f.Rev())
+// checkResponse checks one response against the model; rev and compact
+// are the follower's revisions when it was received.
+func (r *watchRun) checkResponse(st *wstream, resp WatchResponse, rev, compact int64) {
+	if resp.Revision > rev {
+		r.fatalf("response %+v promises revision %d, the follower was at %d", resp, resp.Revision, rev)
 	}
 	if resp.WatchID == AllWatchers {
 		if len(resp.Events) != 0 || resp.CompactRevision != 0 {
@@ -435,8 +436,8 @@ func (r *watchRun) checkResponse(st *wstream, resp WatchResponse) {
 		r.fatalf("response for watcher %d after its compaction: %+v", w.id, resp)
 	}
 	if resp.CompactRevision != 0 {
-		if len(resp.Events) != 0 || resp.CompactRevision <= w.next || resp.CompactRevision > r.f.CompactRev() {
-			r.fatalf("watcher %d (next %d) cancelled by compaction %d; the follower's compaction is %d", w.id, w.next, resp.CompactRevision, r.f.CompactRev())
+		if len(resp.Events) != 0 || resp.CompactRevision <= w.next || resp.CompactRevision > compact {
+			r.fatalf("watcher %d (next %d) cancelled by compaction %d; the follower's compaction was %d", w.id, w.next, resp.CompactRevision, compact)
 		}
 		w.gone = true
 		r.cancels++
@@ -516,7 +517,7 @@ func (r *watchRun) read(st *wstream, force bool) {
 				}
 				return
 			}
-			r.checkResponse(st, resp)
+			r.checkResponse(st, resp, r.f.Rev(), r.f.CompactRev())
 			if !force && r.rng.IntN(4) == 0 {
 				return
 			}

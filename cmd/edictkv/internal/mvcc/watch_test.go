@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
@@ -416,5 +419,192 @@ func TestStoredKey(t *testing.T) {
 		if _, ok := storedKey(bad); ok {
 			t.Fatalf("storedKey accepted %x", bad)
 		}
+	}
+}
+
+// TestWatchStuckStream: among 1,000 watchers of single keys and 10
+// prefixes on ten streams, the stream of 100 of them is never read while
+// 5,000 puts are applied. Every put completes; every watcher of the other
+// streams gets each of its events, in order, and a progress at the
+// store's revision; the stuck stream holds at most its channel's
+// responses and one parked response per watcher, each of one event. Once
+// read, its watchers catch up from history with nothing lost or repeated.
+// Counts, not clocks: manually stepped, then with the background loop.
+func TestWatchStuckStream(t *testing.T) {
+	for _, mode := range []string{"manual", "background"} {
+		t.Run(mode, func(t *testing.T) {
+			const (
+				streams = 10
+				perKey  = 100 // single-key watchers per stream
+				puts    = 5000
+				buffer  = 8
+			)
+			s, _ := newMemStore(t, Options{Background: mode == "background", WatchBuffer: buffer, WatchBatchLimit: 64})
+			defer s.Close()
+			key := func(i int) string { return fmt.Sprintf("p%d/k%03d", i%10, i) }
+			var wss []*WatchStream
+			for range streams {
+				wss = append(wss, s.NewWatchStream())
+			}
+			// Stream j watches keys j*100 .. j*100+99, and prefix p<j>/.
+			for j, ws := range wss {
+				for i := j * perKey; i < (j+1)*perKey; i++ {
+					if _, err := ws.Watch(WatchID(i), []byte(key(i)), nil, 0); err != nil {
+						t.Fatal(err)
+					}
+				}
+				p := fmt.Sprintf("p%d/", j)
+				if _, err := ws.Watch(5000, []byte(p), []byte(fmt.Sprintf("p%d0", j)), 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			stuck := wss[0]
+			type seen struct{ last, count int64 }
+			got := make([]map[WatchID]*seen, streams)
+			var received atomic.Int64
+			check := func(j int, r WatchResponse) {
+				if got[j] == nil {
+					got[j] = map[WatchID]*seen{}
+				}
+				sn := got[j][r.WatchID]
+				if sn == nil {
+					sn = &seen{}
+					got[j][r.WatchID] = sn
+				}
+				for _, e := range r.Events {
+					if e.Kv.ModRevision <= sn.last {
+						t.Fatalf("stream %d watcher %d: revision %d after %d", j, r.WatchID, e.Kv.ModRevision, sn.last)
+					}
+					if r.WatchID < 5000 && string(e.Kv.Key) != key(int(r.WatchID)) {
+						t.Fatalf("watcher %d got key %s", r.WatchID, e.Kv.Key)
+					}
+					sn.last = e.Kv.ModRevision
+					sn.count++
+				}
+				received.Add(int64(len(r.Events)))
+			}
+			var wg sync.WaitGroup
+			stop := make(chan struct{})
+			if mode == "background" {
+				for j := 1; j < streams; j++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for {
+							select {
+							case r := <-wss[j].Chan():
+								check(j, r)
+							case <-stop:
+								return
+							}
+						}
+					}()
+				}
+			}
+			maxParked, maxEvents := 0, 0
+			for n := range puts {
+				i := (n * 7) % (streams * perKey)
+				put(t, s, uint64(n+1), key(i), fmt.Sprint(n))
+				if mode == "manual" {
+					for j := 1; j < streams; j++ {
+						for _, r := range drain(wss[j]) {
+							check(j, r)
+						}
+					}
+					if n%50 == 0 {
+						steps(t, s, 1)
+					}
+				}
+				// A read stream may park too, when its reader falls behind
+				// in the background; the stuck one parks one put each.
+				st := s.WatchStats()
+				s.watch.mu.Lock()
+				stuckParked, stuckEvents := len(stuck.parked), 0
+				for _, p := range stuck.parked {
+					stuckEvents += len(p.resp.Events)
+				}
+				s.watch.mu.Unlock()
+				maxParked, maxEvents = max(maxParked, stuckParked), max(maxEvents, stuckEvents)
+				if stuckParked > perKey+1 || stuckEvents > perKey+1 {
+					t.Fatalf("after put %d: %d responses with %d events parked on the stuck stream of %d watchers", n, stuckParked, stuckEvents, perKey+1)
+				}
+				if st.Parked > st.Watchers || st.ParkedEvents > st.Parked*(64+1) {
+					t.Fatalf("after put %d: %d responses with %d events parked for %d watchers", n, st.Parked, st.ParkedEvents, st.Watchers)
+				}
+				if len(stuck.ch) > buffer {
+					t.Fatalf("stuck channel holds %d", len(stuck.ch))
+				}
+			}
+			rev := s.Rev()
+			if rev != puts+1 {
+				t.Fatalf("revision %d after %d puts", rev, puts)
+			}
+			if maxParked == 0 {
+				t.Fatal("nothing parked for a stream never read")
+			}
+			// The readers have everything: in the background, wait for it
+			// by counts (the deadline only turns a hang into a failure).
+			want := puts / (streams * perKey)
+			deadline := time.Now().Add(time.Minute)
+			for mode == "background" && received.Load() < int64((streams-1)*2*perKey*want) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the read streams got %d events of %d", received.Load(), (streams-1)*2*perKey*want)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			close(stop)
+			wg.Wait()
+			for j := 1; j < streams; j++ {
+				for i := j * perKey; i < (j+1)*perKey; i++ {
+					if sn := got[j][WatchID(i)]; sn == nil || sn.count != int64(want) {
+						t.Fatalf("stream %d watcher %d: %v events of %d", j, i, sn, want)
+					}
+				}
+				if sn := got[j][5000]; sn == nil || sn.count != int64(perKey*want) {
+					t.Fatalf("stream %d prefix watcher: %v events of %d", j, sn, perKey*want)
+				}
+				if !wss[j].RequestProgressAll() {
+					t.Fatalf("stream %d: no progress", j)
+				}
+				if r := <-wss[j].Chan(); r.WatchID != AllWatchers || r.Revision != rev {
+					t.Fatalf("stream %d: progress %+v, want at %d", j, r, rev)
+				}
+			}
+			if stuck.RequestProgressAll() {
+				t.Fatal("progress for a stream whose watchers are parked")
+			}
+			// Now read the stuck stream: its watchers catch up.
+			deadline = time.Now().Add(time.Minute)
+			for {
+				for _, r := range drain(stuck) {
+					check(0, r)
+				}
+				if mode == "manual" {
+					steps(t, s, 1)
+				}
+				st := s.WatchStats()
+				if st.Parked == 0 && st.Unsynced == 0 && len(stuck.ch) == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the stuck stream never caught up: %+v", st)
+				}
+				if mode == "background" {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			for _, r := range drain(stuck) {
+				check(0, r)
+			}
+			for i := range perKey {
+				if sn := got[0][WatchID(i)]; sn == nil || sn.count != int64(want) {
+					t.Fatalf("stuck stream watcher %d: %v events of %d", i, sn, want)
+				}
+			}
+			if sn := got[0][5000]; sn == nil || sn.count != int64(perKey*want) {
+				t.Fatalf("stuck stream prefix watcher: %v events of %d", sn, perKey*want)
+			}
+			t.Logf("up to %d responses with %d events parked on the stuck stream", maxParked, maxEvents)
+		})
 	}
 }
