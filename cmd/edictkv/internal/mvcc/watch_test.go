@@ -175,12 +175,21 @@ func TestWatchIDsAndErrors(t *testing.T) {
 		t.Fatalf("stats after close %+v", st)
 	}
 	ws2 := s.NewWatchStream()
-	ws2.Watch(AutoWatchID, []byte("k"), nil, 0)
+	id, _ := ws2.Watch(AutoWatchID, []byte("k"), nil, 0)
 	s.Close()
 	if _, ok := <-ws2.Chan(); ok {
 		t.Fatal("channel open after the store's Close")
 	}
+	if err := ws2.Cancel(id); !errors.Is(err, ErrWatcherNotExist) {
+		t.Fatalf("cancel after the store's Close: %v", err)
+	}
+	if _, err := ws2.Watch(AutoWatchID, []byte("k"), nil, 0); err == nil {
+		t.Fatal("watch on a closed store")
+	}
 	ws2.Close()
+	if st := s.WatchStats(); st.Watchers != 0 || st.Streams != 0 {
+		t.Fatalf("stats after the store's close %+v", st)
+	}
 }
 
 func TestWatchCompactionCancels(t *testing.T) {

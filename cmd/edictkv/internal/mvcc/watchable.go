@@ -187,6 +187,9 @@ func (h *watchHub) add(s *Store, w *watcher) error {
 func (h *watchHub) remove(w *watcher) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
 	return h.removeLocked(w)
 }
 
@@ -216,8 +219,10 @@ func (h *watchHub) removeLocked(w *watcher) bool {
 func (h *watchHub) closeStream(ws *WatchStream) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, w := range ws.watchers {
-		h.removeLocked(w)
+	if !h.closed {
+		for _, w := range ws.watchers {
+			h.removeLocked(w)
+		}
 	}
 	delete(h.streams, ws)
 	if !ws.chClosed {
@@ -239,6 +244,7 @@ func (h *watchHub) close() {
 		ws.parked = nil
 	}
 	clear(h.streams)
+	h.watchers = 0
 	h.synced = watcherGroup{}
 	h.unsynced.Clear(false)
 	h.congested = nil
@@ -558,8 +564,9 @@ func (s *Store) notify(rev int64) error {
 	if h.synced.size == 0 {
 		return nil
 	}
+	var lo, hi [revKeyLen]byte
 	items := s.open.buckets[bucketKey].appendRange(h.items[:0],
-		revKey(Revision{Main: rev}, false), revKey(Revision{Main: rev + 1}, false))
+		appendRevKey(lo[:0], Revision{Main: rev}, false), appendRevKey(hi[:0], Revision{Main: rev + 1}, false))
 	cs := h.changes[:0]
 	defer func() {
 		clear(items)

@@ -170,7 +170,8 @@ func (ws *WatchStream) Watch(id WatchID, key, end []byte, startRev int64, opts .
 
 // Cancel removes the watcher id. Once it returns nothing more is sent for
 // it; what its channel holds already stays there. A watcher cancelled by
-// compaction is gone already: ErrWatcherNotExist.
+// compaction is gone already: Cancel forgets its ID and returns
+// ErrWatcherNotExist.
 func (ws *WatchStream) Cancel(id WatchID) error {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
