@@ -131,12 +131,16 @@ type wstream struct {
 // watchRun drives a follower store with watchers and the leader store it
 // follows, by log or by snapshot, against the model.
 type watchRun struct {
-	t    *testing.T
-	rng  *rand.Rand
-	seed uint64
-	kind string
-	opts Options
-	dir  string
+	t *testing.T
+	// onFail, if not nil, takes a failure instead of t.
+	onFail func(msg string)
+	// responses, if not nil, records every response read, as text.
+	responses *[]string
+	rng       *rand.Rand
+	seed      uint64
+	kind      string
+	opts      Options
+	dir       string
 
 	m       *wmodel
 	log     []wop
@@ -163,6 +167,9 @@ func (r *watchRun) note(format string, args ...any) {
 
 func (r *watchRun) fatalf(format string, args ...any) {
 	r.t.Helper()
+	if r.onFail != nil {
+		r.onFail(fmt.Sprintf("seed %d (%s), step %d: %s", r.seed, r.kind, r.step, fmt.Sprintf(format, args...)))
+	}
 	r.t.Fatalf("seed %d (%s), step %d: %s\nlast operations:\n  %s\nreplay: go test ./cmd/edictkv/internal/mvcc/ -run TestWatchModel -watch.seed=%d -watch.steps=%d",
 		r.seed, r.kind, r.step, fmt.Sprintf(format, args...), strings.Join(r.trace, "\n  "), r.seed, *flagWatchSteps)
 }
@@ -410,6 +417,9 @@ func (r *watchRun) mkvOf(k string, s mkv) *mvccpb.KeyValue {
 // checkResponse checks one response against the model; rev and compact
 // are the follower's revisions when it was received.
 func (r *watchRun) checkResponse(st *wstream, resp WatchResponse, rev, compact int64) {
+	if r.responses != nil {
+		*r.responses = append(*r.responses, fmt.Sprintf("%d/%d: %+v", slices.Index(r.streams, st), resp.WatchID, resp))
+	}
 	if resp.Revision > rev {
 		r.fatalf("response %+v promises revision %d, the follower was at %d", resp, resp.Revision, rev)
 	}
@@ -724,24 +734,55 @@ func TestWatchModel(t *testing.T) {
 		}
 		for _, seed := range seeds {
 			t.Run(fmt.Sprintf("%s/seed=%d", kind, seed), func(t *testing.T) {
-				rng := rand.New(rand.NewPCG(seed, seed^0x77617463))
-				r := &watchRun{t: t, rng: rng, seed: seed, kind: kind, m: &wmodel{states: []map[string]mkv{nil, {}}, events: [][]mevent{nil, nil}}}
-				r.m.compact = -1
-				r.opts = Options{
-					BatchLimit:           []int{3, 20, 10000}[rng.IntN(3)],
-					CompactionBatchLimit: []int{1, 3, 1000}[rng.IntN(3)],
-					WatchBuffer:          []int{1, 2, 4, 16}[rng.IntN(4)],
-					WatchBatchLimit:      []int{1, 2, 5, 1000}[rng.IntN(4)],
-				}
-				if kind == "bolt" {
-					r.dir = t.TempDir()
-				}
-				r.lead = r.open("lead.db")
-				r.f = r.open("follower.db")
-				defer r.lead.Close()
-				defer r.f.Close()
-				r.run(*flagWatchSteps)
+				runWatchModel(t, seed, kind, nil)
 			})
+		}
+	}
+}
+
+// runWatchModel runs one seed of TestWatchModel; a failure goes to onFail
+// if not nil, else fails t.
+func runWatchModel(t *testing.T, seed uint64, kind string, onFail func(msg string)) {
+	rng := rand.New(rand.NewPCG(seed, seed^0x77617463))
+	r := &watchRun{t: t, rng: rng, seed: seed, kind: kind, onFail: onFail,
+		m: &wmodel{states: []map[string]mkv{nil, {}}, events: [][]mevent{nil, nil}, compact: -1}}
+	r.opts = Options{
+		BatchLimit:           []int{3, 20, 10000}[rng.IntN(3)],
+		CompactionBatchLimit: []int{1, 3, 1000}[rng.IntN(3)],
+		WatchBuffer:          []int{1, 2, 4, 16}[rng.IntN(4)],
+		WatchBatchLimit:      []int{1, 2, 5, 1000}[rng.IntN(4)],
+	}
+	if kind == "bolt" {
+		r.dir = t.TempDir()
+	}
+	r.lead = r.open("lead.db")
+	r.f = r.open("follower.db")
+	defer r.lead.Close()
+	defer r.f.Close()
+	r.run(*flagWatchSteps)
+}
+
+// TestWatchDeterministic: without Options.Background, on the memory
+// backend, the same calls give the same responses.
+func TestWatchDeterministic(t *testing.T) {
+	var runs [2][]string
+	for i := range runs {
+		rng := rand.New(rand.NewPCG(7, 7^0x77617463))
+		r := &watchRun{t: t, rng: rng, seed: 7, kind: "memory", responses: &runs[i],
+			m: &wmodel{states: []map[string]mkv{nil, {}}, events: [][]mevent{nil, nil}, compact: -1}}
+		r.opts = Options{BatchLimit: 20, CompactionBatchLimit: 3, WatchBuffer: 2, WatchBatchLimit: 5}
+		r.lead = r.open("lead.db")
+		r.f = r.open("follower.db")
+		r.run(600)
+		r.lead.Close()
+		r.f.Close()
+	}
+	if len(runs[0]) < 100 {
+		t.Fatalf("only %d responses", len(runs[0]))
+	}
+	for i := range max(len(runs[0]), len(runs[1])) {
+		if i >= len(runs[0]) || i >= len(runs[1]) || runs[0][i] != runs[1][i] {
+			t.Fatalf("response %d differs between two runs of the same calls (%d and %d responses)", i, len(runs[0]), len(runs[1]))
 		}
 	}
 }

@@ -617,3 +617,35 @@ func TestWatchStuckStream(t *testing.T) {
 		})
 	}
 }
+
+// FuzzStoredKey: storedKey reads a stored KeyValue's key without decoding
+// the rest; on any bytes it must not fail badly, and on every canonical
+// encoding of a KeyValue with a key it must find that key.
+func FuzzStoredKey(f *testing.F) {
+	for _, kv := range []*mvccpb.KeyValue{
+		{Key: []byte("k"), Value: []byte("v"), CreateRevision: 2, ModRevision: 3, Version: 2, Lease: 7},
+		{Key: bytes.Repeat([]byte("x"), 200)},
+		{Key: []byte{0}},
+	} {
+		data, _ := kv.Marshal()
+		f.Add(data)
+	}
+	f.Add([]byte{0x0a, 0xff, 0xff})
+	f.Add([]byte{0x12, 1, 'v'})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		k, ok := storedKey(data)
+		if ok && (len(data) < 1+len(k) || !bytes.Contains(data, k)) {
+			t.Fatalf("storedKey %x of %x", k, data)
+		}
+		var kv mvccpb.KeyValue
+		if kv.Unmarshal(data) != nil || len(kv.Key) == 0 {
+			return
+		}
+		if again, err := kv.Marshal(); err != nil || !bytes.Equal(again, data) {
+			return // not the canonical encoding the store writes
+		}
+		if !ok || !bytes.Equal(k, kv.Key) {
+			t.Fatalf("storedKey of %x: %q %v, the key is %q", data, k, ok, kv.Key)
+		}
+	})
+}
