@@ -87,10 +87,18 @@ func (ki *keyIndex) grow(gens int) {
 	ki.hist = h
 }
 
-// put appends rev to the current generation, starting it if it is empty.
-func (ki *keyIndex) put(rev Revision) error {
+// after refuses a change at rev unless rev follows the key's newest one.
+func (ki *keyIndex) after(rev Revision) error {
 	if !rev.GreaterThan(ki.modified) {
 		return fmt.Errorf("key %q: revision %d.%d is not after its last one %d.%d", ki.key, rev.Main, rev.Sub, ki.modified.Main, ki.modified.Sub)
+	}
+	return nil
+}
+
+// put appends rev to the current generation, starting it if it is empty.
+func (ki *keyIndex) put(rev Revision) error {
+	if err := ki.after(rev); err != nil {
+		return err
 	}
 	ki.grow(1)
 	h := ki.hist
@@ -112,10 +120,10 @@ func (ki *keyIndex) tombstone(rev Revision) error {
 	if ki.hist != nil && (len(ki.hist.generations) == 0 || ki.hist.generations[len(ki.hist.generations)-1].isEmpty()) {
 		return fmt.Errorf("key %q: deleted at revision %d.%d while it does not exist", ki.key, rev.Main, rev.Sub)
 	}
-	if !rev.GreaterThan(ki.modified) {
-		return fmt.Errorf("key %q: revision %d.%d is not after its last one %d.%d", ki.key, rev.Main, rev.Sub, ki.modified.Main, ki.modified.Sub)
+	if err := ki.after(rev); err != nil {
+		return err
 	}
-	ki.grow(2)
+	ki.grow(2) // room for the empty generation that follows
 	if err := ki.put(rev); err != nil {
 		return err
 	}
