@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/mvcc/backend"
 )
 
 // drain returns what the stream's channel holds now, without waiting.
@@ -648,4 +650,41 @@ func FuzzStoredKey(f *testing.F) {
 			t.Fatalf("storedKey of %x: %q %v, the key is %q", data, k, ok, kv.Key)
 		}
 	})
+}
+
+// TestWatchCorruptHistory: a catch-up that reads an entry the store could
+// not have written fails with ErrCorrupt, and the background loop shows
+// the error in WatchStats; the watcher waits, it is sent nothing false.
+func TestWatchCorruptHistory(t *testing.T) {
+	for _, bg := range []bool{false, true} {
+		s, m := newMemStore(t, Options{Background: bg})
+		put(t, s, 1, "k", "v") // 2
+		if _, err := s.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		b := &backend.Batch{}
+		b.Put(bucketNames[bucketKey], revKey(Revision{Main: 2}, false), []byte("\x0a\x01kgarbage"))
+		if err := m.Commit(b); err != nil {
+			t.Fatal(err)
+		}
+		ws := s.NewWatchStream()
+		ws.Watch(AutoWatchID, []byte("k"), nil, 2)
+		if !bg {
+			if _, err := s.WatchStep(); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("catch-up over a corrupt entry: %v", err)
+			}
+		} else {
+			deadline := time.Now().Add(time.Minute)
+			for st := s.WatchStats(); !errors.Is(st.Err, ErrCorrupt); st = s.WatchStats() {
+				if time.Now().After(deadline) {
+					t.Fatalf("no error in the background: %+v", st)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		if rs := drain(ws); len(rs) != 0 {
+			t.Fatalf("responses from a corrupt history: %+v", rs)
+		}
+		s.Close()
+	}
 }

@@ -108,6 +108,10 @@ type watchHub struct {
 	streams         map[*WatchStream]struct{}
 	watchers        int
 
+	// stepErr is the last background WatchStep's error, nil once one
+	// succeeds.
+	stepErr error
+
 	// kick wakes the background loop when work appears.
 	kick chan struct{}
 	// stepMu makes WatchSteps run one at a time.
@@ -853,6 +857,10 @@ type WatchStats struct {
 	// channel (etcd's victims), with ParkedEvents events in all.
 	Synced, Unsynced, Parked int
 	ParkedEvents             int
+	// Err is the background catch-up's last error (Options.Background),
+	// nil once a step succeeds: unsynced watchers wait while it fails (a
+	// corrupt key bucket, a backend that cannot be read).
+	Err error
 }
 
 // WatchStats returns the counts of the store's watchers now.
@@ -867,6 +875,7 @@ func (s *Store) WatchStats() WatchStats {
 		Unsynced:     h.unsynced.Len(),
 		Parked:       h.parkedResponses,
 		ParkedEvents: h.parkedEvents,
+		Err:          h.stepErr,
 	}
 }
 
@@ -877,6 +886,9 @@ func (s *Store) runWatchers() {
 	defer s.wg.Done()
 	for {
 		r, err := s.watchStep()
+		s.watch.mu.Lock()
+		s.watch.stepErr = err
+		s.watch.mu.Unlock()
 		if err == nil && r.advanced && r.unsynced > 0 {
 			select {
 			case <-s.stop:

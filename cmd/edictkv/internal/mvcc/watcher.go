@@ -115,9 +115,10 @@ func (s *Store) NewWatchStream() *WatchStream {
 
 // Watch adds a watcher of the keys in [key, end) from revision startRev
 // on, and returns its ID: id, or with AutoWatchID the stream's next unused
-// one. key and end follow Store.Range: end nil (or empty) watches key
-// alone, "\x00" every key from key on; an empty key is "\x00", as etcd's
-// server makes it. startRev 0 watches from the next revision; a start
+// one. key and end follow Store.Range, and so a WatchCreateRequest's key
+// and range_end as they come: end nil (or empty) watches key alone, "\x00"
+// every key from key on; an empty key is "\x00", as etcd's server makes
+// it. startRev 0 watches from the next revision; a start
 // revision at or below the current one replays history from it (the
 // watcher catches up in the background, see WatchStep); one above waits
 // for it. A start revision below the compaction revision is accepted, and
