@@ -558,6 +558,18 @@ func (r *watchRun) checkBound() {
 			responses++
 		}
 	}
+	inList := map[*WatchStream]bool{}
+	for _, ws := range h.congested {
+		if inList[ws] || !ws.congested {
+			r.fatalf("stream %p twice in the congested list, or not marked", ws)
+		}
+		inList[ws] = true
+	}
+	for ws := range h.streams {
+		if len(ws.parked) > 0 && !inList[ws] {
+			r.fatalf("stream %p has %d parked responses, not in the congested list", ws, len(ws.parked))
+		}
+	}
 	r.maxParked = max(r.maxParked, responses)
 	if events != h.parkedEvents || responses != h.parkedResponses {
 		r.fatalf("%d responses with %d events parked, counted %d and %d", responses, events, h.parkedResponses, h.parkedEvents)

@@ -273,7 +273,8 @@ func (h *watchHub) send(ws *WatchStream, r WatchResponse) bool {
 // w, in no group, waits for it (etcd's victims).
 func (h *watchHub) park(w *watcher, r WatchResponse) {
 	ws := w.ws
-	if len(ws.parked) == 0 {
+	if !ws.congested {
+		ws.congested = true
 		h.congested = append(h.congested, ws)
 	}
 	ws.parked = append(ws.parked, parkedResponse{w: w, resp: r})
@@ -332,7 +333,7 @@ func (h *watchHub) retryParked() (sent, left int) {
 			h.placeSent(p.w, p.resp)
 		}
 		if len(ws.parked) == 0 {
-			ws.parked = nil
+			ws.parked, ws.congested = nil, false
 			continue
 		}
 		keep = append(keep, ws)

@@ -99,6 +99,9 @@ type WatchStream struct {
 	// watchers that found ch full (etcd's victims), at most one per
 	// watcher; nothing else is sent on ch while it holds any.
 	parked []parkedResponse
+	// congested: the stream is in the hub's list of streams with parked
+	// responses (it may have none left, after a Cancel).
+	congested bool
 }
 
 // NewWatchStream opens a stream with a channel of Options.WatchBuffer
