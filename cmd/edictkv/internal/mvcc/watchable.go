@@ -580,6 +580,9 @@ func (s *Store) notify(rev int64) error {
 		h.changes = cs[:0]
 		clear(h.matches)
 		h.matches = h.matches[:0]
+		for _, w := range h.touched {
+			w.batch = nil // sent, or left by an error
+		}
 		clear(h.touched)
 		h.touched = h.touched[:0]
 	}()
