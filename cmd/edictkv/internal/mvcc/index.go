@@ -177,12 +177,12 @@ func (ti *treeIndex) visit(key, end []byte, atRev int64, fn func(e indexEntry) b
 		}
 		return
 	}
-	from := key
+	from := &keyIndex{key: key} // where the next chunk starts
 	for {
 		n, stop := 0, false
 		var last []byte
 		ti.mu.RLock()
-		ti.tree.AscendGreaterOrEqual(item(&keyIndex{key: from}), func(it indexItem) bool {
+		ti.tree.AscendGreaterOrEqual(item(from), func(it indexItem) bool {
 			if len(end) > 0 && bytes.Compare(it.ki.key, end) >= 0 {
 				stop = true
 				return false
@@ -204,7 +204,7 @@ func (ti *treeIndex) visit(key, end []byte, atRev int64, fn func(e indexEntry) b
 		if stop || n < visitChunk {
 			return
 		}
-		from = append(slices.Clip(last), 0)
+		from.key = append(slices.Clip(last), 0)
 	}
 }
 
