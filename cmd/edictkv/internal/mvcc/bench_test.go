@@ -113,18 +113,20 @@ func BenchmarkOpen(b *testing.B) {
 const indexMemoryKeys = 100_000
 
 // indexLoads are the shapes of history BenchmarkIndexMemory measures, each
-// on indexMemoryKeys keys of etcd's benchmark (binary.PutVarint of the
-// put's number in 8 bytes, with --sequential-keys: new keys in no byte
-// order), one revision per put or delete: put once; put 4 times; put then
-// deleted (a tombstone, not yet compacted); put 4 times, then compacted at
-// the last revision.
+// on n keys of etcd's benchmark (binary.PutVarint of the put's number in 8
+// bytes, with --sequential-keys: new keys in no byte order), one revision
+// per put or delete: put once; put 4 times; put then deleted (a tombstone,
+// not yet compacted); put 4 times, then compacted at the last revision;
+// put once, 1,000 per write transaction, and the index rebuilt from the
+// key bucket as a reopened store rebuilds it. Each prepares what its load
+// reads, then returns the load.
 var indexLoads = []struct {
-	name string
-	load func(ti *treeIndex, n int) error
+	name    string
+	prepare func(n int) (func(ti *treeIndex) error, error)
 }{
-	{"once", func(ti *treeIndex, n int) error { _, err := loadPuts(ti, n, 1, 2); return err }},
-	{"put4", func(ti *treeIndex, n int) error { _, err := loadPuts(ti, n, 4, 2); return err }},
-	{"deleted", func(ti *treeIndex, n int) error {
+	{"once", readsNothing(func(ti *treeIndex, n int) error { _, err := loadPuts(ti, n, 1, 2); return err })},
+	{"put4", readsNothing(func(ti *treeIndex, n int) error { _, err := loadPuts(ti, n, 4, 2); return err })},
+	{"deleted", readsNothing(func(ti *treeIndex, n int) error {
 		rev, err := loadPuts(ti, n, 1, 2)
 		if err != nil {
 			return err
@@ -137,15 +139,52 @@ var indexLoads = []struct {
 			rev++
 		}
 		return nil
-	}},
-	{"put4-compacted", func(ti *treeIndex, n int) error {
+	})},
+	{"put4-compacted", readsNothing(func(ti *treeIndex, n int) error {
 		rev, err := loadPuts(ti, n, 4, 2)
 		if err != nil {
 			return err
 		}
 		ti.compact(rev - 1)
 		return nil
+	})},
+	{"reopened", func(n int) (func(ti *treeIndex) error, error) {
+		m := backend.NewMemory()
+		s, err := Open(m, Options{})
+		if err != nil {
+			return nil, err
+		}
+		var k [8]byte
+		for i := 0; i < n; i += 1000 {
+			tw, err := s.Write(uint64(i/1000 + 1))
+			if err != nil {
+				return nil, err
+			}
+			for j := i; j < min(i+1000, n); j++ {
+				tw.Put(etcdBenchKey(&k, j), nil, 0, PutOptions{})
+			}
+			tw.End()
+		}
+		if _, err := s.Commit(); err != nil {
+			return nil, err
+		}
+		return func(ti *treeIndex) error {
+			tx, err := m.Begin()
+			if err != nil {
+				return err
+			}
+			defer tx.Release()
+			_, err = rebuildIndex(tx, ti)
+			return err
+		}, nil
 	}},
+}
+
+// readsNothing is the preparation of a load that reads nothing.
+func readsNothing(load func(ti *treeIndex, n int) error) func(n int) (func(ti *treeIndex) error, error) {
+	return func(n int) (func(ti *treeIndex) error, error) {
+		return func(ti *treeIndex) error { return load(ti, n) }, nil
+	}
 }
 
 // etcdBenchKey is the key etcd's benchmark puts as its i-th, in k.
@@ -176,17 +215,21 @@ func loadPuts(ti *treeIndex, n, rounds int, rev int64) (int64, error) {
 // index was built), for each of indexLoads. etcd v3.6.8's treeIndex, loaded
 // the same way (its keys allocated by the request's decoding, as its apply
 // passes them), holds 150 B/key once, 198 put4, 214 deleted, 198
-// put4-compacted.
+// put4-compacted; its restore builds what its puts build.
 func BenchmarkIndexMemory(b *testing.B) {
 	for _, c := range indexLoads {
 		b.Run(c.name, func(b *testing.B) {
+			load, err := c.prepare(indexMemoryKeys)
+			if err != nil {
+				b.Fatal(err)
+			}
 			var perKey float64
 			for range b.N {
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
 				ti := newTreeIndex()
-				if err := c.load(ti, indexMemoryKeys); err != nil {
+				if err := load(ti); err != nil {
 					b.Fatal(err)
 				}
 				runtime.GC()

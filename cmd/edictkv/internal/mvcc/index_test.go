@@ -117,3 +117,77 @@ func TestKeyIndexForms(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyIndexRestore checks the index a reopened store rebuilds from its
+// key bucket, which tells a creation's main revision alone: a key whose
+// oldest entry is the put that created it is held in that revision alone,
+// as its put made it, and answers as the put's key does; one whose oldest
+// entry is a later put (of a later transaction or of the same one) or a
+// tombstone keeps its list of generations.
+func TestKeyIndexRestore(t *testing.T) {
+	type answer struct {
+		mod          Revision
+		created, ver int64
+		err          error
+	}
+	get := func(ki *keyIndex, at int64) answer {
+		m, c, v, err := ki.get(at)
+		return answer{m, c.Main, v, err}
+	}
+	created := &keyIndex{key: []byte("k")}
+	created.restore(Revision{Main: 5}, Revision{Main: 5, Sub: 3}, 1)
+	if created.hist != nil {
+		t.Fatalf("a key restored from the put that created it holds %v", created)
+	}
+	put, _ := newKeyIndex([]byte("k"), Revision{Main: 5, Sub: 3})
+	later := &keyIndex{key: []byte("k")}
+	later.restore(Revision{Main: 3}, Revision{Main: 5, Sub: 1}, 4)
+	twice := &keyIndex{key: []byte("k")} // put twice by the transaction that created it
+	twice.restore(Revision{Main: 5}, Revision{Main: 5, Sub: 1}, 2)
+	deleted := &keyIndex{key: []byte("k")}
+	deleted.restoreTombstone(Revision{Main: 6, Sub: 2})
+	for _, c := range []struct {
+		ki   *keyIndex
+		want map[int64]answer
+	}{
+		{created, map[int64]answer{4: {err: errRevisionNotFound}, 5: {Revision{5, 3}, 5, 1, nil}, 9: {Revision{5, 3}, 5, 1, nil}}},
+		{later, map[int64]answer{4: {err: errRevisionNotFound}, 5: {Revision{5, 1}, 3, 4, nil}}},
+		{twice, map[int64]answer{4: {err: errRevisionNotFound}, 5: {Revision{5, 1}, 5, 2, nil}}},
+		{deleted, map[int64]answer{6: {err: errRevisionNotFound}, 7: {err: errRevisionNotFound}}},
+	} {
+		for at, want := range c.want {
+			if got := get(c.ki, at); got != want {
+				t.Errorf("%v: get(%d) = %+v, want %+v", c.ki, at, got, want)
+			}
+			if c.ki == created {
+				if got, want := get(c.ki, at), get(put, at); got != want {
+					t.Errorf("%v: get(%d) = %+v, the put's key %+v", c.ki, at, got, want)
+				}
+			}
+		}
+	}
+	if err := deleted.tombstone(Revision{Main: 7}); err == nil {
+		t.Errorf("%v: deleted again", deleted)
+	}
+	if err := deleted.put(Revision{Main: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := get(deleted, 7), (answer{Revision{Main: 7}, 7, 1, nil}); got != want {
+		t.Errorf("%v: get(7) = %+v, want %+v", deleted, got, want)
+	}
+	for _, c := range []struct {
+		ki   *keyIndex
+		at   int64
+		keep map[Revision]struct{}
+	}{
+		{created, 5, map[Revision]struct{}{{5, 3}: {}}},
+		{later, 9, map[Revision]struct{}{{5, 1}: {}}},
+		{deleted, 6, map[Revision]struct{}{}},
+	} {
+		got := map[Revision]struct{}{}
+		c.ki.keep(c.at, got)
+		if !maps.Equal(got, c.keep) {
+			t.Errorf("%v: keep(%d) = %v, want %v", c.ki, c.at, got, c.keep)
+		}
+	}
+}

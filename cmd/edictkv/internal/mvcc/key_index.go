@@ -34,8 +34,10 @@ var errRevisionNotFound = errors.New("mvcc: revision not found")
 // other): their history is one generation of one revision, modified, that
 // created the key with version 1, and the keyIndex holds it in modified
 // alone, hist nil — a third of the memory of a list of generations. The
-// first change after it, or a compaction that leaves a key so again,
-// switches between the two forms; the methods answer the same for both.
+// first change after it, or a compaction or a reopen that leaves a key so
+// again, switches between the two forms; the methods answer the same for
+// both, the sub revision of a creation aside (callers read its main
+// revision alone, all a reopened store knows of it).
 type keyIndex struct {
 	key []byte
 	// modified is the key's newest revision, its tombstone if deleted.
@@ -142,10 +144,12 @@ func (ki *keyIndex) nextPut(rev int64) (created, ver int64) {
 
 // restore starts the index of a key whose older revisions are compacted
 // away: its oldest remaining revision is modified, of a generation created
-// at created, with version ver.
+// at created, with version ver. A key bucket entry tells only the main
+// revision of its key's creation (created.Sub is 0), so a put that created
+// its key is known by version 1 and its own main revision.
 func (ki *keyIndex) restore(created, modified Revision, ver int64) {
 	ki.modified = modified
-	if created == modified && ver == 1 {
+	if created.Main == modified.Main && ver == 1 {
 		return
 	}
 	ki.hist = &keyHistory{generations: []generation{{created: created, ver: ver, revs: []Revision{modified}}}}
@@ -252,7 +256,7 @@ func (ki *keyIndex) compact(atRev int64, available map[Revision]struct{}) {
 	}
 	ki.compactGenerations(atRev, available)
 	if gens := ki.hist.generations; len(gens) == 1 {
-		if g := &gens[0]; len(g.revs) == 1 && g.ver == 1 && g.created == g.revs[0] {
+		if g := &gens[0]; len(g.revs) == 1 && g.ver == 1 && g.created.Main == g.revs[0].Main {
 			ki.hist = nil
 		}
 	}
