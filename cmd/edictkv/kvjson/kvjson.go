@@ -13,6 +13,15 @@
 // does not know (encoding/json does).
 package kvjson
 
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
 // Response headers. Every KV answer carries the revision it reflects and,
 // when a value is involved, the edict stamp of that value.
 const (
@@ -76,6 +85,9 @@ type ErrorJSON struct {
 	// Current is the key's state when a compare-and-swap failed (absent
 	// if the key does not exist).
 	Current *KVJSON `json:"current,omitempty"`
+	// CompactRevision, with CodeCompacted on a watch, is the compaction
+	// revision: the oldest a watch may start from now.
+	CompactRevision uint64 `json:"compact_revision,omitempty"`
 }
 
 // ReadingJSON is one (process, clock reading) of a quorum timestamp.
@@ -259,4 +271,173 @@ type AdminResponse struct {
 type RecoverResponse struct {
 	OK    bool   `json:"ok"`
 	Epoch uint64 `json:"epoch"`
+}
+
+// Watch streams: GET /v1/watch/<key> answers 200 and then newline-
+// delimited JSON, one WatchLine a line, until the client leaves, the
+// process shuts down, or a compaction passes the stream (a last line with
+// an error). A line never splits a revision: it holds every change the
+// revision made to the watched keys, so that a client that resumes from
+// the last revision it saw + 1 (?from=) neither misses nor repeats one.
+
+// Event types of EventJSON.Type.
+const (
+	EventPut    = "put"
+	EventDelete = "delete"
+)
+
+// EventJSON is one change to a watched key. KV is the key as the change
+// left it; for a delete, its key and, as mod_index, the revision of the
+// deletion, with no value and version 0 (etcd's tombstone). Prev, with
+// ?prev_kv, is the key as the change found it: absent if it did not
+// exist, or if the change is at the compaction revision and the state
+// before it is compacted away.
+type EventJSON struct {
+	Type string  `json:"type"`
+	KV   KVJSON  `json:"kv"`
+	Prev *KVJSON `json:"prev,omitempty"`
+}
+
+// WatchLine is one line of a watch stream, one of three kinds:
+//
+//   - events: every change revision Revision made to the watched keys,
+//     in the order the revision made them; lines of events come in
+//     increasing revisions;
+//   - progress (Progress true, no events): every change up to Revision
+//     has been sent; the first line of a watch started without ?from is
+//     one, at the revision the watch starts after, and idle streams get
+//     one now and then. It promises only what the serving process has
+//     applied;
+//   - error (Error set): the last line. Revision is then the revision
+//     every change up to which was sent (0: none was said).
+type WatchLine struct {
+	Revision uint64      `json:"revision"`
+	Events   []EventJSON `json:"events,omitempty"`
+	Progress bool        `json:"progress,omitempty"`
+	Error    *ErrorJSON  `json:"error,omitempty"`
+}
+
+// MaxWatchLineBytes bounds a watch stream's line: one revision's changes
+// of at most 128 operations (etcd's limit of operations in a transaction)
+// of the largest request, with their previous values, JSON-encoded.
+const MaxWatchLineBytes = 64 << 20
+
+// WatchDecoder reads a watch stream's lines and checks them: each is one
+// JSON object of one kind, every event's mod_index is its line's
+// revision, events' revisions increase, a progress line never goes back,
+// and nothing follows an error line.
+type WatchDecoder struct {
+	r     *bufio.Reader
+	max   int
+	last  uint64 // the revision of the last line with one
+	ended bool
+}
+
+// NewWatchDecoder reads lines of up to maxLine bytes from r (0:
+// MaxWatchLineBytes).
+func NewWatchDecoder(r io.Reader, maxLine int) *WatchDecoder {
+	if maxLine <= 0 {
+		maxLine = MaxWatchLineBytes
+	}
+	return &WatchDecoder{r: bufio.NewReaderSize(r, 64<<10), max: maxLine}
+}
+
+// ErrWatchEnded is what Next returns after an error line.
+var ErrWatchEnded = errors.New("kvjson: the watch stream ended with an error line")
+
+// Next returns the next line: io.EOF at the end of the stream, and
+// io.ErrUnexpectedEOF for a last line cut short (the connection broke;
+// resume from the last revision seen + 1).
+func (d *WatchDecoder) Next() (WatchLine, error) {
+	if d.ended {
+		return WatchLine{}, ErrWatchEnded
+	}
+	var line []byte
+	for {
+		chunk, err := d.r.ReadSlice('\n')
+		if len(line)+len(chunk) > d.max {
+			return WatchLine{}, fmt.Errorf("kvjson: a watch line over %d bytes", d.max)
+		}
+		line = append(line, chunk...)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if errors.Is(err, io.EOF) && len(line) > 0 {
+			return WatchLine{}, io.ErrUnexpectedEOF
+		}
+		return WatchLine{}, err
+	}
+	l, err := DecodeWatchLine(line)
+	if err != nil {
+		return WatchLine{}, err
+	}
+	switch {
+	case l.Error != nil:
+		d.ended = true
+	case len(l.Events) > 0 && l.Revision <= d.last:
+		return WatchLine{}, fmt.Errorf("kvjson: a watch line of events at revision %d after one at %d", l.Revision, d.last)
+	case l.Progress && l.Revision < d.last:
+		return WatchLine{}, fmt.Errorf("kvjson: a watch progress line at revision %d after one at %d", l.Revision, d.last)
+	}
+	if l.Error == nil {
+		d.last = l.Revision
+	}
+	return l, nil
+}
+
+// DecodeWatchLine decodes one line of a watch stream (its newline
+// included or not) and checks it alone: one JSON object, of one kind
+// (events, progress or error); a line of events or progress at a positive
+// revision; each event a put or a delete of a non-empty key at the line's
+// revision, a put's create_index at or below it and its version at least
+// 1, a delete's create_index and version 0.
+func DecodeWatchLine(b []byte) (WatchLine, error) {
+	var l WatchLine
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&l); err != nil {
+		return WatchLine{}, fmt.Errorf("kvjson: a watch line is not a JSON object: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return WatchLine{}, errors.New("kvjson: a watch line holds more than one JSON value")
+	}
+	kinds := 0
+	for _, k := range []bool{len(l.Events) > 0, l.Progress, l.Error != nil} {
+		if k {
+			kinds++
+		}
+	}
+	switch {
+	case kinds != 1:
+		return WatchLine{}, fmt.Errorf("kvjson: a watch line must be one of events, progress or error (it is %d of them)", kinds)
+	case l.Error != nil:
+		if l.Error.Code == "" {
+			return WatchLine{}, errors.New("kvjson: a watch error line without a code")
+		}
+		return l, nil
+	case l.Revision == 0:
+		return WatchLine{}, errors.New("kvjson: a watch line of events or progress at revision 0")
+	}
+	for i, e := range l.Events {
+		kv := e.KV
+		var bad string
+		switch {
+		case kv.Key == "":
+			bad = "an empty key"
+		case kv.ModIndex != l.Revision:
+			bad = fmt.Sprintf("mod_index %d", kv.ModIndex)
+		case e.Type == EventPut && (kv.Version == 0 || kv.CreateIndex == 0 || kv.CreateIndex > kv.ModIndex):
+			bad = fmt.Sprintf("a put of version %d created at %d", kv.Version, kv.CreateIndex)
+		case e.Type == EventDelete && (kv.Version != 0 || kv.CreateIndex != 0 || kv.Value != nil || kv.ValueBase64 != ""):
+			bad = "a delete with a value, version or create_index"
+		case e.Type != EventPut && e.Type != EventDelete:
+			bad = fmt.Sprintf("type %q", e.Type)
+		}
+		if bad != "" {
+			return WatchLine{}, fmt.Errorf("kvjson: event %d of the watch line at revision %d has %s", i, l.Revision, bad)
+		}
+	}
+	return l, nil
 }
