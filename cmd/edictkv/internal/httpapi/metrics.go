@@ -15,6 +15,7 @@ type metrics struct {
 	reads     *prometheus.CounterVec
 	forwarded *prometheus.CounterVec
 	requests  *prometheus.CounterVec
+	watches   prometheus.Gauge
 }
 
 // newMetrics registers the API's metrics on reg (none if reg is nil);
@@ -27,9 +28,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Requests sent on to the leader: proxied, or answered with a 307 redirect."}, []string{"how"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edictkv_http_requests_total",
 			Help: "HTTP requests served, by route and status code."}, []string{"route", "code"}),
+		watches: prometheus.NewGauge(prometheus.GaugeOpts{Name: "edictkv_http_watches",
+			Help: "Watch streams of the HTTP API open now."}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.reads, m.forwarded, m.requests} {
+		for _, c := range []prometheus.Collector{m.reads, m.forwarded, m.requests, m.watches} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("httpapi: metrics: %w", err)
 			}
@@ -59,3 +62,7 @@ func (w *statusWriter) WriteHeader(code int) {
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap lets http.ResponseController reach the connection's writer (a
+// watch stream flushes each line).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -68,6 +69,12 @@ type Config struct {
 	// LocalLeader, if set, reports this process's partition's leader
 	// under an election with local leaders (see kvjson.LocalLeaderJSON).
 	LocalLeader func() (*kvjson.LocalLeaderJSON, bool)
+	// Watch, if set, serves GET /v1/watch/<key> from this process's
+	// applied state; WatchProgress is how long a stream goes without a
+	// line before it gets a progress line (default
+	// DefaultWatchProgress).
+	Watch         Watchable
+	WatchProgress time.Duration
 }
 
 // Server serves the HTTP API of one edictkv process.
@@ -78,6 +85,9 @@ type Server struct {
 	metrics  *metrics
 	forward  *route.HTTPForwarder
 	draining atomic.Bool
+	// drained is closed by Drain: watch streams end then.
+	drained   chan struct{}
+	drainOnce sync.Once
 }
 
 // New returns a Server for cfg.
@@ -97,8 +107,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: 10 * time.Second}
 	}
+	if cfg.WatchProgress <= 0 {
+		cfg.WatchProgress = DefaultWatchProgress
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "httpapi", "node", uint64(cfg.ID)),
-		mux: http.NewServeMux(), forward: &route.HTTPForwarder{Self: cfg.ID, Client: cfg.Client, Timeout: cfg.Timeout + time.Second}}
+		mux: http.NewServeMux(), drained: make(chan struct{}), forward: &route.HTTPForwarder{Self: cfg.ID, Client: cfg.Client, Timeout: cfg.Timeout + time.Second}}
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
@@ -120,8 +133,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Drain marks the server as shutting down: /readyz fails from now on, so
-// load balancers stop sending requests while in-flight ones finish.
-func (s *Server) Drain() { s.draining.Store(true) }
+// load balancers stop sending requests while in-flight ones finish, and
+// watch streams end (with a line that says so), so that their clients
+// resume through another process rather than hold the shutdown up.
+func (s *Server) Drain() {
+	s.draining.Store(true)
+	s.drainOnce.Do(func() { close(s.drained) })
+}
 
 // Handle serves h at pattern (http.ServeMux's syntax) beside the API: an
 // endpoint of the process's own, such as the Jepsen harness's fault hooks.
@@ -141,6 +159,12 @@ func (s *Server) routes() {
 	s.handle("POST", "/v1/cluster/remove", s.instrument("admin", s.handleRemove))
 	s.handle("POST", "/v1/cluster/recover", s.instrument("admin", s.handleRecover))
 	s.handle("POST", "/v1/cluster/addresses", s.instrument("admin", s.handleAddresses))
+	if s.cfg.Watch != nil {
+		s.handle("GET", "/v1/watch/", s.instrument("watch", s.handleWatch))
+		s.mux.HandleFunc("/v1/watch", s.instrument("watch", func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, errorf(http.StatusBadRequest, kvjson.CodeInvalidKey, "empty key: use /v1/watch/<key>, or /v1/watch/?prefix for every key"))
+		}))
+	}
 	s.handle("GET", "/livez", s.handleLivez)
 	s.handle("GET", "/readyz", s.handleReadyz)
 	if s.cfg.Metrics != nil {

@@ -143,7 +143,9 @@ type fixture struct {
 	dir    *directory.Directory
 }
 
-func newFixture(t *testing.T) *fixture {
+// newFixture builds a Server of process 1, leading, over a fakelog;
+// each of with may change its Config.
+func newFixture(t *testing.T, with ...func(*Config)) *fixture {
 	t.Helper()
 	fl := fakelog.New()
 	t.Cleanup(func() { fl.Close() })
@@ -156,8 +158,12 @@ func newFixture(t *testing.T) *fixture {
 	node := &fakeNode{st: log.Status{ID: 1, Epoch: 1, Leader: 1, IsLeader: true, Members: []edict.ProcessID{1, 2, 3}},
 		clock: edict.NewManualClock(edict.Time{Incarnation: 1}), learners: map[edict.ProcessID]string{}}
 	router := &fakeRouter{self: 1, leader: 1}
-	srv, err := New(Config{ID: 1, Node: node, KV: kv, Router: router, Directory: dir, MaxBodyBytes: 256,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg := Config{ID: 1, Node: node, KV: kv, Router: router, Directory: dir, MaxBodyBytes: 256,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, w := range with {
+		w(&cfg)
+	}
+	srv, err := New(cfg)
 	require.NoError(t, err)
 	return &fixture{srv: srv, log: fl, node: node, router: router, dir: dir}
 }

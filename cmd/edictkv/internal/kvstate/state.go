@@ -291,6 +291,18 @@ func (s *State) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRespons
 	return resp, st, nil
 }
 
+// Stamps returns the edict stamp of each revision of revs whose stamp
+// record the state still holds: every revision from the compaction
+// revision on (a watch's events are there), and below it the
+// mod_revisions of the keys alive at it (see collectStamps).
+func (s *State) Stamps(revs []int64) (map[int64]edict.Stamp, error) {
+	st := stamps{}
+	if err := st.collect(s.st, revs); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
 // Member returns the attributes recorded for member id (nil: none).
 func (s *State) Member(id uint64) map[string]string {
 	s.mu.RLock()

@@ -294,7 +294,7 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 		localLeader = func() (*kvjson.LocalLeaderJSON, bool) { return lp.localLeader(node.Clock().Now()) }
 	}
 	p.Server, err = httpapi.New(httpapi.Config{ID: p.cfg.ID, Node: node, KV: p.kv, Router: p.router, Directory: p.dir,
-		MaxBodyBytes: p.cfg.MaxBodyBytes, LocalLeader: localLeader, Logger: p.cfg.Logger, Pprof: p.cfg.Pprof,
+		MaxBodyBytes: p.cfg.MaxBodyBytes, LocalLeader: localLeader, Logger: p.cfg.Logger, Pprof: p.cfg.Pprof, Watch: p.State,
 		Registerer: p.registry, Metrics: promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{Registry: p.registry})})
 	if err != nil {
 		p.closeServices()
