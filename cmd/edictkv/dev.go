@@ -30,6 +30,7 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	logLevel := fs.String("log-level", "warn", "log level: debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	compaction := newStorageFlags(fs)
+	progressEvery := watchProgressFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -77,7 +78,7 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 		cfg := process.Config{ID: id, DataDir: filepath.Join(root, fmt.Sprintf("node%d", i)),
 			RaftAddr: "127.0.0.1:0", HTTPAddr: fmt.Sprintf("127.0.0.1:%d", *basePort+i-1), ClusterID: "edictkv-dev",
 			GossipAddr: gossipAddrs[i-1], GossipJoin: join, Logger: logger,
-			AutoCompaction: retention, QuotaBackendBytes: *compaction.quota}
+			AutoCompaction: retention, QuotaBackendBytes: *compaction.quota, WatchProgressInterval: *progressEvery}
 		if *grpcPort > 0 {
 			cfg.GRPCAddr = fmt.Sprintf("127.0.0.1:%d", *grpcPort+i-1)
 		}

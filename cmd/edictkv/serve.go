@@ -111,6 +111,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	maxValue := fs.Int("max-value-bytes", 1<<20, "largest value a client may write")
 	snapEvery := fs.Uint64("snapshot-every", 0, "snapshot the state machine after this many entries (0: 8192)")
 	compaction := newStorageFlags(fs)
+	progressEvery := watchProgressFlag(fs)
 	leaderWait := fs.Duration("leader-wait", 3*time.Second, "how long a request waits for a leader before 503")
 	pprofOn := fs.Bool("pprof", false, "serve Go's profiler under /debug/pprof/ on the HTTP API")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
@@ -174,7 +175,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		SnapshotEvery: *snapEvery, LeaderWait: *leaderWait, Logger: logger, Pprof: *pprofOn,
 		GossipAddr: *gossipAddr, GossipAdvertise: *gossipAdv, GossipJoin: joins, ClusterKey: key, Detector: *detector,
 		Limits:         kvservice.Limits{MaxKeyBytes: *maxKey, MaxValueBytes: *maxValue},
-		AutoCompaction: retention, QuotaBackendBytes: *compaction.quota})
+		AutoCompaction: retention, QuotaBackendBytes: *compaction.quota, WatchProgressInterval: *progressEvery})
 	if err != nil {
 		return err
 	}
@@ -215,6 +216,17 @@ func newStorageFlags(fs *flag.FlagSet) storageFlags {
 		quota: fs.Int64("quota-backend-bytes", 0, "space quota of the state's file: a put that would take it over is refused "+
 			"and raises the NOSPACE alarm, as etcd's; 0: etcd's default, 2 GiB; negative: no quota"),
 	}
+}
+
+// watchProgressFlag defines etcd's flag of the period of watch progress
+// notifications on fs, under its name of etcd v3.6 and its older
+// experimental one.
+func watchProgressFlag(fs *flag.FlagSet) *time.Duration {
+	d := new(time.Duration)
+	const usage = "how often a watcher that asked for progress notifications and got no event meanwhile is sent one, as etcd's (0: 10m; at least 100ms)"
+	fs.DurationVar(d, "watch-progress-notify-interval", 0, usage)
+	fs.DurationVar(d, "experimental-watch-progress-notify-interval", 0, "the same as --watch-progress-notify-interval (etcd's older name)")
+	return d
 }
 
 // retention is what the auto-compaction flags ask for.

@@ -1,8 +1,8 @@
 // Package etcdapi serves etcd's v3 gRPC API (go.etcd.io/etcd/api/v3) for
 // edictkv, so that etcdctl, clientv3 and etcd's benchmark tool work
 // against it unchanged. It is an adapter, laid out as etcd's own v3rpc
-// package: one file per etcd service (kv.go, cluster.go, maintenance.go;
-// Watch, Lease and Auth will get theirs), each decoding nothing itself —
+// package: one file per etcd service (kv.go, cluster.go, maintenance.go,
+// watch.go; Lease and Auth will get theirs), each decoding nothing itself —
 // gRPC hands it etcd's messages — and calling what does the work: the KV
 // service (internal/kvservice) for KV, the log.Node and the member
 // directory (internal/directory) for Cluster and Maintenance. A call that
@@ -47,7 +47,20 @@
 //     raises NOSPACE itself when a write would take the state over its
 //     space quota) and Maintenance.MoveLeader, which hands leadership
 //     over through the handover gate.
-//   - Everything else — Watch, Lease, Auth, member changes, snapshots,
+//   - Watch: every option of etcd's (key, range, prefix, from-key, start
+//     revision, prev_kv, the NOPUT and NODELETE filters, progress_notify,
+//     fragment, client-chosen watch_id), cancel, progress requests, and
+//     etcd's answers (created, cancelled with cancel_reason, compaction's
+//     cancel with compact_revision), over the state's watch streams
+//     (mvcc.WatchStream), which send each watcher every change of its keys
+//     from its start revision on, in revision order, each once. Every
+//     member serves watches from its own applied state, nothing is
+//     forwarded: a header's revision is this member's, and a progress
+//     notification promises only what it applied. A start revision above
+//     it waits for it, so that a client resuming on a member behind the
+//     one it left neither misses nor repeats an event. A slow client
+//     never holds up applying (see watch.go and mvcc's "Watches").
+//   - Everything else — Lease, Auth, member changes, snapshots,
 //     Maintenance.Hash (of the whole file, which holds more than the
 //     replicated state), and a Put with a lease (none can be granted) —
 //     answers codes.Unimplemented naming the call.

@@ -50,6 +50,14 @@ type Config struct {
 	// Storage, if set, is the state's store: Status reports its sizes,
 	// HashKV hashes it and Defragment defragments it.
 	Storage Storage
+	// Watchable, if set, is the state's store, from which the Watch
+	// service serves this process's watches (Unimplemented without it).
+	Watchable Watchable
+	// WatchProgressInterval is how often a watcher that asked for
+	// progress_notify and was sent no event meanwhile is sent a progress
+	// notification (etcd's --watch-progress-notify-interval). Zero:
+	// DefaultWatchProgressInterval; under 100ms: 100ms, as etcd's.
+	WatchProgressInterval time.Duration
 	// Registerer receives the request metrics (none if nil).
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -64,6 +72,7 @@ type Server struct {
 	health    *health.Server
 	metrics   *grpcMetrics
 	forward   *route.GRPCForwarder
+	watches   watchStreams
 }
 
 // New returns a Server for cfg.
@@ -106,13 +115,17 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 }
 
 // Register registers etcd's services on g: KV, Cluster and Maintenance
-// (partly), and Watch, Lease and Auth, which answer Unimplemented; plus
-// the standard gRPC health service.
+// (partly), Watch (with Config.Watchable), and Lease and Auth, which
+// answer Unimplemented; plus the standard gRPC health service.
 func (s *Server) Register(g *grpc.Server) {
 	pb.RegisterKVServer(g, &kvServer{s: s})
 	pb.RegisterClusterServer(g, &clusterServer{s: s})
 	pb.RegisterMaintenanceServer(g, &maintenanceServer{s: s})
-	pb.RegisterWatchServer(g, &pb.UnimplementedWatchServer{})
+	if s.cfg.Watchable != nil {
+		pb.RegisterWatchServer(g, &watchServer{s: s})
+	} else {
+		pb.RegisterWatchServer(g, &pb.UnimplementedWatchServer{})
+	}
 	pb.RegisterLeaseServer(g, &pb.UnimplementedLeaseServer{})
 	pb.RegisterAuthServer(g, &pb.UnimplementedAuthServer{})
 	healthpb.RegisterHealthServer(g, s.health)
@@ -121,9 +134,13 @@ func (s *Server) Register(g *grpc.Server) {
 
 // Drain marks the API as shutting down: the health service answers
 // NOT_SERVING from now on, so that clients move to other endpoints while
-// the calls in flight finish.
+// the calls in flight finish. Watch streams, which never finish by
+// themselves, end at once with Unavailable (clientv3 resumes them
+// through another member from the revision it reached), and new ones are
+// refused.
 func (s *Server) Drain() {
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	s.watches.drain()
 }
 
 // Close closes the connections used to forward calls to the leader and

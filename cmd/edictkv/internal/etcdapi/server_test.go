@@ -89,6 +89,14 @@ func startProcess(t *testing.T, id, leader edict.ProcessID, known map[edict.Proc
 // quota over its state's store (0: the default).
 func startProcessQuota(t *testing.T, id, leader edict.ProcessID, known map[edict.ProcessID]directory.Addresses, quota int64) *process {
 	t.Helper()
+	return startProcessWith(t, id, leader, known, func(kc *kvservice.Config, _ *Config) { kc.Quota.Bytes = quota })
+}
+
+// startProcessWith starts a process whose KV service and API configs
+// configure has changed from the defaults above.
+func startProcessWith(t *testing.T, id, leader edict.ProcessID, known map[edict.ProcessID]directory.Addresses,
+	configure func(*kvservice.Config, *Config)) *process {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	fl := fakelog.New()
@@ -96,16 +104,20 @@ func startProcessQuota(t *testing.T, id, leader edict.ProcessID, known map[edict
 	if leader != 1 || id != 1 {
 		fl.Follow(leader)
 	}
-	kv, err := kvservice.New(kvservice.Config{Log: fl, State: fl.State, Limits: kvservice.Limits{MaxKeyBytes: 16, MaxValueBytes: 32, MaxTxnOps: 4},
-		Quota: kvservice.Quota{Bytes: quota, Size: fl.State.Store().Size, MemberID: uint64(id)}})
+	kc := kvservice.Config{Log: fl, State: fl.State, Limits: kvservice.Limits{MaxKeyBytes: 16, MaxValueBytes: 32, MaxTxnOps: 4},
+		Quota: kvservice.Quota{Size: fl.State.Store().Size, MemberID: uint64(id)}}
+	ac := Config{ID: id, ClusterID: "test", Storage: fl.State.Store(), Watchable: fl.State.Store(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	configure(&kc, &ac)
+	kv, err := kvservice.New(kc)
 	require.NoError(t, err)
 	dir, err := directory.New(directory.Config{Self: id, SelfAddrs: directory.Addresses{GRPC: ln.Addr().String()},
 		SelfPeer: fmt.Sprintf("127.0.0.1:%d", 7000+id), Known: known, Store: directory.StateStore{Log: fl, State: fl.State}})
 	require.NoError(t, err)
 	p := &process{log: fl, router: &fakeRouter{self: id, leader: leader}, addr: ln.Addr().String(),
 		node: &fakeNode{st: log.Status{ID: id, Leader: leader, IsLeader: id == leader, Members: []edict.ProcessID{1, 2}, Learners: []edict.ProcessID{3}}}}
-	p.api, err = New(Config{ID: id, Node: p.node, KV: kv, Router: p.router, Directory: dir, ClusterID: "test", Storage: fl.State.Store(),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ac.Node, ac.KV, ac.Router, ac.Directory = p.node, kv, p.router, dir
+	p.api, err = New(ac)
 	require.NoError(t, err)
 	g := grpc.NewServer(p.api.ServerOptions()...)
 	p.api.Register(g)

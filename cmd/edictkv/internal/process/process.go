@@ -85,6 +85,10 @@ type Config struct {
 	// QuotaBackendBytes is the space quota, etcd's --quota-backend-bytes
 	// (kvservice.Quota): 0 means etcd's default, 2 GiB; negative, none.
 	QuotaBackendBytes int64
+	// WatchProgressInterval is the period of watch progress notifications
+	// (etcd's --watch-progress-notify-interval; etcdapi.Config). Zero:
+	// etcd's default, 10 minutes.
+	WatchProgressInterval time.Duration
 	// LeaderWait is how long a call that needs the leader waits for one
 	// to be known before it is refused (zero: 3s).
 	LeaderWait time.Duration

@@ -21,7 +21,8 @@ import (
 // publishing this process's addresses.
 func (p *Process) startGRPC() error {
 	api, err := etcdapi.New(etcdapi.Config{ID: p.cfg.ID, Node: p.Node, KV: p.kv, Router: p.router, Directory: p.dir,
-		ClusterID: p.cfg.ClusterID, Storage: p.State.Store(), Registerer: p.registry, Logger: p.cfg.Logger})
+		ClusterID: p.cfg.ClusterID, Storage: p.State.Store(), Watchable: p.State.Store(), WatchProgressInterval: p.cfg.WatchProgressInterval,
+		Registerer: p.registry, Logger: p.cfg.Logger})
 	if err != nil {
 		return fmt.Errorf("process: etcd API: %w", err)
 	}
