@@ -16,9 +16,13 @@ import (
 )
 
 // Version is what Maintenance.Status reports as the server version: the
-// etcd API version edictkv answers (clients such as etcdctl gate features
-// on it), not edictkv's own.
-const Version = "3.6.0"
+// etcd release whose API edictkv answers (go.etcd.io/etcd/api/v3 v3.6.8,
+// its watch semantics included), not edictkv's own. Clients gate features
+// on it: Kubernetes' apiserver uses RequestWatchProgress (consistent reads
+// from its watch cache) only with etcd 3.4.31+ or 3.5.13+, whose progress
+// notifications come only once every watcher of the stream is synced, as
+// edictkv's do.
+const Version = "3.6.8"
 
 // methodAlarm is Maintenance.Alarm's full name, by which it is forwarded.
 const methodAlarm = "/etcdserverpb.Maintenance/Alarm"

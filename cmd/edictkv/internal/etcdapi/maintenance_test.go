@@ -2,6 +2,7 @@ package etcdapi
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -162,4 +163,21 @@ func TestDefragment(t *testing.T) {
 	assert.Equal(t, fmt.Sprintf("%032d", 199), string(got.Kvs[0].Value))
 	assert.Equal(t, rev, got.Kvs[0].ModRevision)
 	assert.Equal(t, int64(200), got.Kvs[0].Version)
+}
+
+// The version Status reports passes the check by which Kubernetes'
+// apiserver enables RequestWatchProgress (k8s.io/apiserver
+// pkg/storage/feature: not below 3.4.31, nor in 3.5.0 to 3.5.12).
+func TestStatusVersion(t *testing.T) {
+	p := startProcess(t, 1, 1, nil)
+	st, err := pb.NewMaintenanceClient(p.conn).Status(ctxT(t), &pb.StatusRequest{})
+	require.NoError(t, err)
+	assert.Equal(t, Version, st.Version)
+	var v [3]int
+	n, err := fmt.Sscanf(st.Version, "%d.%d.%d", &v[0], &v[1], &v[2])
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	less := func(a, b [3]int) bool { return slices.Compare(a[:], b[:]) < 0 }
+	assert.False(t, less(v, [3]int{3, 4, 31}), "below 3.4.31")
+	assert.False(t, !less(v, [3]int{3, 5, 0}) && less(v, [3]int{3, 5, 13}), "within 3.5.0 to 3.5.12")
 }
