@@ -13,6 +13,7 @@ import (
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/wire"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // LatencyBuckets span a fast local fsync (~100µs) to a pathological
@@ -139,6 +140,9 @@ func newMetrics(reg prometheus.Registerer, node *log.Node, store *TimedStore) (*
 		gauge("edictkv_applied_index", "The highest index applied to the state machine.", status(func(st log.Status) float64 { return float64(st.Applied) })),
 		gauge("edictkv_last_index", "The last index in this process's log.", status(func(st log.Status) float64 { return float64(st.LastIndex) })),
 		newNodeStats(node),
+		// process_resident_memory_bytes and the rest of the process's own
+		// (not the Go runtime's): etcdctl check datascale reads it.
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	}
 	cs = append(cs, store.collectors()...)
 	for _, c := range cs {

@@ -152,6 +152,7 @@ type Process struct {
 	// Set by Start when the etcd API is on.
 	etcd      *etcdapi.Server
 	grpc      *grpc.Server
+	port      *clientPort   // the etcd API listener's split and HTTP side
 	published chan struct{} // closed once the addresses are in the member directory
 	stopPub   chan struct{}
 

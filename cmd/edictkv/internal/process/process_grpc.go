@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,8 +18,9 @@ import (
 	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 )
 
-// startGRPC serves the etcd v3 API on the gRPC listener and starts
-// publishing this process's addresses.
+// startGRPC serves the etcd v3 API on its listener, gRPC and etcd's HTTP
+// endpoints on one port (clientport.go), and starts publishing this
+// process's addresses.
 func (p *Process) startGRPC() error {
 	api, err := etcdapi.New(etcdapi.Config{ID: p.cfg.ID, Node: p.Node, KV: p.kv, Router: p.router, Directory: p.dir,
 		ClusterID: p.cfg.ClusterID, Storage: p.State.Store(), Watchable: p.State.Store(), WatchProgressInterval: p.cfg.WatchProgressInterval,
@@ -29,12 +31,10 @@ func (p *Process) startGRPC() error {
 	p.etcd = api
 	p.grpc = grpc.NewServer(api.ServerOptions()...)
 	api.Register(p.grpc)
-	ln := p.grpcLn
-	go func() {
-		if err := p.grpc.Serve(ln); err != nil {
-			p.log.Error("gRPC server stopped", "err", err)
-		}
-	}()
+	if err := p.serveClientPort(); err != nil {
+		p.grpc, p.etcd = nil, nil
+		return errors.Join(err, api.Close())
+	}
 	p.published, p.stopPub = make(chan struct{}), make(chan struct{})
 	go p.publish()
 	return nil
@@ -120,6 +120,7 @@ func (p *Process) stopGRPC(ctx context.Context, graceful bool) error {
 	}
 	close(p.stopPub)
 	<-p.published
+	httpStopped := p.port.stopHTTP(ctx, graceful)
 	if graceful {
 		done := make(chan struct{})
 		go func() {
@@ -136,5 +137,6 @@ func (p *Process) stopGRPC(ctx context.Context, graceful bool) error {
 		p.grpc.Stop()
 	}
 	p.grpc = nil
-	return p.etcd.Close()
+	<-httpStopped
+	return errors.Join(p.port.close(), p.etcd.Close())
 }
