@@ -3,7 +3,7 @@
 //
 //	edictkv dev                      a local 3-node cluster in one process
 //	edictkv serve --id 1 ...         one server process
-//	edictkv get|put|del|cas ...      client subcommands (see docs/edictkv.md)
+//	edictkv get|put|del|cas|watch .. client subcommands (see docs/edictkv.md)
 //
 // Every flag can also be set with an environment variable: EDICTKV_ and
 // the flag's name in upper case with '-' as '_' (--data-dir is
@@ -34,6 +34,7 @@ func commands() []command {
 		{"put", "<key> [value]", "write a key (the value from stdin if not given)", runPut},
 		{"del", "<key>", "delete a key", runDel},
 		{"cas", "<key> <value> (--index N | --prev V)", "compare-and-swap", runCAS},
+		{"watch", "<key> [--prefix] [--rev N]", "print a key's changes as they come; resumes through another --addr", runWatch},
 		{"members", "", "show the cluster's members, leader and indexes", runMembers},
 		{"status", "", "show one node's own status", runStatus},
 		{"transfer-leader", "[--to id]", "hand leadership to another member", runTransfer},
