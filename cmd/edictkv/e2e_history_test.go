@@ -45,12 +45,14 @@ type kvTarget struct {
 	cli     *clientv3.Client
 	members []*clientv3.Client
 	ec      *etcdCluster // nil for the reference
+	ref     []*exec.Cmd  // the reference's processes, as eps
 }
 
 func newKVTarget(t *testing.T) *kvTarget {
 	tg := &kvTarget{t: t}
 	if bin := os.Getenv("EDICTKV_E2E_REFERENCE"); bin != "" {
-		tg.name, tg.eps = "etcd", startReferenceEtcd(t, bin)
+		tg.name = "etcd"
+		tg.eps, tg.ref = startReferenceEtcd(t, bin)
 	} else {
 		tg.ec = newEtcdCluster(t)
 		tg.name, tg.eps = "edictkv", tg.ec.endpoints()
@@ -89,8 +91,8 @@ func (tg *kvTarget) rev(ctx context.Context) int64 {
 }
 
 // startReferenceEtcd runs three etcd processes as one cluster and returns
-// their client addresses.
-func startReferenceEtcd(t *testing.T, bin string) []string {
+// their client addresses and the processes.
+func startReferenceEtcd(t *testing.T, bin string) ([]string, []*exec.Cmd) {
 	root := t.TempDir()
 	var names, peers, clients, initial []string
 	for i := 1; i <= 3; i++ {
@@ -128,7 +130,7 @@ func startReferenceEtcd(t *testing.T, bin string) []string {
 			}
 		}
 	})
-	return clients
+	return clients, cmds
 }
 
 // mkv is one key's record as etcd defines it.
