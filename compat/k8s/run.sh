@@ -40,8 +40,8 @@
 #                                 revisions and compactions then carry over, and
 #                                 tests that watch from revision 1 or expect a small
 #                                 current revision fail on etcd too)
-#   WATCH_PROGRESS_NOTIFY_INTERVAL=1s   etcd's --watch-progress-notify-interval,
-#                                 the value the two tests that configure one ask for
+#   WATCH_PROGRESS_NOTIFY_INTERVAL=1s   --watch-progress-notify-interval of etcd and
+#                                 edictkv, the value the two tests that configure one ask for
 #   RESULTS_DIR=compat/k8s/results
 #   READY_TIMEOUT=60              seconds for a fresh cluster to become ready
 #   STOP_TIMEOUT=15               seconds between SIGTERM and SIGKILL at teardown
@@ -281,6 +281,7 @@ start_edictkv() {
     "$BIN/edictkv" serve --id $((i + 1)) --data-dir "$CDIR/m$i.edictkv" \
       --raft-addr "127.0.0.1:${rports[$i]}" --http-addr "127.0.0.1:${hports[$i]}" \
       --grpc-addr "127.0.0.1:${gports[$i]}" --peers "$peers" --log-level warn \
+      --watch-progress-notify-interval "$WATCH_PROGRESS_NOTIFY_INTERVAL" \
       >"$CDIR/m$i.log" 2>&1 &
     PIDS+=($!)
   done
@@ -490,7 +491,7 @@ write_results() {
     echo
     echo "- k8s.io/apiserver $APISERVER_VERSION, patched by compat/k8s/external-server.patch; one test per run, deadline ${TEST_TIMEOUT}s"
     [[ " ${SYSTEMS[*]} " == *" etcd "* ]] && echo "- etcd $ETCD_VERSION, 3 members on 127.0.0.1, --watch-progress-notify-interval $WATCH_PROGRESS_NOTIFY_INTERVAL"
-    [[ " ${SYSTEMS[*]} " == *" edictkv "* ]] && echo "- edictkv built from $EDICTKV_FROM, 3 processes on 127.0.0.1"
+    [[ " ${SYSTEMS[*]} " == *" edictkv "* ]] && echo "- edictkv built from $EDICTKV_FROM, 3 processes on 127.0.0.1, --watch-progress-notify-interval $WATCH_PROGRESS_NOTIFY_INTERVAL"
     if [[ $CLUSTER_PER_TEST == 1 ]]; then echo "- a fresh cluster for every test"; else echo "- one cluster per system for all its tests"; fi
     echo "- run finished $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores, $((SECONDS / 60))m$((SECONDS % 60))s in all (compiling included)"
     echo
