@@ -145,7 +145,7 @@ type fixture struct {
 
 // newFixture builds a Server of process 1, leading, over a fakelog;
 // each of with may change its Config.
-func newFixture(t *testing.T, with ...func(*Config)) *fixture {
+func newFixture(t testing.TB, with ...func(*Config)) *fixture {
 	t.Helper()
 	fl := fakelog.New()
 	t.Cleanup(func() { fl.Close() })
@@ -174,7 +174,7 @@ type answer struct {
 	body   []byte
 }
 
-func (f *fixture) do(t *testing.T, method, target, body string, headers ...string) answer {
+func (f *fixture) do(t testing.TB, method, target, body string, headers ...string) answer {
 	t.Helper()
 	r := httptest.NewRequest(method, target, strings.NewReader(body))
 	for i := 0; i+1 < len(headers); i += 2 {

@@ -28,7 +28,7 @@ type watchFixture struct {
 	url string
 }
 
-func newWatchFixture(t *testing.T, progress time.Duration) *watchFixture {
+func newWatchFixture(t testing.TB, progress time.Duration) *watchFixture {
 	f := newFixture(t, func(c *Config) { c.WatchProgress = progress })
 	// The fixture makes its log's state with its Server: a second Server
 	// of the same config watches that state.
@@ -121,7 +121,7 @@ func brief(l kvjson.WatchLine) []string {
 	return out
 }
 
-func (f *watchFixture) put(t *testing.T, k, v string) uint64 {
+func (f *watchFixture) put(t testing.TB, k, v string) uint64 {
 	t.Helper()
 	a := f.do(t, "PUT", "/v1/kv/"+k, v)
 	require.Equal(t, 200, a.code, "%s", a.body)
@@ -394,4 +394,58 @@ func TestPrefixEnd(t *testing.T) {
 	} {
 		assert.Equal(t, []byte(c.want), prefixEnd([]byte(c.in)), "%q", c.in)
 	}
+}
+
+// FuzzWatch drives GET /v1/watch/<key> with any key and query: a 4xx is
+// a kvjson.ErrorJSON with a code, a 200 a stream whose every line passes
+// kvjson.WatchDecoder, and no answer changes the state.
+func FuzzWatch(f *testing.F) {
+	for _, s := range []struct{ key, query string }{
+		{"a", ""}, {"a", "from=2&prev_kv"}, {"", "prefix"}, {"p%2F", "prefix=1&from=3"}, {"a", "from=99"},
+		{"a", "form=2"}, {"a", "from=0"}, {"a", "from=-3"}, {"a", "from=2&from=3"}, {"a", "prefix=maybe"},
+		{"", ""}, {"a%01", ""}, {"%zz", ""}, {"0123456789abcdefX", ""}, {"a", "%zz"},
+	} {
+		f.Add(s.key, s.query)
+	}
+	fx := newWatchFixture(f, time.Millisecond)
+	for i, k := range []string{"a", "p/1", "a", "b"} {
+		fx.put(f, k, fmt.Sprint(i)) // revisions 2 to 5
+	}
+	_, err := fx.srv.cfg.KV.Compact(context.Background(), &pb.CompactionRequest{Revision: 3})
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, key, query string) {
+		target := "/v1/watch/" + key
+		if query != "" {
+			target += "?" + query
+		}
+		req, err := http.NewRequest(http.MethodGet, "http://fuzz"+target, nil)
+		if err != nil {
+			return // not a request net/http would serve
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		rec := httptest.NewRecorder()
+		fx.srv.ServeHTTP(rec, req.WithContext(ctx))
+		switch {
+		case rec.Code == http.StatusOK:
+			require.Equal(t, "application/x-ndjson", rec.Header().Get("Content-Type"), "%s", target)
+			d := kvjson.NewWatchDecoder(rec.Body, 0)
+			for {
+				if _, err := d.Next(); err != nil {
+					require.ErrorIs(t, err, io.EOF, "%s: %s", target, rec.Body.Bytes())
+					break
+				}
+			}
+		case rec.Code == http.StatusTemporaryRedirect || rec.Code == http.StatusMovedPermanently:
+			// ServeMux's redirect of an unclean path (/v1/watch/./a).
+		case rec.Code >= 400 && rec.Code < 500:
+			var e kvjson.ErrorJSON
+			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &e), "%s", target)
+			require.NotEmpty(t, e.Code, "%s", target)
+			require.NotEmpty(t, e.Error, "%s", target)
+		default:
+			t.Fatalf("%s: status %d: %s", target, rec.Code, rec.Body.Bytes())
+		}
+		require.Equal(t, int64(5), fx.log.State.Rev(), "a watch writes nothing")
+	})
 }
