@@ -18,6 +18,11 @@
 // second time: a request makes at most one hop, so stale leader hints
 // cannot make it loop.
 //
+// A watch (GET /v1/watch/<key>, watch.go) is never forwarded: every
+// process streams the changes of its own applied state, a revision a
+// line, so that a client resumes through any process from the last
+// revision it saw + 1 and neither misses nor repeats a change.
+//
 // Every error answer is a kvjson.ErrorJSON, whose Code is a stable string
 // to switch on; bad input is refused with a 4xx before anything reaches
 // the log, so it changes nothing. One function (errorOf) turns the KV

@@ -11,7 +11,10 @@
 // space quota over the state's file) and the metrics registry, and, if
 // asked, auto-compaction (internal/compactor) — then serves the HTTP API
 // (internal/httpapi) and, if asked, etcd's gRPC API (internal/etcdapi),
-// two adapters over them.
+// two adapters over them. The etcd API's listener is one port as etcd's
+// client URL is (clientport.go): gRPC for connections that open with
+// HTTP/2's preface, etcd's JSON gateway, /health, /livez, /readyz,
+// /version and /metrics (internal/etcdhttp) for the others.
 //
 // What a Process guarantees:
 //
@@ -47,7 +50,8 @@
 // (the unsynced backlog, slow writes, shed appends, throttled proposals),
 // the store's append and fsync times, the commit latency of writes — live
 // in the process's registry beside the HTTP and etcd APIs' request
-// metrics, all served on the HTTP API's /metrics. Statistics the Node
+// metrics and the process collector's process_*, all served on the HTTP
+// API's /metrics and the etcd port's. Statistics the Node
 // keeps are read from it at scrape time, never polled.
 //
 // Built with the tag jepsen, a process also carries the Jepsen harness's
