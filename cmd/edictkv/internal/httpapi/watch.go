@@ -109,7 +109,7 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) {
 func (s *Server) streamWatch(ctx context.Context, ws *mvcc.WatchStream, id mvcc.WatchID, sw *watchWriter) {
 	tick := time.NewTicker(s.cfg.WatchProgress)
 	defer tick.Stop()
-	wrote := false // a line since the last tick
+	wrote := false // a line of events since the last tick
 	for {
 		select {
 		case <-ctx.Done():
@@ -140,7 +140,9 @@ func (s *Server) streamWatch(ctx context.Context, ws *mvcc.WatchStream, id mvcc.
 			if resp.CompactRevision != 0 {
 				return
 			}
-			wrote = true
+			// A progress line does not count: an idle stream gets one
+			// every interval.
+			wrote = wrote || len(resp.Events) > 0
 			if len(ws.Chan()) > 0 {
 				continue // flush once the channel is empty
 			}
