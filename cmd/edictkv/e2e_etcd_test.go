@@ -236,11 +236,17 @@ func TestEtcdClientAPI(t *testing.T) {
 	assert.Contains(t, err.Error(), "LeaseGrant")
 	_, err = cli.Put(ctx, "l", "x", clientv3.WithLease(7))
 	assert.Equal(t, codes.Unimplemented, grpcstatus.Code(err), "%v", err)
+
+	// A watch from the revision of a put is sent that put.
+	watched, err := cli.Put(ctx, "a", "watched")
+	require.NoError(t, err)
 	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer wcancel()
-	w := <-cli.Watch(wctx, "a")
-	require.Error(t, w.Err(), "the watch ends at once")
-	assert.Contains(t, w.Err().Error(), "Watch")
+	w := <-cli.Watch(wctx, "a", clientv3.WithRev(watched.Header.Revision))
+	require.NoError(t, w.Err())
+	require.Len(t, w.Events, 1)
+	assert.Equal(t, "watched", string(w.Events[0].Kv.Value))
+	assert.Equal(t, watched.Header.Revision, w.Events[0].Kv.ModRevision)
 
 	// The cluster as etcdctl's member list and endpoint status see it.
 	ml, err := cli.MemberList(ctx)
