@@ -357,11 +357,8 @@ run_one() {
   (
     cd "$SRC/$PKG"
     export COMPAT_ETCD_ENDPOINTS=$EPS COMPAT_ETCD_KEY_PREFIX="/k8s-compat/$sys/$t/"
-    # What the server was started with, for tests that configure their own
-    # (edictkv has no such setting: those tests run against what it does).
-    if [[ $sys == etcd ]]; then
-      export COMPAT_ETCD_WATCH_PROGRESS_NOTIFY_INTERVAL=$WATCH_PROGRESS_NOTIFY_INTERVAL
-    fi
+    # What the servers were started with, for tests that configure their own.
+    export COMPAT_ETCD_WATCH_PROGRESS_NOTIFY_INTERVAL=$WATCH_PROGRESS_NOTIFY_INTERVAL
     exec timeout -k 10 $((TEST_TIMEOUT + 30)) nice -n 5 "$TESTBIN" \
       -test.run "^$t\$" -test.count=1 -test.v=test2json -test.timeout "${TEST_TIMEOUT}s"
   ) >"$WORK/out" 2>&1 &
