@@ -257,6 +257,19 @@ func TestGranterLearnsLeaderStalls(t *testing.T) {
 // and with it failover, for no stall a lead could ride out.
 func TestRenewalGapIsOnlyALateRenewal(t *testing.T) {
 	toP2 := func(m Message) bool { return m.To == 2 && m.Type == MsgGrantRequest && m.From == 1 }
+	// renewalToP2 lets p1's next renewal fall due and returns its grant
+	// request to p2, left in the queue.
+	renewalToP2 := func(c *cluster) Message {
+		c.now = c.cores[1].renewAt().Nanos
+		c.tick(1)
+		var req Message
+		for _, m := range c.queue {
+			if toP2(m) {
+				req = m
+			}
+		}
+		return req
+	}
 	noStall := func(c *cluster, why string) {
 		t.Helper()
 		assert.Less(t, c.cores[2].Stats().Stall, time.Millisecond, why)
@@ -303,24 +316,10 @@ func TestRenewalGapIsOnlyALateRenewal(t *testing.T) {
 	t.Run("copies and older requests", func(t *testing.T) {
 		c := newCluster(t, 1, 2, 3)
 		c.elect(1)
-		c.now = c.cores[1].renewAt().Nanos
-		c.tick(1)
-		var older Message
-		for _, m := range c.queue {
-			if toP2(m) {
-				older = m
-			}
-		}
+		older := renewalToP2(c)
 		c.deliver(nil)
 		c.renewSlowly(0)
-		var newest Message
-		c.now = c.cores[1].renewAt().Nanos
-		c.tick(1)
-		for _, m := range c.queue {
-			if toP2(m) {
-				newest = m
-			}
-		}
+		newest := renewalToP2(c)
 		c.deliver(nil)
 		require.True(t, older.Start.Before(newest.Start))
 		c.advance(200 * time.Millisecond) // within p2's grant
@@ -335,14 +334,7 @@ func TestRenewalGapIsOnlyALateRenewal(t *testing.T) {
 	t.Run("campaign and earlier life", func(t *testing.T) {
 		c := newCluster(t, 1, 2, 3)
 		c.elect(1)
-		c.now = c.cores[1].renewAt().Nanos
-		c.tick(1)
-		var old Message
-		for _, m := range c.queue {
-			if toP2(m) {
-				old = m
-			}
-		}
+		old := renewalToP2(c)
 		c.queue = nil
 		// p1 crashes; it restarts 200 ms later and campaigns at once,
 		// while p2's grant to its earlier life still holds (p2 grants to
