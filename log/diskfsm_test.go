@@ -165,6 +165,28 @@ type diskCluster struct {
 	plain bool
 }
 
+// loadPastCompaction puts n keys, has the leader snapshot, and waits
+// until its log starts past them, so that a member that joins now must
+// be sent the state. It returns what was put and the leader.
+func (c *diskCluster) loadPastCompaction(ctx context.Context, n int) (map[string]string, *netNode) {
+	c.t.Helper()
+	want := map[string]string{}
+	for i := range n {
+		k := fmt.Sprintf("k-%02d", i)
+		want[k] = fmt.Sprint(i)
+		c.put(k, want[k])
+	}
+	l := c.waitLeader(10 * time.Second)
+	require.NoError(c.t, l.Snapshot(ctx))
+	eventually(c.t, 10*time.Second, func() error {
+		if first := l.Status().FirstIndex; first <= 2 {
+			return fmt.Errorf("the leader's log still starts at %d", first)
+		}
+		return nil
+	})
+	return want, l
+}
+
 func newDiskCluster(t *testing.T, n int, lag uint64, tune ...func(*log.Config)) *diskCluster {
 	return newDiskClusterOf(t, n, lag, false, tune...)
 }
@@ -321,28 +343,15 @@ func TestNodeDiskFSMNewMemberReceivesTheState(t *testing.T) {
 	for _, plain := range []bool{false, true} {
 		t.Run(fmt.Sprintf("plain=%t", plain), func(t *testing.T) {
 			c := newDiskClusterOf(t, 3, 0, plain, func(cfg *log.Config) { cfg.SnapshotEvery, cfg.TrailingEntries = 16, 4 })
-			want := map[string]string{}
-			for i := range 60 {
-				k := fmt.Sprintf("k-%02d", i)
-				want[k] = fmt.Sprint(i)
-				c.put(k, want[k])
-			}
-			l := c.waitLeader(10 * time.Second)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			require.NoError(t, l.Snapshot(ctx))
+			want, l := c.loadPastCompaction(ctx, 60)
 			metas, err := l.snaps.List()
 			require.NoError(t, err)
 			require.NotEmpty(t, metas)
 			metaOnly, err := log.IsMetaOnlySnapshot(l.snaps, metas[0])
 			require.NoError(t, err)
 			require.True(t, metaOnly, "the leader's newest snapshot holds no copy of the state")
-			eventually(t, 10*time.Second, func() error {
-				if first := l.Status().FirstIndex; first <= 2 {
-					return fmt.Errorf("the leader's log still starts at %d", first)
-				}
-				return nil
-			})
 
 			tr := c.listen(4)
 			n4 := c.startWith(4, tr, maps.Clone(c.addrs), func(cfg *log.Config) { cfg.Join = true; c.useDisk(cfg) })

@@ -346,22 +346,9 @@ func (f imagedKV) Snapshot() (fsm.Snapshot, error) {
 // before the record, fails the test.
 func TestNodeStagedInstallCrashImages(t *testing.T) {
 	c := newDiskCluster(t, 3, 0, func(cfg *log.Config) { cfg.SnapshotEvery, cfg.TrailingEntries = 16, 4 })
-	want := map[string]string{}
-	for i := range 60 {
-		k := fmt.Sprintf("k-%02d", i)
-		want[k] = fmt.Sprint(i)
-		c.put(k, want[k])
-	}
-	l := c.waitLeader(10 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, l.Snapshot(ctx))
-	eventually(t, 10*time.Second, func() error {
-		if first := l.Status().FirstIndex; first <= 2 {
-			return fmt.Errorf("the leader's log still starts at %d", first)
-		}
-		return nil
-	})
+	want, l := c.loadPastCompaction(ctx, 60)
 
 	ci := newCrashImages(t, filepath.Join(c.dir, "fsm4"))
 	tr := c.listen(4)
