@@ -442,13 +442,16 @@ func (r *lrun) starveOne() {
 }
 
 // quotaLeader holds the leader of the moment to a CPU quota for
-// QuotaLeader: it runs 10 ms at a time, frozen 90–400 ms between. The
+// QuotaLeader: it runs 10 ms at a time, frozen 90–800 ms between. The
 // simulator's processes do their work in no time, so a quota of 10 ms in
 // every 100 ms alone would cost nothing; the longer stops stand for the
 // backlog a real process builds at 10% of a CPU (its clients' requests,
 // its garbage collector), which Jepsen saw cost a lease about once a
-// second. Leadership may change once meanwhile, no more (checked in
-// onEvent).
+// second. Stops reach past MaxLease (620 ms by default), so that the
+// leader loses its lease even with the longest renewal lead its stalls
+// can teach it (elect's adaptive lead): it must then stand aside, not win
+// the lease back. Leadership may change once meanwhile, no more (checked
+// in onEvent).
 func (r *lrun) quotaLeader() {
 	l := r.leader()
 	if l == nil {
@@ -462,7 +465,7 @@ func (r *lrun) quotaLeader() {
 		if r.w.now >= r.quota.until {
 			return
 		}
-		stop := r.w.between(90*time.Millisecond, 400*time.Millisecond)
+		stop := r.w.between(90*time.Millisecond, 800*time.Millisecond)
 		if p := r.procs[r.quota.id]; p.up {
 			p.frozenUntil = max(p.frozenUntil, r.w.now+int64(stop))
 		}
