@@ -116,10 +116,20 @@ type watcherState struct {
 // watchConn is one gRPC watch stream: a single goroutine (serve) handles
 // its requests and sends every response, so that a created response goes
 // out before any event of its watcher and a cancelled one after the last.
+//
+// The gRPC sends themselves happen on a goroutine of their own (sender),
+// one at a time and in order: a client that stops reading blocks gRPC's
+// Send once its flow-control window is full, and the stream must still end
+// when the process drains or the client requires a leader that is gone;
+// gRPC unblocks the Send once the handler returns.
 type watchConn struct {
-	s  *Server
-	gs pb.Watch_WatchServer
-	ws *mvcc.WatchStream
+	s   *Server
+	gs  pb.Watch_WatchServer
+	ws  *mvcc.WatchStream
+	ctx context.Context // the stream's life: ended by the handler's return or Drain
+
+	sendq chan *pb.WatchResponse // to the sender, one at a time
+	sent  chan error             // the sender's result of each
 
 	watchers map[int64]*watcherState
 	nextID   int64 // the next ID to try for watch_id 0 (etcd's AutoWatchID)
@@ -141,7 +151,7 @@ func (w *watchServer) Watch(gs pb.Watch_WatchServer) error {
 	}
 	ctx, cancel := context.WithCancelCause(gs.Context())
 	defer cancel(nil)
-	c := &watchConn{s: s, gs: gs, watchers: make(map[int64]*watcherState), dropThrough: make(map[mvcc.WatchID]uint64)}
+	c := newWatchConn(ctx, s, gs, nil)
 	if !s.watches.add(c, cancel) {
 		return errWatchDraining
 	}
@@ -214,16 +224,40 @@ func (w *watchServer) Watch(gs pb.Watch_WatchServer) error {
 				return rpctypes.ErrGRPCNoLeader
 			}
 		case <-ctx.Done():
-			err := context.Cause(ctx)
-			if _, ok := status.FromError(err); ok {
-				return err
-			}
-			if errors.Is(err, context.Canceled) {
-				return rpctypes.ErrGRPCWatchCanceled
-			}
-			return status.FromContextError(err).Err()
+			return c.ended()
 		}
 	}
+}
+
+// newWatchConn starts the sender of a stream that lives until ctx ends.
+func newWatchConn(ctx context.Context, s *Server, gs pb.Watch_WatchServer, ws *mvcc.WatchStream) *watchConn {
+	c := &watchConn{s: s, gs: gs, ws: ws, ctx: ctx,
+		watchers: make(map[int64]*watcherState), dropThrough: make(map[mvcc.WatchID]uint64),
+		sendq: make(chan *pb.WatchResponse), sent: make(chan error, 1)}
+	go func() {
+		for {
+			select {
+			case r := <-c.sendq:
+				c.sent <- gs.Send(r)
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return c
+}
+
+// ended is the status a stream ends with once its context is done: the
+// cause Drain or a lost leader gave, or the client's cancellation.
+func (c *watchConn) ended() error {
+	err := context.Cause(c.ctx)
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	if errors.Is(err, context.Canceled) {
+		return rpctypes.ErrGRPCWatchCanceled
+	}
+	return status.FromContextError(err).Err()
 }
 
 // requiresLeader reports whether the client asked for a stream that ends
@@ -415,7 +449,22 @@ func (c *watchConn) forward(r mvcc.WatchResponse) error {
 	return err
 }
 
-func (c *watchConn) send(r *pb.WatchResponse) error { return c.gs.Send(r) }
+// send hands r to the sender and waits for gRPC to take it, or for the
+// stream's end: a Send blocked by a client that does not read does not
+// keep the stream open.
+func (c *watchConn) send(r *pb.WatchResponse) error {
+	select {
+	case c.sendq <- r:
+	case <-c.ctx.Done():
+		return c.ended()
+	}
+	select {
+	case err := <-c.sent:
+		return err
+	case <-c.ctx.Done():
+		return c.ended()
+	}
+}
 
 func (c *watchConn) header(rev int64) *pb.ResponseHeader {
 	h := &pb.ResponseHeader{Revision: rev}

@@ -17,6 +17,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -523,6 +524,41 @@ func TestWatchDrain(t *testing.T) {
 	assert.Equal(t, codes.Unavailable, status.Code(w.ended()))
 }
 
+// A stream whose client stopped reading, its sends blocked by gRPC's flow
+// control, still ends when the process drains: a graceful stop does not
+// wait on it, and its watchers leave the store.
+func TestWatchDrainStuckStream(t *testing.T) {
+	p := startProcessWith(t, 1, 1, nil, func(kc *kvservice.Config, _ *Config) { kc.Limits.MaxValueBytes = 4096 })
+	ctx := ctxT(t)
+	// A fixed 64 KiB window (no BDP growth), never read: the server's
+	// sends block once it is full.
+	conn, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	require.NoError(t, err)
+	defer conn.Close()
+	// Its own context outlives the check below: the client never ends it.
+	stuckCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stuck, err := pb.NewWatchClient(conn).Watch(stuckCtx)
+	require.NoError(t, err)
+	require.NoError(t, stuck.Send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{
+		CreateRequest: &pb.WatchCreateRequest{Key: []byte("k"), RangeEnd: []byte("l")}}}))
+	store := p.log.State.Store()
+	require.Eventually(t, func() bool { return store.WatchStats().Watchers == 1 }, 10*time.Second, time.Millisecond)
+
+	kv, value := pb.NewKVClient(p.conn), bytes.Repeat([]byte("v"), 4096)
+	for i := 0; store.WatchStats().Parked == 0; i++ {
+		// The stream's channel is full and a response parked: its loop
+		// is blocked in a send.
+		require.Less(t, i, 5000, "the stuck stream never filled its channel")
+		_, err := kv.Put(ctx, &pb.PutRequest{Key: fmt.Appendf(nil, "k%d", i), Value: value})
+		require.NoError(t, err)
+	}
+	p.api.Drain()
+	require.Eventually(t, func() bool { return store.WatchStats().Streams == 0 }, 10*time.Second, time.Millisecond,
+		"the stuck stream outlived the drain")
+}
+
 // sentStream records what a watchConn sends.
 type sentStream struct {
 	grpc.ServerStream
@@ -550,7 +586,7 @@ func TestWatchCancelledResponsesDropped(t *testing.T) {
 
 	gs := &sentStream{}
 	s := &Server{cfg: Config{ID: 1, Node: &fakeNode{}}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	c := &watchConn{s: s, gs: gs, ws: st.NewWatchStream(), watchers: map[int64]*watcherState{}, dropThrough: map[mvcc.WatchID]uint64{}}
+	c := newWatchConn(ctxT(t), s, gs, st.NewWatchStream())
 	defer c.ws.Close()
 	require.NoError(t, c.create(&pb.WatchCreateRequest{Key: []byte("a"), WatchId: 5, StartRevision: 2}))
 	require.NoError(t, c.create(&pb.WatchCreateRequest{Key: []byte("a"), WatchId: 6, StartRevision: 2}))
