@@ -225,6 +225,9 @@ func TestWatchCompactionCancels(t *testing.T) {
 	}
 	// From the compaction revision: its event, without prev_kv (compacted).
 	sameStrings(t, "from the compaction revision", events(rs, at), []string{"PUT k=3@5", "PUT k=4@6 prev 3@5", "PUT k=5@7 prev 4@6"})
+	if st := s.WatchStats(); st.Compacted != 1 || st.EventsSent != 3 || st.Watchers != 1 {
+		t.Fatalf("counts after one compaction cancel and three events: %+v", st)
+	}
 	if err := ws.Cancel(gone); !errors.Is(err, ErrWatcherNotExist) {
 		t.Fatalf("cancel of a compacted watcher: %v", err)
 	}

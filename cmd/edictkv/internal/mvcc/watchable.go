@@ -107,6 +107,9 @@ type watchHub struct {
 	parkedResponses int
 	streams         map[*WatchStream]struct{}
 	watchers        int
+	// eventsSent and compacted count, for the metrics, the events put on
+	// streams' channels and the watchers cancelled by compaction.
+	eventsSent, compacted uint64
 
 	// stepErr is the last background WatchStep's error, nil once one
 	// succeeds.
@@ -263,6 +266,7 @@ func (h *watchHub) send(ws *WatchStream, r WatchResponse) bool {
 	}
 	select {
 	case ws.ch <- r:
+		h.eventsSent += uint64(len(r.Events))
 		return true
 	default:
 		return false
@@ -300,6 +304,7 @@ func (h *watchHub) placeSent(w *watcher, r WatchResponse) {
 	case r.CompactRevision != 0:
 		w.state = stateDone
 		h.watchers--
+		h.compacted++
 	case w.minRev > h.rev:
 		w.state = stateSynced
 		h.synced.add(w)
@@ -329,6 +334,7 @@ func (h *watchHub) retryParked() (sent, left int) {
 			ws.parked = ws.parked[1:]
 			h.parkedEvents -= len(p.resp.Events)
 			h.parkedResponses--
+			h.eventsSent += uint64(len(p.resp.Events))
 			sent++
 			h.placeSent(p.w, p.resp)
 		}
@@ -861,6 +867,10 @@ type WatchStats struct {
 	// channel (etcd's victims), with ParkedEvents events in all.
 	Synced, Unsynced, Parked int
 	ParkedEvents             int
+	// EventsSent counts the events put on streams' channels, Compacted
+	// the watchers cancelled because compaction passed their next
+	// revision, since the store opened.
+	EventsSent, Compacted uint64
 	// Err is the background catch-up's last error (Options.Background),
 	// nil once a step succeeds: unsynced watchers wait while it fails (a
 	// corrupt key bucket, a backend that cannot be read).
@@ -879,6 +889,8 @@ func (s *Store) WatchStats() WatchStats {
 		Unsynced:     h.unsynced.Len(),
 		Parked:       h.parkedResponses,
 		ParkedEvents: h.parkedEvents,
+		EventsSent:   h.eventsSent,
+		Compacted:    h.compacted,
 		Err:          h.stepErr,
 	}
 }

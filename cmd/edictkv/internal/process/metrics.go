@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/mvcc"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
@@ -111,11 +112,11 @@ func (c *leaderCounter) changeCount() float64 {
 	return float64(c.changes)
 }
 
-// newMetrics registers the process's metrics in reg: those of node and of
-// store. Values that are state (lease, indexes, backlog) and the Node's own
+// newMetrics registers the process's metrics in reg: those of node, of
+// its log's store and of the state's store. Values that are state (lease, indexes, backlog) and the Node's own
 // counters are read from the Node at scrape time; leader events are
 // counted as they happen.
-func newMetrics(reg prometheus.Registerer, node *log.Node, store *TimedStore) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, node *log.Node, store *TimedStore, state *mvcc.Store) (*metrics, error) {
 	m := &metrics{commit: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edictkv_commit_seconds",
 		Help: "Time from a write's proposal at the leader to its commit and apply.", Buckets: LatencyBuckets})}
 	m.leaders = newLeaderCounter(node)
@@ -140,6 +141,7 @@ func newMetrics(reg prometheus.Registerer, node *log.Node, store *TimedStore) (*
 		gauge("edictkv_applied_index", "The highest index applied to the state machine.", status(func(st log.Status) float64 { return float64(st.Applied) })),
 		gauge("edictkv_last_index", "The last index in this process's log.", status(func(st log.Status) float64 { return float64(st.LastIndex) })),
 		newNodeStats(node),
+		newStateStats(state),
 		// process_resident_memory_bytes and the rest of the process's own
 		// (not the Go runtime's): etcdctl check datascale reads it.
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -160,3 +160,44 @@ func TestLeaderChangeCounting(t *testing.T) {
 		t.Fatalf("one reign seen twice counted %g times", got)
 	}
 }
+
+// The state's revisions, size and keys, and its watchers, reach /metrics:
+// an HTTP watch counts as a stream with a synced watcher once it has
+// caught up, and the events it was sent are counted.
+func TestStateMetrics(t *testing.T) {
+	c := startCluster(t, 1, nil)
+	id := c.leader()
+	for _, k := range []string{"a", "b", "a"} {
+		mustStatus(t, do(t, http.MethodPut, c.url(id, "/v1/kv/"+k), "1"), http.StatusOK)
+	}
+	m := scrape(t, c, id)
+	if rev, keys := metric(t, m, "edictkv_state_revision"), metric(t, m, "edictkv_state_keys"); rev != 4 || keys != 2 {
+		t.Fatalf("after three puts on two keys: revision %v, keys %v", rev, keys)
+	}
+	if size, inUse := metric(t, m, "edictkv_state_db_size_bytes"), metric(t, m, "edictkv_state_db_size_in_use_bytes"); inUse <= 0 || size < inUse {
+		t.Fatalf("db size %v, in use %v", size, inUse)
+	}
+	if v := metric(t, m, "edictkv_state_compact_revision"); v != -1 {
+		t.Fatalf("compact revision before any compaction: %v", v)
+	}
+	if v := metric(t, m, "edictkv_watch_streams"); v != 0 {
+		t.Fatalf("watch streams before any watch: %v", v)
+	}
+
+	resp, err := http.Get(c.url(id, "/v1/watch/a?from=2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	eventually(t, "the watch from revision 2 to be sent its two events and be synced", func() bool {
+		m = scrape(t, c, id)
+		return metric(t, m, "edictkv_watch_streams") == 1 && metric(t, m, `edictkv_watchers{state="synced"}`) == 1 &&
+			metric(t, m, "edictkv_watch_events_total") == 2
+	})
+	for _, name := range []string{`edictkv_watchers{state="unsynced"}`, `edictkv_watchers{state="parked"}`,
+		"edictkv_watch_parked_events", "edictkv_watchers_compacted_total"} {
+		if v := metric(t, m, name); v != 0 {
+			t.Errorf("%s = %v", name, v)
+		}
+	}
+}

@@ -552,7 +552,7 @@ func (p *Process) closeServer() {
 func (p *Process) startServices(peers map[edict.ProcessID]Peer) error {
 	p.registry = prometheus.NewRegistry()
 	var err error
-	if p.metrics, err = newMetrics(p.registry, p.Node, p.timed); err != nil {
+	if p.metrics, err = newMetrics(p.registry, p.Node, p.timed, p.State.Store()); err != nil {
 		return err
 	}
 	known := map[edict.ProcessID]directory.Addresses{}
