@@ -115,7 +115,12 @@ type Core struct {
 	lead       *leader
 	leaderHint edict.ProcessID
 
-	reads []pendingRead
+	// readQueue are the follower reads waiting for the next request to
+	// the leader, readBatches the requests in flight (at most one per
+	// leader) and readBatchID the last request's id (read.go).
+	readQueue   []followerRead
+	readBatches []readBatch
+	readBatchID uint64
 	// campaignIn is an epoch this process was asked to lead (TimeoutNow)
 	// before it knew its predecessor terminated.
 	campaignIn uint64

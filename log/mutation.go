@@ -36,6 +36,11 @@ const (
 	// to its own request, and only once the leader's index is applied
 	// (onReadIndexReply).
 	RuleFollowerReadIndex = "follower-read-index"
+	// RuleFollowerReadSentAfterStart: a follower read is answered only by
+	// a request sent after it started, never by one already in flight
+	// (Read): that one may have reached the leader before a write
+	// acknowledged before the read started was committed.
+	RuleFollowerReadSentAfterStart = "follower-read-sent-after-start"
 	// RuleIncarnationBump: a process bumps its incarnation durably before
 	// it sends anything (Recover), so its readings grow across restarts
 	// and a restarted process is quarantined.
@@ -83,7 +88,8 @@ const (
 var mutationRules = []string{
 	RuleCurrentReignCommit, RuleAcceptGrantee, RuleAcceptReign, RuleReplyReign,
 	RuleQuarantineAppends, RuleAcceptedReignMonotone, RuleNoTruncateCommitted,
-	RuleReignStartBeforeReads, RuleFsyncBeforeAck, RuleFollowerReadIndex, RuleIncarnationBump,
+	RuleReignStartBeforeReads, RuleFsyncBeforeAck, RuleFollowerReadIndex, RuleFollowerReadSentAfterStart,
+	RuleIncarnationBump,
 	RuleLearnCommittedOnly, RuleHeardLearns, RuleMessagesWaitForRecords, RuleGrantsReportDurable,
 	RuleResetLowersDurable, RuleLeaderCountsDurable, RuleRecoverInstall, RuleCompactBehindDurable,
 	RuleRecordBeforeAdopt,
