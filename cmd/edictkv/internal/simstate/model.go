@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvstate"
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/mvcc"
 	"github.com/edictlog/edictlog/edict"
 )
 
@@ -18,7 +19,9 @@ import (
 // generations, no batches, no physical compaction): it applies etcd's
 // rules to maps, so that the store is checked against their meaning, not
 // against a copy of its own code. It reads the entries with kvstate's
-// envelope decoder, the format both share.
+// envelope decoder, the format both share. It keeps each revision's
+// changes in the order its write made them, as the events a watcher is
+// sent.
 //
 // It models the requests the workload writes (Put with prev_kv, Put
 // with a lease ID, DeleteRange with prev_kv, Txn with compares on every
@@ -36,7 +39,22 @@ type Model struct {
 	hist     [][]*mvccpb.KeyValue
 	revIndex []uint64
 	revStamp []edict.Stamp
-	compact  int64 // -1 before any compaction
+	// events[r] are the changes that made revision r, in the order the
+	// write made them (etcd's sub revisions): what a watcher of every key
+	// is sent for r.
+	events  [][]event
+	compact int64 // -1 before any compaction
+}
+
+// event is one change of a revision, as a watcher is to be sent it.
+type event struct {
+	del bool
+	// kv is the key as the change left it: for a delete, the key alone
+	// with the deletion's revision as its mod_revision (etcd's tombstone
+	// event).
+	kv *mvccpb.KeyValue
+	// prev is the key as the change found it, nil if it did not exist.
+	prev *mvccpb.KeyValue
 }
 
 // entry is a committed entry and what it did.
@@ -66,7 +84,7 @@ type outcome struct {
 // NewModel returns the model of an empty keyspace: revision 1, no entry.
 func NewModel() *Model {
 	return &Model{entries: []entry{{rev: 1, compact: -1}}, hist: [][]*mvccpb.KeyValue{nil, nil},
-		revIndex: []uint64{0, 0}, revStamp: []edict.Stamp{{}, {}}, compact: -1}
+		revIndex: []uint64{0, 0}, revStamp: []edict.Stamp{{}, {}}, events: [][]event{nil, nil}, compact: -1}
 }
 
 // Next is the index of the next entry the model expects.
@@ -107,17 +125,36 @@ func (m *Model) Learn(index uint64, data []byte, stamp edict.Stamp) error {
 func keysIn(state []*mvccpb.KeyValue, key, end []byte) []*mvccpb.KeyValue {
 	var out []*mvccpb.KeyValue
 	for _, kv := range state {
-		var in bool
-		switch {
-		case len(end) == 0:
-			in = bytes.Equal(kv.Key, key)
-		case len(end) == 1 && end[0] == 0:
-			in = bytes.Compare(kv.Key, key) >= 0
-		default:
-			in = bytes.Compare(kv.Key, key) >= 0 && bytes.Compare(kv.Key, end) < 0
-		}
-		if in {
+		if inSpan(kv.Key, key, end) {
 			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// inSpan reports whether k is in the API's range [key, end).
+func inSpan(k, key, end []byte) bool {
+	switch {
+	case len(end) == 0:
+		return bytes.Equal(k, key)
+	case len(end) == 1 && end[0] == 0:
+		return bytes.Compare(k, key) >= 0
+	}
+	return bytes.Compare(k, key) >= 0 && bytes.Compare(k, end) < 0
+}
+
+// watchEvents returns the changes to the keys in [key, end) (keysIn's
+// convention) at the revisions from from to to that the model has, those
+// opts filter out left out: what a watcher of those keys is sent for
+// them, in order.
+func (m *Model) watchEvents(key, end []byte, opts mvcc.WatchOption, from, to int64) []event {
+	var out []event
+	for r := max(from, 2); r <= min(to, m.Rev()); r++ {
+		for _, e := range m.events[r] {
+			if e.del && opts&mvcc.WatchNoDelete != 0 || !e.del && opts&mvcc.WatchNoPut != 0 || !inSpan(e.kv.Key, key, end) {
+				continue
+			}
+			out = append(out, e)
 		}
 	}
 	return out
@@ -181,6 +218,7 @@ type work struct {
 	keys    map[string]*mvccpb.KeyValue
 	changed bool
 	names   []int64
+	events  []event // its changes, in order
 }
 
 func (m *Model) newWork() *work {
@@ -229,6 +267,7 @@ func (w *work) put(r *pb.PutRequest) (*pb.PutResponse, error) {
 	}
 	w.keys[string(r.Key)] = kv
 	w.changed = true
+	w.events = append(w.events, event{kv: kv, prev: prev})
 	resp := &pb.PutResponse{Header: &pb.ResponseHeader{Revision: rev}}
 	if r.PrevKv && prev != nil {
 		c := *prev
@@ -246,6 +285,7 @@ func (w *work) deleteRange(r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, e
 	for _, kv := range gone {
 		delete(w.keys, string(kv.Key))
 		w.changed = true
+		w.events = append(w.events, event{del: true, kv: &mvccpb.KeyValue{Key: kv.Key, ModRevision: w.begin + 1}, prev: kv})
 	}
 	resp := &pb.DeleteRangeResponse{Header: &pb.ResponseHeader{Revision: w.readRev()}, Deleted: int64(len(gone))}
 	if r.PrevKv {
@@ -421,6 +461,7 @@ func (w *work) commit(index uint64, stamp edict.Stamp) {
 	}
 	m := w.m
 	m.hist = append(m.hist, w.state())
+	m.events = append(m.events, w.events)
 	m.revIndex = append(m.revIndex, index)
 	m.revStamp = append(m.revStamp, stamp)
 	if !stamp.IsZero() {
