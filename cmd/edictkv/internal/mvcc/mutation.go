@@ -15,4 +15,11 @@ const (
 	// for its watcher up to its Revision (syncWatchers); TestWatchModel
 	// catches it.
 	RuleWatchCatchUpWhole = "watch-catchup-whole"
+	// RuleWatchRestoreUnsynced: a Restore or InstallStaged moves every
+	// synced watcher whose next revision the new state holds to the
+	// unsynced ones (watchHub.restored), which catch up from history:
+	// the revisions the snapshot brought are sent like any other.
+	// TestWatchModel and edictkv's simulator (simstate's TestMutations)
+	// catch it.
+	RuleWatchRestoreUnsynced = "watch-restore-unsynced"
 )

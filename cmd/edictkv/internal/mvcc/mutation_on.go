@@ -8,7 +8,9 @@ import "github.com/edictlog/edictlog/elect"
 // elect's switch, as the log's do, so that EDICT_MUTATE=<rule> names it
 // for any test run.
 
-func init() { elect.RegisterMutationRules(RuleCompactKeepsNewest, RuleWatchCatchUpWhole) }
+func init() {
+	elect.RegisterMutationRules(RuleCompactKeepsNewest, RuleWatchCatchUpWhole, RuleWatchRestoreUnsynced)
+}
 
 // Mutate switches rule's check off ("" switches every check back on).
 func Mutate(rule string) { elect.Mutate(rule) }

@@ -386,7 +386,7 @@ func (h *watchHub) restored(rev int64) {
 	h.synced = watcherGroup{}
 	for _, w := range all {
 		w.minRev = max(w.minRev, old+1)
-		if w.minRev > rev {
+		if w.minRev > rev || mutated(RuleWatchRestoreUnsynced) {
 			h.synced.add(w)
 			continue
 		}
