@@ -40,20 +40,47 @@ import (
 //   - every read of the workload, at any level and revision: the
 //     replica's answer is the model's at the entries it applied;
 //   - every command's answer as its proposer got it: the entry committed
-//     at its index is that command, and the answer is the model's.
+//     at its index is that command, and the answer is the model's;
+//   - every response its watch clients (watch.go) read, on any process:
+//     a watch is sent, across the reconnects of its client to any process,
+//     exactly the model's events of its keys from its start revision on —
+//     in revision order, each revision's in the order its write made them,
+//     with the key as the change left it and, asked for, as it found it
+//     (prev_kv; missing only at the serving process's compaction
+//     revision), the filters respected, none missing and none repeated;
+//     a compaction cancels a watch only past its next revision and not
+//     past the serving process's compaction; a progress notification is
+//     one the stream asked for, at the revision its process had then, and
+//     only once every event of the watches it is for up to it was sent;
+//     nothing is sent for a watch after its client cancelled it; and at
+//     the end, every watch on a running process, once its store caught
+//     up, has been sent every event up to that process's revision.
 type Checker struct {
 	m   *Model
 	seq int // the workload's values
-	// noReads leaves out the workload's reads, and its txns' ranges at
-	// past revisions, so that the history checks are shown catching alone
-	// (TestMutations).
+	// noReads leaves out the workload's reads, its txns' ranges at past
+	// revisions and the watch clients, so that the history checks are
+	// shown catching alone (TestMutations).
 	noReads bool
+	w       *watchers
 }
 
 var _ sim.Model = (*Checker)(nil)
 
-// NewChecker returns the checker of one run.
-func NewChecker() *Checker { return &Checker{m: NewModel()} }
+// NewChecker returns the checker of one run, whose watch clients draw
+// their moves from seed.
+func NewChecker(seed uint64) *Checker { return &Checker{m: NewModel(), w: newWatchers(seed)} }
+
+// watching reports whether the run has watch clients.
+func (c *Checker) watching() bool { return c.w != nil && !c.noReads }
+
+// WatchStats are what the run's watch clients did and were sent.
+func (c *Checker) WatchStats() watchStats {
+	if c.w == nil {
+		return watchStats{}
+	}
+	return c.w.stats
+}
 
 func machineOf(st sim.StateMachine) (Machine, error) {
 	m, ok := st.(Machine)
@@ -69,6 +96,16 @@ func (c *Checker) Applied(p edict.ProcessID, st sim.StateMachine, e fsm.Entry, r
 	if err != nil {
 		return err
 	}
+	if err := c.applied(mc, e, res); err != nil {
+		return err
+	}
+	if c.watching() {
+		return c.w.hook(c, p, mc.State)
+	}
+	return nil
+}
+
+func (c *Checker) applied(mc Machine, e fsm.Entry, res any) error {
 	if e.Index >= c.m.Next() {
 		if err := c.m.Learn(e.Index, e.Data, e.Stamp); err != nil {
 			return err
@@ -100,12 +137,26 @@ func (c *Checker) Applied(p edict.ProcessID, st sim.StateMachine, e fsm.Entry, r
 
 // Started implements sim.Model.
 func (c *Checker) Started(p edict.ProcessID, st sim.StateMachine, applied uint64) error {
-	return c.checkReplica(st, applied)
+	if err := c.checkReplica(st, applied); err != nil {
+		return err
+	}
+	if c.watching() {
+		mc, _ := machineOf(st)
+		return c.w.hook(c, p, mc.State)
+	}
+	return nil
 }
 
 // Restored implements sim.Model.
 func (c *Checker) Restored(p edict.ProcessID, st sim.StateMachine, index uint64) error {
-	return c.checkReplica(st, index)
+	if err := c.checkReplica(st, index); err != nil {
+		return err
+	}
+	if c.watching() {
+		mc, _ := machineOf(st)
+		return c.w.restored(c, p, mc.State)
+	}
+	return nil
 }
 
 // End implements sim.Model: the running replicas against each other,
@@ -137,6 +188,9 @@ func (c *Checker) End(up map[edict.ProcessID]sim.ModelState) error {
 		if err := c.checkHistory(mc, up[id].Applied, hs[i]); err != nil {
 			return fmt.Errorf("%v: %w", id, err)
 		}
+	}
+	if c.watching() {
+		return c.w.end(c, up)
 	}
 	return nil
 }

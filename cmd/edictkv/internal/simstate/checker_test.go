@@ -33,7 +33,7 @@ type replica struct {
 }
 
 func newReplica(t *testing.T, c *Checker, rng *rand.Rand) *replica {
-	r := &replica{t: t, c: c, d: NewDisk(storeOptions(1+rng.IntN(16), 1+rng.IntN(4)))}
+	r := &replica{t: t, c: c, d: NewDisk(storeOptions(1+rng.IntN(16), 1+rng.IntN(4), 1+rng.IntN(4), 1+rng.IntN(8)))}
 	r.open()
 	return r
 }
@@ -115,12 +115,14 @@ func (r *replica) run(rng *rand.Rand, n int) {
 // meant to (compactions that take, refusals, txns down both branches).
 func TestModelAgreesWithTheState(t *testing.T) {
 	var compacted, refused, failed, txns, lost int
+	var ws watchStats
 	for seed := uint64(1); seed <= 20; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 1))
-		c := NewChecker()
+		c := NewChecker(seed)
 		r := newReplica(t, c, rng)
 		r.run(rng, 600)
 		lost += r.lost
+		ws.add(c.WatchStats())
 		for _, e := range c.m.entries[1:] {
 			switch {
 			case e.want.kind == kvstate.KindCompaction && e.want.err == nil:
@@ -135,10 +137,13 @@ func TestModelAgreesWithTheState(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d compactions, %d refusals, %d txns (%d down the failure branch), %d entries lost in crashes", compacted, refused, txns, failed, lost)
+	t.Logf("%d compactions, %d refusals, %d txns (%d down the failure branch), %d entries lost in crashes; %v", compacted, refused, txns, failed, lost, ws)
 	if compacted < 20 || refused < 20 || txns < 100 || failed < 20 || failed == txns || lost == 0 {
 		t.Fatalf("the workload misses what it is for: %d compactions, %d refusals, %d txns (%d failed), %d entries lost in crashes",
 			compacted, refused, txns, failed, lost)
+	}
+	if ws.Events < 1000 || ws.Progress == 0 || ws.Compacted == 0 || ws.Cancels == 0 || ws.Crashes == 0 || ws.Moves == 0 || ws.Resumes == 0 || ws.MaxParked == 0 {
+		t.Fatalf("the watch clients miss what they are for: %v", ws)
 	}
 }
 
@@ -154,7 +159,7 @@ func TestCheckerCatches(t *testing.T) {
 		return b
 	}
 	setup := func() *replica {
-		c := NewChecker()
+		c := NewChecker(1)
 		r := newReplica(t, c, rand.New(rand.NewPCG(1, 1)))
 		r.append(put("w/a", "1"))
 		r.append(put("w/a", "2"))
@@ -182,7 +187,7 @@ func TestCheckerCatches(t *testing.T) {
 	// A replica that applied a different entry at an index: its history
 	// is not the committed log's.
 	r = setup()
-	other := NewChecker()
+	other := NewChecker(1)
 	o := newReplica(t, other, rand.New(rand.NewPCG(1, 1)))
 	o.append(put("w/a", "1"))
 	o.append(put("w/a", "X"))

@@ -17,21 +17,26 @@ import (
 // simulator's state machine: the register operations of its clients are
 // etcd requests — a put is a Put, a compare-and-set a Txn comparing the
 // value — and each Apply is followed by one step of the physical
-// compaction pending, which a server's background compactor would run,
-// so that compactions are interrupted by writes, syncs and crashes.
+// compaction pending and one of the watchers' work (a catch-up step,
+// parked responses offered again), which a server's background loops
+// would run, so that compactions are interrupted by writes, syncs and
+// crashes, and watchers catch up between writes.
 type Machine struct {
 	*kvstate.State
 }
 
 var _ sim.DiskStateMachine = Machine{}
 
-// Apply applies e, then takes one step of the pending compaction. A step
-// that fails is the store failing: the run stops there (the simulator
-// reports a panic as its seed's violation).
+// Apply applies e, then takes one step of the pending compaction and
+// one of the watchers'. A step that fails is the store failing: the run
+// stops there (the simulator reports a panic as its seed's violation).
 func (m Machine) Apply(e fsm.Entry) any {
 	res := m.State.Apply(e)
 	if _, err := m.State.CompactStep(); err != nil {
 		panic(fmt.Sprintf("simstate: compaction step after entry %d: %v", e.Index, err))
+	}
+	if _, err := m.State.Store().WatchStep(); err != nil {
+		panic(fmt.Sprintf("simstate: watch step after entry %d: %v", e.Index, err))
 	}
 	return res
 }
@@ -135,8 +140,11 @@ func (d *Disk) DurableIndex() uint64 {
 
 // storeOptions are the MVCC store's options for a run: small batches, so
 // that the store commits by itself between the simulator's syncs and a
-// crash finds it anywhere, and small compaction steps, so that a
-// compaction spans several entries.
-func storeOptions(batchLimit, compactionBatch int) kvstate.Options {
-	return kvstate.Options{Store: mvcc.Options{BatchLimit: batchLimit, CompactionBatchLimit: compactionBatch}}
+// crash finds it anywhere, small compaction steps, so that a compaction
+// spans several entries, and small watch channels and catch-up steps, so
+// that slow clients' responses park and watchers catch up over several
+// steps.
+func storeOptions(batchLimit, compactionBatch, watchBuffer, watchBatch int) kvstate.Options {
+	return kvstate.Options{Store: mvcc.Options{BatchLimit: batchLimit, CompactionBatchLimit: compactionBatch,
+		WatchBuffer: watchBuffer, WatchBatchLimit: watchBatch}}
 }

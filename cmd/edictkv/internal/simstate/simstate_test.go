@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -88,18 +89,25 @@ func distinct(scs []sim.LogScenario) []sim.LogScenario {
 // scenario goes on to its next seed, up to five failures.
 func TestLog(t *testing.T) {
 	var runs, ops, modelOps, committed atomic.Int64
+	var wmu sync.Mutex
+	var watches watchStats
 	start := time.Now()
 	for _, sc := range logScenarios() {
 		t.Run(sc.Name, func(t *testing.T) {
 			t.Parallel()
 			list := seeds(t, 5)
 			var o, mo, c, snaps, failed int
+			var ws watchStats
 			for i, seed := range list {
 				if nearDeadline(t, i, len(list)) || failed == 5 {
 					list = list[:i]
 					break
 				}
-				res := sim.RunLog(Scenario(sc, seed), seed)
+				esc := Scenario(sc, seed)
+				var ck *Checker
+				esc.Model = func() sim.Model { ck = NewChecker(seed); return ck }
+				res := sim.RunLog(esc, seed)
+				ws.add(ck.WatchStats())
 				if res.Violation != "" {
 					// The sweep goes on, to tell one bad seed from many.
 					t.Errorf("%v\nreplay: EDICT_SIM_SEED=%d go test ./cmd/edictkv/internal/simstate/ -run 'TestLog/%s$' -count=1 -v", res, seed, sc.Name)
@@ -112,13 +120,16 @@ func TestLog(t *testing.T) {
 			ops.Add(int64(o))
 			modelOps.Add(int64(mo))
 			committed.Add(int64(c))
-			t.Logf("%s: %d seeds, %d register operations and %d of the workload's checked, %d entries committed, %d snapshots installed",
-				sc.Name, len(list), o, mo, c, snaps)
+			wmu.Lock()
+			watches.add(ws)
+			wmu.Unlock()
+			t.Logf("%s: %d seeds, %d register operations and %d of the workload's checked, %d entries committed, %d snapshots installed; %v",
+				sc.Name, len(list), o, mo, c, snaps, ws)
 		})
 	}
 	t.Cleanup(func() {
-		fmt.Printf("simstate TestLog: %d runs, %d register operations, %d workload operations, %d committed entries in %v\n",
-			runs.Load(), ops.Load(), modelOps.Load(), committed.Load(), time.Since(start).Round(time.Millisecond))
+		fmt.Printf("simstate TestLog: %d runs, %d register operations, %d workload operations, %d committed entries in %v; %v\n",
+			runs.Load(), ops.Load(), modelOps.Load(), committed.Load(), time.Since(start).Round(time.Millisecond), watches)
 	})
 }
 
