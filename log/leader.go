@@ -62,6 +62,11 @@ type progress struct {
 	// Probing at once would ping-pong refusals as fast as the network
 	// carries them, for as long as the quarantine lasts.
 	retryAt edict.Time
+	// sentCommit is the highest commit index an append told it, and
+	// readIndex the highest index a read index reply told it to wait for
+	// (onReadIndex): while readIndex is ahead, it learns each advance of
+	// the commit index at once rather than at the next heartbeat.
+	sentCommit, readIndex uint64
 }
 
 // startReign runs when a lease completes that starts a reign (DESIGN §6):
@@ -263,6 +268,10 @@ func (c *Core) sendAppends(now edict.Time) {
 		case sent || pr.snapshot:
 		case pr.probing && pr.inflight == 0:
 			c.sendAppend(now, p, pr, pr.next-1, false) // an empty probe
+		case !pr.probing && pr.readIndex > pr.sentCommit && min(c.commit, pr.match) > pr.sentCommit:
+			// A follower read waits there for a commit index it has
+			// not been told: tell it now.
+			c.sendAppend(now, p, pr, pr.match, false)
 		case !pr.probing && !now.Before(pr.lastSend.Add(c.cfg.Heartbeat)):
 			// A heartbeat matches from what the follower is known to
 			// hold, so the pipeline's gaps never make it fail.
@@ -297,6 +306,7 @@ func (c *Core) sendAppend(now edict.Time, p edict.ProcessID, pr *progress, prev 
 	}
 	c.send(wire.Message{To: p, Append: a}, true)
 	pr.lastSend = now
+	pr.sentCommit = max(pr.sentCommit, a.LeaderCommit)
 	return true
 }
 

@@ -149,6 +149,12 @@ func (c *Core) onReadIndex(now edict.Time, from edict.ProcessID, r *wire.ReadInd
 	rep := &wire.ReadIndexReply{Epoch: r.Epoch, ID: r.ID, Sent: r.Sent, Leader: c.leaderHint}
 	if c.lead != nil && (c.lead.phase == phaseReady || mutated(RuleReignStartBeforeReads)) && c.el.IsLeader(now) && r.Epoch == c.lead.epoch {
 		rep.OK, rep.Index, rep.Reign, rep.Leader = true, c.commit, c.lead.reign, c.id
+		if pr := c.lead.progress[from]; pr != nil {
+			// The follower serves its reads once it has applied Index,
+			// which it may not know committed yet: sendAppends tells
+			// it as soon as its log is known to hold Index.
+			pr.readIndex = max(pr.readIndex, c.commit)
+		}
 	}
 	c.send(wire.Message{To: from, ReadIndexReply: rep}, true)
 }

@@ -256,6 +256,15 @@ func LogScenarios() []LogScenario {
 		// lost the lease (seed 203 of 500): that is more than the lease
 		// can carry, not a gray failure to ride out.
 		{Scenario: Scenario{Name: "log-slow-replies", N: 3, MinDelay: 20 * time.Millisecond, MaxDelay: 50 * time.Millisecond}, StableLeader: true},
+		// Follower reads, many at once: eight clients, every read at the
+		// follower level (a lease read when it reaches the leader), on
+		// two keys, over a network of 1–20 ms and now and then much
+		// longer. Reads at a follower share read index requests, and a
+		// write is often acknowledged while one is in flight: a read
+		// that joined it rather than wait for the next would miss the
+		// write (log/follower-read-sent-after-start; 20 of 20 seeds).
+		{Scenario: Scenario{Name: "log-follower-reads", N: 3, MinDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond, LongDelay: 0.05},
+			Clients: 8, Keys: 2, Levels: []log.ReadLevel{log.ReadFollower}},
 		// Issue 16: the leader held to 10% of a CPU for 2.5 s. At most
 		// one change of leader: it keeps the lease or hands over once.
 		{Scenario: Scenario{Name: "log-quota-leader", N: 3}, QuotaLeader: 2500 * time.Millisecond},
