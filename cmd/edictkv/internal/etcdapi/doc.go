@@ -16,16 +16,24 @@
 //   - KV.Range: single key, range and prefix, limit, count_only, keys_only,
 //     sorting and the min/max revision filters, at any revision from the
 //     compaction revision on (etcd's "compacted" below it, "future
-//     revision" above the current one). serializable is the log's stale
-//     level, answered by the process asked; anything else is a lease read
-//     at the leader.
+//     revision" above the current one), answered by the process asked,
+//     never forwarded: serializable is the log's stale level; anything
+//     else its follower level, linearizable — a lease read at the leader,
+//     and elsewhere the leader's commit index (one round trip, answered
+//     under its lease) applied here first, as etcd's followers confirm a
+//     read index.
 //   - KV.Put (prev_kv, ignore_value, ignore_lease), KV.DeleteRange
 //     (prev_kv) and KV.Txn (compares on value, version, create and mod
 //     revision and lease with =, !=, <, >, over a key or a range; branches
 //     of puts, ranges at any revision, deletes and nested txns) are one
 //     log entry each, applied atomically at one revision, with etcd's
-//     semantics (internal/kvstate). KV.Compact compacts, and with physical
-//     answers once the compacted revisions are removed.
+//     semantics (internal/kvstate). A txn whose every op is a range is a
+//     read, answered like a Range (serializable if all its ranges are).
+//     KV.Compact compacts, and with physical answers once the compacted
+//     revisions are removed.
+//   - A call with clientv3.WithRequireLeader's metadata is answered "no
+//     leader" at once while no leader is known, as etcd's interceptor
+//     does.
 //   - Revisions are etcd's: the empty state is at revision 1, each write
 //     that changes a key makes the next one, without gaps; the log's own
 //     entries make none. A write's header revision is the state's revision

@@ -68,3 +68,36 @@ func atLeader[R any](s *Server, ctx context.Context, method string, req any, wri
 	}
 	return nil, rpctypes.ErrGRPCNoLeader
 }
+
+// here runs a linearizable read at this process, whatever it is: it needs
+// a leader known (a follower read asks it), not this process to lead, so
+// it takes no handover gate and is never forwarded. A read refused for
+// want of a leader (a *log.NotLeaderError) is tried again, as the router
+// retries (route.Router.Retry), until its wait ends: then etcd's "no
+// leader".
+func here[R any](s *Server, ctx context.Context, method string, read func(context.Context) (*R, error)) (*R, error) {
+	var out *R
+	err := s.cfg.Router.Retry(ctx, func(ctx context.Context) error {
+		o, err := read(ctx)
+		var nle *log.NotLeaderError
+		if errors.As(err, &nle) {
+			return err
+		}
+		out = o
+		return s.statusOf(method, err)
+	})
+	var nle *log.NotLeaderError
+	switch {
+	case !errors.As(err, &nle):
+		if err != nil {
+			return nil, err
+		}
+		if h, ok := any(out).(interface{ GetHeader() *pb.ResponseHeader }); ok {
+			s.fill(h.GetHeader(), false)
+		}
+		return out, nil
+	case ctx.Err() != nil:
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	return nil, rpctypes.ErrGRPCNoLeader
+}

@@ -5,6 +5,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
 	"github.com/edictlog/edictlog/log"
 )
 
@@ -23,8 +24,13 @@ type kvServer struct {
 	s *Server
 }
 
-// Range is a serializable read at the stale level, answered here; any
-// other at the lease level, at the leader.
+// Range is answered by the process asked, from its own state. A
+// serializable read is at the stale level. Any other is linearizable, at
+// the follower level: a lease read at the leader, and elsewhere a follower
+// read (the leader's commit index, given under its lease in one round
+// trip, applied here first), as etcd's followers confirm a read index and
+// answer locally. Only a linearizable read that finds no leader waits for
+// one, up to the router's wait, then answers etcd's "no leader".
 func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
 	if r.Serializable {
 		resp, _, err := k.s.cfg.KV.Range(ctx, log.ReadStale, r)
@@ -34,8 +40,8 @@ func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 		k.s.fill(resp.Header, false)
 		return resp, nil
 	}
-	return atLeader(k.s, ctx, methodRange, r, false, func(ctx context.Context) (*pb.RangeResponse, error) {
-		resp, _, err := k.s.cfg.KV.Range(ctx, log.ReadLease, r)
+	return here(k.s, ctx, methodRange, func(ctx context.Context) (*pb.RangeResponse, error) {
+		resp, _, err := k.s.cfg.KV.Range(ctx, log.ReadFollower, r)
 		return resp, err
 	})
 }
@@ -54,7 +60,25 @@ func (k *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*
 	})
 }
 
+// Txn is a write, at the leader, unless it only reads (every op of both
+// branches a range): then it is answered here as a read, as etcd's server
+// answers it — serializable if every range is, else linearizable, as
+// Range.
 func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	if kvservice.ReadOnlyTxn(r) {
+		if kvservice.SerializableTxn(r) {
+			resp, _, err := k.s.cfg.KV.ReadTxn(ctx, log.ReadStale, r)
+			if err != nil {
+				return nil, k.s.statusOf(methodTxn, err)
+			}
+			k.s.fill(resp.Header, false)
+			return resp, nil
+		}
+		return here(k.s, ctx, methodTxn, func(ctx context.Context) (*pb.TxnResponse, error) {
+			resp, _, err := k.s.cfg.KV.ReadTxn(ctx, log.ReadFollower, r)
+			return resp, err
+		})
+	}
 	return atLeader(k.s, ctx, methodTxn, r, true, func(ctx context.Context) (*pb.TxnResponse, error) {
 		resp, _, err := k.s.cfg.KV.Txn(ctx, r)
 		return resp, err

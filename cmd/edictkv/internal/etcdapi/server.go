@@ -9,6 +9,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -30,10 +31,12 @@ type Node interface {
 	ReignIndex() uint64
 }
 
-// Router routes the calls that need the leader (*route.Router).
+// Router routes the calls that need the leader (*route.Router), and
+// retries the linearizable reads served here while no leader is known.
 type Router interface {
 	Do(ctx context.Context, forwarded bool, serve func(context.Context) error,
 		forward func(ctx context.Context, leader edict.ProcessID) error) error
+	Retry(ctx context.Context, try func(context.Context) error) error
 	HandOver(ctx context.Context, target edict.ProcessID) (edict.ProcessID, error)
 }
 
@@ -176,9 +179,15 @@ func (s *Server) header() *pb.ResponseHeader {
 }
 
 // unaryInterceptor counts requests by method and code, and words the
-// generated Unimplemented answers so they say it is edictkv's choice.
+// generated Unimplemented answers so they say it is edictkv's choice. A
+// call whose client requires a leader (clientv3.WithRequireLeader) is
+// answered etcd's "no leader" at once while none is known, as etcd's
+// interceptor does, rather than waiting for one.
 func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	start := time.Now()
+	if requiresLeader(ctx) && s.cfg.Node.Status().Leader == edict.None {
+		return nil, s.finish(info.FullMethod, start, rpctypes.ErrGRPCNoLeader)
+	}
 	resp, err := h(ctx, req)
 	err = s.finish(info.FullMethod, start, err)
 	return resp, err

@@ -62,6 +62,17 @@ func (r *fakeRouter) Do(ctx context.Context, forwarded bool, serve func(context.
 	return forward(ctx, r.leader)
 }
 
+// Retry tries once; a read refused for want of a leader is given up at
+// once, as the router does once its wait ends.
+func (r *fakeRouter) Retry(ctx context.Context, try func(context.Context) error) error {
+	err := try(ctx)
+	var nle *log.NotLeaderError
+	if errors.As(err, &nle) {
+		return &log.NotLeaderError{Leader: r.leader, Err: route.ErrNoLeader}
+	}
+	return err
+}
+
 func (r *fakeRouter) HandOver(ctx context.Context, target edict.ProcessID) (edict.ProcessID, error) {
 	if r.leader != r.self {
 		return edict.None, &log.NotLeaderError{Leader: r.leader, Err: log.ErrNotLeader}
@@ -139,11 +150,14 @@ func ctxT(t *testing.T) context.Context {
 }
 
 // Calls that need the leader are forwarded to it by name and answered as
-// its own; a serializable read is answered where it was asked; etcd's
-// errors come back as etcd's.
+// its own; reads are answered where they were asked; etcd's errors come
+// back as etcd's.
 func TestKVThroughAFollower(t *testing.T) {
 	leader := startProcess(t, 1, 1, nil)
-	follower := startProcess(t, 2, 1, map[edict.ProcessID]directory.Addresses{1: {GRPC: leader.addr}})
+	// The follower reads the leader's state: replicated, as far as the
+	// fake log goes.
+	follower := startProcessWith(t, 2, 1, map[edict.ProcessID]directory.Addresses{1: {GRPC: leader.addr}},
+		func(kc *kvservice.Config, _ *Config) { kc.State = leader.log.State })
 	kv, ctx := pb.NewKVClient(follower.conn), ctxT(t)
 
 	put, err := kv.Put(ctx, &pb.PutRequest{Key: []byte("a"), Value: []byte("1")})
@@ -157,10 +171,11 @@ func TestKVThroughAFollower(t *testing.T) {
 
 	got, err := kv.Range(ctx, &pb.RangeRequest{Key: []byte("a")})
 	require.NoError(t, err)
-	require.Len(t, got.Kvs, 1, "a lease read at the leader")
+	require.Len(t, got.Kvs, 1, "a linearizable read, answered here")
+	assert.Equal(t, uint64(2), got.Header.MemberId)
 	local, err := kv.Range(ctx, &pb.RangeRequest{Key: []byte("a"), Serializable: true})
 	require.NoError(t, err)
-	assert.Empty(t, local.Kvs, "a serializable read answered here, from this process's state")
+	require.Len(t, local.Kvs, 1, "a serializable read, answered here")
 
 	txn, err := kv.Txn(ctx, &pb.TxnRequest{
 		Compare: []*pb.Compare{{Key: []byte("a"), Target: pb.Compare_VALUE, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_Value{Value: []byte("1")}}},

@@ -117,8 +117,13 @@ func (s *Server) checkKey(key string) *apiError {
 
 var levels = map[string]log.ReadLevel{"lease": log.ReadLease, "follower": log.ReadFollower, "stale": log.ReadStale}
 
+// get reads a key at the level asked for. The default is follower:
+// linearizable, answered by the process asked, at the leader as a lease
+// read and elsewhere once it has applied the leader's commit index, as a
+// linearizable read of etcd's API is. Only an explicit lease read goes to
+// the leader.
 func (s *Server) get(w http.ResponseWriter, r *http.Request, req kvRequest) {
-	name := "lease"
+	name := "follower"
 	if req.query.Has("consistency") {
 		name = req.query.Get("consistency")
 	}

@@ -315,6 +315,16 @@ func TestRouting(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, a.code)
 	assert.Equal(t, "stale", a.header.Get(kvjson.HeaderConsistency))
 
+	// The default read is linearizable and answered here, as a follower
+	// read; only a lease read asked for by name needs the leader.
+	a = f.do(t, "GET", "/v1/kv/missing", "")
+	require.Equal(t, http.StatusNotFound, a.code)
+	assert.Equal(t, "follower", a.header.Get(kvjson.HeaderConsistency))
+	assert.Equal(t, "1", a.header.Get(kvjson.HeaderServedBy))
+	a = f.do(t, "GET", "/v1/kv/missing?consistency=lease&redirect", "")
+	require.Equal(t, http.StatusTemporaryRedirect, a.code)
+	assert.Equal(t, "http://127.0.0.1:8002/v1/kv/missing?consistency=lease&redirect", a.header.Get("Location"))
+
 	f.router.lead(edict.None)
 	a = f.do(t, "PUT", "/v1/kv/a", "x")
 	require.Equal(t, http.StatusServiceUnavailable, a.code)

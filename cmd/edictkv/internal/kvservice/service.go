@@ -22,10 +22,12 @@
 //     response's header carries that revision, and Info.Stamps its edict
 //     stamp. A Txn's compares and the branch they choose are evaluated
 //     and applied together.
-//   - A read is served at the level asked for (log.ReadLevel: lease,
-//     follower or stale) and its header carries the revision of the state
-//     it was answered from. A read at a revision the state cannot answer
-//     at is refused with a *RevisionError (ErrCompacted, ErrFutureRev).
+//   - A read — a Range, or a Txn whose every op is a range (ReadTxn) — is
+//     served at the level asked for (log.ReadLevel: lease, follower or
+//     stale), writes no log entry, and its header carries the revision of
+//     the state it was answered from. A read at a revision the state
+//     cannot answer at is refused with a *RevisionError (ErrCompacted,
+//     ErrFutureRev).
 //   - A Put, or a Txn that puts, whose cost with the state's backend size
 //     would reach the space quota (Quota, etcd's --quota-backend-bytes) is
 //     refused with ErrNoSpace before it reaches the log, and the NOSPACE
@@ -72,6 +74,8 @@ type Log interface {
 // it (*kvstate.State).
 type State interface {
 	Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, map[int64]edict.Stamp, error)
+	// ReadTxn answers a txn that only reads (kvstate.ReadOnlyTxn).
+	ReadTxn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, map[int64]edict.Stamp, error)
 	Rev() int64
 	CompactRev() int64
 	// Alarms are the active alarms of a type (NONE: all).
@@ -199,18 +203,59 @@ func (s *Service) Range(ctx context.Context, level log.ReadLevel, r *pb.RangeReq
 	if err := s.size(r); err != nil {
 		return nil, Info{}, err
 	}
+	return read(s, ctx, level, r.Revision, func(ctx context.Context) (*pb.RangeResponse, map[int64]edict.Stamp, error) {
+		return s.state.Range(ctx, r)
+	})
+}
+
+// ReadTxn answers a Txn that only reads — every op of both branches a
+// range, none nested (ReadOnlyTxn) — at level, as Range answers: once the
+// log's read barrier says the state may, from the state, with no log
+// entry: its compares and ranges at one revision, the header's. etcd's
+// server answers such a txn the same way. Txn answers it too, through the
+// log.
+func (s *Service) ReadTxn(ctx context.Context, level log.ReadLevel, r *pb.TxnRequest) (*pb.TxnResponse, Info, error) {
+	if !ReadOnlyTxn(r) {
+		return nil, Info{}, invalidf("a txn that writes is not a read: use Txn")
+	}
+	if err := s.limits.checkTxn(r); err != nil {
+		return nil, Info{}, err
+	}
+	if err := s.size(r); err != nil {
+		return nil, Info{}, err
+	}
+	return read(s, ctx, level, 0, func(ctx context.Context) (*pb.TxnResponse, map[int64]edict.Stamp, error) {
+		return s.state.ReadTxn(ctx, r)
+	})
+}
+
+// ReadOnlyTxn reports whether every op of both of r's branches is a
+// range (etcd's isTxnReadonly): a txn ReadTxn answers.
+func ReadOnlyTxn(r *pb.TxnRequest) bool { return kvstate.ReadOnlyTxn(r) }
+
+// SerializableTxn reports whether every range of a read-only txn is
+// serializable (etcd's isTxnSerializable): a txn etcd answers from the
+// local state, at the stale level.
+func SerializableTxn(r *pb.TxnRequest) bool { return kvstate.SerializableTxn(r) }
+
+// read answers a read at level: the log's read barrier first, then the
+// state. rev is the revision the request names, for a refusal's
+// RevisionError.
+func read[T interface{ Size() int }](s *Service, ctx context.Context, level log.ReadLevel, rev int64,
+	answer func(context.Context) (T, map[int64]edict.Stamp, error)) (T, Info, error) {
+	var zero T
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	res, err := s.log.Read(ctx, level, nil)
 	if err != nil {
-		return nil, Info{}, s.failure("read", err)
+		return zero, Info{}, s.failure("read", err)
 	}
-	resp, stamps, err := s.state.Range(ctx, r)
+	resp, stamps, err := answer(ctx)
 	if err != nil {
-		return nil, Info{}, s.refusal("read", r.Revision, err)
+		return zero, Info{}, s.refusal("read", rev, err)
 	}
-	if resp.Size() > MaxResponseBytes {
-		return nil, Info{}, fmt.Errorf("%w: the answer of %d bytes is over the limit of %d: ask for fewer keys (limit)", ErrRequestTooLarge, resp.Size(), MaxResponseBytes)
+	if n := resp.Size(); n > MaxResponseBytes {
+		return zero, Info{}, fmt.Errorf("%w: the answer of %d bytes is over the limit of %d: ask for fewer keys (limit)", ErrRequestTooLarge, n, MaxResponseBytes)
 	}
 	info := Info{Level: res.Level, Stamps: stamps}
 	if res.Level == log.ReadStale {
