@@ -18,6 +18,32 @@
 #        range_s1  range KEY --consistency=s, same
 #      (KEY is one key written with etcdctl before the reads). The leader is looked
 #      up again right before each "to the leader" workload (etcdctl endpoint status);
+#      and, only when WORKLOADS names them, the watch workloads:
+#        watch          watch, CLIENTS/CONNS over all members: WATCH_STREAMS streams of
+#                       WATCH_PER_STREAM watchers, all of one key, then WATCH_PUT_TOTAL
+#                       puts of it as fast as the clients go; figure: events received/s
+#                       (and how long creating a watcher took)
+#        watch-latency  watch-latency, CLIENTS/CONNS over all members: WLAT_STREAMS
+#                       streams of WLAT_WATCHERS watchers of one key, one client putting
+#                       it WLAT_PUT_TOTAL times at WLAT_PUT_RATE/s; figures: each event's
+#                       delay from its put's response, and the puts' latency
+#        watch-get      watch-get, CLIENTS/CONNS over all members: WGET_WATCHERS watchers
+#                       on WGET_STREAMS streams, each from a past revision with
+#                       WGET_EVENTS events to catch up on, while one client reads a key
+#                       (serializable) in a loop; figures: the catch-up (watchers x
+#                       events / its duration) and the reads' rate and latency
+#        slow-watch     bench/cmd/slowwatch against the leader: SLOW_WATCHERS-1 reading
+#                       watchers and (every other phase) one more that never reads, all
+#                       of the prefix an open-loop put load writes (SLOW_RATE puts/s for
+#                       SLOW_PHASE_S s per phase, SLOW_PAIRS pairs of phases, readers
+#                       alone then with the stuck one); figures: put req/s, p50/p99 of
+#                       both kinds of phase and their ratio, the readers' event delay,
+#                       the leader's live heap after a forced GC and its RSS. Passes
+#                       when put p99 with the stuck watcher is at most 1.2x without it
+#                       and the live heap grew by at most the bound slowwatch states
+#                       (its --watch-buffer, 128 responses, etcd's and edictkv's default)
+#      With slow-watch in WORKLOADS, the members serve Go's profiler (etcd
+#      --enable-pprof, edictkv --pprof) for the heap reading;
 #   3. per workload records req/s, p50 and p99 (the benchmark's own histogram) and
 #      the server CPU seconds: utime+stime of the 3 server processes (/proc/PID/stat)
 #      before/after, as the anchor script etcd-3node.sh does;
@@ -49,7 +75,13 @@
 #   RESULT key=value ...
 # with every median (<sys>_<workload>_{rps,p50_ms,p99_ms,cpu_ms_per_req}, and
 # ratio_<workload>_rps = edictkv/etcd), the sums <sys>_<workload>_{failed,
-# leader_changes}, and hog=<HOG>.
+# leader_changes}, and hog=<HOG>. For the watch workloads the table's "req/s" is
+# the workload's own rate (watch: events received/s; watch-latency: puts/s;
+# watch-get: reads/s; slow-watch: puts/s beside the stuck watcher) and "per
+# request" is per event (watch, watch-get) or per put; a second table has each
+# watch figure of both systems and its ratio edictkv/etcd, and a third the
+# slow-watch case; the RESULT line carries them as <sys>_<workload>_<figure> and
+# ratio_<workload>_<figure>.
 #
 # Env (defaults):
 #   ROUNDS=1                 repetitions of the whole thing (median reported)
@@ -74,6 +106,11 @@
 #   HOG=none                 disk or cpu: a hog beside the servers during each benchmark
 #   HOG_DISK_MB=300          HOG=disk: the size of each file written and fsynced
 #   HOG_CPU_PROCS=$(nproc)   HOG=cpu: busy loops
+#   WATCH_STREAMS=10 WATCH_PER_STREAM=100 WATCH_PUT_TOTAL=2000       watch
+#   WLAT_STREAMS=10 WLAT_WATCHERS=10 WLAT_PUT_RATE=200 WLAT_PUT_TOTAL=4000   watch-latency
+#   WGET_WATCHERS=10000 WGET_STREAMS=1 WGET_EVENTS=8                 watch-get (etcd's defaults)
+#   SLOW_WATCHERS=1000 SLOW_STREAMS=10 SLOW_CONNS=4 SLOW_RATE=200 SLOW_PHASE_S=20
+#   SLOW_PAIRS=2 SLOW_TIMEOUT=BENCH_TIMEOUT+2*SLOW_PAIRS*(SLOW_PHASE_S+60)   slow-watch
 #
 # Needs: go, jq, ss, curl, /usr/bin/time, getconf.
 #
@@ -82,6 +119,7 @@
 #   ROUNDS=3 bash bench/etcd/compare.sh
 #   WORKLOADS="put64" TOTAL=50000 bash bench/etcd/compare.sh
 #   ROUNDS=3 HOG=disk bash bench/etcd/compare.sh
+#   WORKLOADS="watch watch-latency watch-get slow-watch" bash bench/etcd/compare.sh
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -113,6 +151,23 @@ EDICTKV_EXTRA_FLAGS=${EDICTKV_EXTRA_FLAGS:-}
 HOG=${HOG:-none}
 HOG_DISK_MB=${HOG_DISK_MB:-300}
 HOG_CPU_PROCS=${HOG_CPU_PROCS:-$(nproc)}
+WATCH_STREAMS=${WATCH_STREAMS:-10}
+WATCH_PER_STREAM=${WATCH_PER_STREAM:-100}
+WATCH_PUT_TOTAL=${WATCH_PUT_TOTAL:-2000}
+WLAT_STREAMS=${WLAT_STREAMS:-10}
+WLAT_WATCHERS=${WLAT_WATCHERS:-10}
+WLAT_PUT_RATE=${WLAT_PUT_RATE:-200}
+WLAT_PUT_TOTAL=${WLAT_PUT_TOTAL:-4000}
+WGET_WATCHERS=${WGET_WATCHERS:-10000}
+WGET_STREAMS=${WGET_STREAMS:-1}
+WGET_EVENTS=${WGET_EVENTS:-8}
+SLOW_WATCHERS=${SLOW_WATCHERS:-1000}
+SLOW_STREAMS=${SLOW_STREAMS:-10}
+SLOW_CONNS=${SLOW_CONNS:-4}
+SLOW_RATE=${SLOW_RATE:-200}
+SLOW_PHASE_S=${SLOW_PHASE_S:-20}
+SLOW_PAIRS=${SLOW_PAIRS:-2}
+SLOW_TIMEOUT=${SLOW_TIMEOUT:-$((BENCH_TIMEOUT + 2 * SLOW_PAIRS * (SLOW_PHASE_S + 60)))}
 
 SYSTEMS=(etcd edictkv)
 N=3 # members per cluster
@@ -125,8 +180,15 @@ for tool in go jq ss curl getconf /usr/bin/time; do
   command -v "$tool" >/dev/null || die "missing tool: $tool"
 done
 for w in $WORKLOADS; do
-  case $w in put64 | put1 | range_l64 | range_s64 | range_l1 | range_s1) ;; *) die "unknown workload $w" ;; esac
+  case $w in
+    put64 | put1 | range_l64 | range_s64 | range_l1 | range_s1) ;;
+    watch | watch-latency | watch-get | slow-watch) ;;
+    *) die "unknown workload $w" ;;
+  esac
 done
+# the members serve Go's profiler only when slow-watch reads their heap
+PPROF=0
+[[ " $WORKLOADS " != *" slow-watch "* ]] || PPROF=1
 case $HOG in none | disk | cpu) ;; *) die "HOG=$HOG: none, disk or cpu" ;; esac
 [[ $HOG != disk ]] || command -v dd >/dev/null || die "missing tool: dd (HOG=disk)"
 [[ $HOG != cpu ]] || command -v yes >/dev/null || die "missing tool: yes (HOG=cpu)"
@@ -142,6 +204,10 @@ build_binaries() {
   bash "$SCRIPT_DIR/install.sh" >&2
   log "building edictkv from $REPO_ROOT"
   (cd "$REPO_ROOT" && go build -o "$BIN/edictkv" ./cmd/edictkv)
+  if ((PPROF)); then
+    log "building slowwatch from $REPO_ROOT/bench"
+    (cd "$REPO_ROOT/bench" && go build -o "$BIN/slowwatch" ./cmd/slowwatch)
+  fi
 }
 
 # ---------------------------------------------------------------------------
@@ -186,6 +252,7 @@ PIDS=()
 CDIR=""   # data dir and logs of the running cluster
 EPS=""    # client (gRPC) endpoints, comma-separated
 HTTPS=()  # edictkv only: HTTP addresses for /readyz
+PPROF_URLS=()  # each member's /debug/pprof (served only with PPROF=1), in EPS order
 
 start_etcd() {
   pick_ports $((2 * N)) 0
@@ -195,9 +262,13 @@ start_etcd() {
   for ((i = 0; i < N; i++)); do cluster+="${cluster:+,}m$i=http://127.0.0.1:${pports[$i]}"; done
   EPS=""
   for ((i = 0; i < N; i++)); do EPS+="${EPS:+,}127.0.0.1:${cports[$i]}"; done
+  local pprof=()
+  ((PPROF)) && pprof=(--enable-pprof)
+  PPROF_URLS=()
+  for ((i = 0; i < N; i++)); do PPROF_URLS+=("http://127.0.0.1:${cports[$i]}/debug/pprof"); done
   for ((i = 0; i < N; i++)); do
     # shellcheck disable=SC2086 # ETCD_EXTRA_FLAGS is a list of words on purpose
-    "$BIN/etcd" --name "m$i" --data-dir "$CDIR/m$i.etcd" \
+    "$BIN/etcd" --name "m$i" --data-dir "$CDIR/m$i.etcd" "${pprof[@]}" \
       --listen-client-urls "http://127.0.0.1:${cports[$i]}" \
       --advertise-client-urls "http://127.0.0.1:${cports[$i]}" \
       --listen-peer-urls "http://127.0.0.1:${pports[$i]}" \
@@ -217,14 +288,17 @@ start_edictkv() {
   for ((i = 0; i < N; i++)); do
     peers+="${peers:+,}$((i + 1))=127.0.0.1:${rports[$i]}/127.0.0.1:${hports[$i]}"
   done
-  EPS="" HTTPS=()
+  EPS="" HTTPS=() PPROF_URLS=()
   for ((i = 0; i < N; i++)); do
     EPS+="${EPS:+,}127.0.0.1:${gports[$i]}"
     HTTPS+=("127.0.0.1:${hports[$i]}")
+    PPROF_URLS+=("http://127.0.0.1:${hports[$i]}/debug/pprof")
   done
+  local pprof=()
+  ((PPROF)) && pprof=(--pprof)
   for ((i = 0; i < N; i++)); do
     # shellcheck disable=SC2086 # EDICTKV_EXTRA_FLAGS is a list of words on purpose
-    "$BIN/edictkv" serve --id $((i + 1)) --data-dir "$CDIR/m$i.edictkv" \
+    "$BIN/edictkv" serve --id $((i + 1)) --data-dir "$CDIR/m$i.edictkv" "${pprof[@]}" \
       --raft-addr "127.0.0.1:${rports[$i]}" --http-addr "127.0.0.1:${hports[$i]}" \
       --grpc-addr "127.0.0.1:${gports[$i]}" --peers "$peers" --log-level warn \
       $EDICTKV_EXTRA_FLAGS >"$CDIR/m$i.log" 2>&1 &
@@ -406,24 +480,33 @@ failed_requests() {
 }
 
 # run_bench ROUND SYS WORKLOAD NREQ benchmark-args... : one benchmark invocation;
-# stores rps, p50_ms, p99_ms, cpu_s, cpu_ms_per_req, busy_pct, cli_cpu_s in R.
+# stores rps, p50_ms, p99_ms, cpu_s, cpu_ms_per_req, busy_pct, cli_cpu_s in R (and
+# the watch workloads' own figures, see parse_figures).
 run_bench() {
   local round=$1 sys=$2 w=$3 nreq=$4
   shift 4
+  run_measured "$round" "$sys" "$w" "$nreq" "$BENCH_TIMEOUT" "$BIN/benchmark" --precise "$@"
+}
+
+# run_measured ROUND SYS WORKLOAD NREQ TIMEOUT command... : run_bench with any
+# client command (slow-watch runs bench/cmd/slowwatch).
+run_measured() {
+  local round=$1 sys=$2 w=$3 nreq=$4 tmo=$5
+  shift 5
   local out="$WORK/r$round-$sys-$w.txt" c0 c1 h0 h1 k=$round,$sys,$w lc0 lc1 ok=1
   check_alive "$sys" "before $w"
   lc0=$(leader_changes "$sys")
   hog_start
   c0=$(srv_cpu_ticks); h0=$(host_ticks)
   /usr/bin/time -f '%U %S' -o "$out.time" \
-    timeout "$BENCH_TIMEOUT" "$BIN/benchmark" --precise "$@" >"$out" 2>&1 || ok=0
+    timeout "$tmo" "$@" >"$out" 2>&1 || ok=0
   c1=$(srv_cpu_ticks); h1=$(host_ticks)
   hog_stop
   lc1=$(leader_changes "$sys")
   R[$k,leader_changes]=$(max_delta "$lc0" "$lc1")
   R[$k,failed]=$(failed_requests "$out")
   if [[ $ok == 0 ]]; then
-    bench_failed "$sys" "$w" "benchmark exited non-zero or timed out after ${BENCH_TIMEOUT}s" "$out" "$k"
+    bench_failed "$sys" "$w" "$(basename "$1") exited non-zero or timed out after ${tmo}s" "$out" "$k"
     return 0
   fi
   check_alive "$sys" "after $w"
@@ -436,22 +519,100 @@ run_bench() {
     log "$sys / $w: $failed requests failed beside the $HOG hog (counted, not fatal):"
     tr '\r' '\n' <"$out" | sed -n '/^Error distribution:/,/^ *$/p' | head -n 12 >&2
   fi
-  # The report follows "Summary:"; progress bars use \r, hence the tr.
-  local rps p50 p99
-  read -r rps p50 p99 < <(tr '\r' '\n' <"$out" | awk '
-    /Requests\/sec:/ {rps=$2}
-    / 50% in /       {p50=$3*1000}
-    / 99% in /       {p99=$3*1000}
-    function f(x, fmt) { return x == "" ? "na" : sprintf(fmt, x) }
-    END {print f(rps, "%.1f"), f(p50, "%.3f"), f(p99, "%.3f")}')
-  [[ $rps != na ]] || { bench_failed "$sys" "$w" "no Requests/sec in the benchmark output" "$out" "$k"; return 0; }
-  R[$k,rps]=$rps R[$k,p50_ms]=$p50 R[$k,p99_ms]=$p99
+  parse_figures "$w" "$out" "$k" || { bench_failed "$sys" "$w" "$PARSE_ERROR" "$out" "$k"; return 0; }
+  local rps=${R[$k,rps]} p50=${R[$k,p50_ms]} p99=${R[$k,p99_ms]}
   R[$k,cpu_s]=$(awk -v a="$c0" -v b="$c1" -v t="$CLK_TCK" 'BEGIN{printf "%.2f", (b-a)/t}')
   R[$k,cpu_ms_per_req]=$(awk -v a="$c0" -v b="$c1" -v t="$CLK_TCK" -v n="$nreq" 'BEGIN{printf "%.4f", 1000*(b-a)/t/n}')
   R[$k,busy_pct]=$(echo "$h0 $h1" | awk '{printf "%.1f", 100*($3-$1)/($4-$2)}')
   R[$k,cli_cpu_s]=$(awk 'NF==2 {printf "%.2f", $1+$2}' "$out.time")
-  log "$(printf '%-8s %-10s %9.1f req/s  p50 %7.3f ms  p99 %7.3f ms  server CPU %6.2f s (%.4f ms/req)  host busy %s%%  failed %s  leader changes %s' \
+  log "$(printf '%-8s %-10s %9.1f req/s  p50 %7s ms  p99 %7s ms  server CPU %6.2f s (%.4f ms/req)  host busy %s%%  failed %s  leader changes %s' \
     "$sys" "$w" "$rps" "$p50" "$p99" "${R[$k,cpu_s]}" "${R[$k,cpu_ms_per_req]}" "${R[$k,busy_pct]}" "${R[$k,failed]}" "${R[$k,leader_changes]}")"
+  local f line=""
+  for f in $(extra_figures "$w"); do line+=" $f=${R[$k,$f]:-na}"; done
+  [[ -z $line ]] || log "$(printf '%-8s %-10s' "$sys" "$w")$line"
+}
+
+# report_sections OUTFILE -> "section figure value" lines of the benchmark's
+# reports. A watch benchmark prints several, each after a "<what> summary:" line;
+# the others one. Progress bars use \r, hence the tr.
+report_sections() {
+  tr '\r' '\n' <"$1" | awk '
+    /Watch creation summary:/        {sec = "create"}
+    /Watch events received summary:/ {sec = "events"}
+    /Watch events summary:/          {sec = "events"}
+    /Put summary:/                   {sec = "put"}
+    /Get during watch summary:/      {sec = "get"}
+    /^ *Total:/       {print (sec == "" ? "main" : sec), "total_s", $2}
+    /Requests\/sec:/  {print (sec == "" ? "main" : sec), "rps", $2}
+    / 50% in /        {print (sec == "" ? "main" : sec), "p50_ms", sprintf("%.9g", $3 * 1000)}
+    / 99% in /        {print (sec == "" ? "main" : sec), "p99_ms", sprintf("%.9g", $3 * 1000)}'
+}
+
+# extra_figures WORKLOAD -> the figures a watch workload has beside rps/p50/p99
+extra_figures() {
+  case $1 in
+    watch) echo "create_rps create_p99_ms" ;;
+    watch-latency) echo "ev_p50_ms ev_p99_ms" ;;
+    watch-get) echo "catchup_s catchup_eps" ;;
+    slow-watch) echo "base_rps base_p50_ms base_p99_ms stuck_rps stuck_p50_ms stuck_p99_ms p99_ratio" \
+      "base_event_p99_ms stuck_event_p99_ms base_rss_peak_mib stuck_rss_peak_mib base_anon_peak_mib" \
+      "stuck_anon_peak_mib heap0_mib heap_growth_kib heap_base_spread_kib mem_bound_kib p99_ok mem_ok pass" ;;
+  esac
+}
+
+# parse_figures WORKLOAD OUTFILE KEY: the workload's figures into R[KEY,...]; on
+# failure sets PARSE_ERROR and returns 1.
+#   other workloads  rps, p50/p99 of the one report
+#   watch            rps = events received/s; create_rps, create_p99_ms of creating
+#                    the watchers (clientv3 returns a watch once it is created, one
+#                    at a time per stream); p50/p99 na (the tool times an event from
+#                    its own arrival)
+#   watch-latency    rps, p50/p99 of the puts; ev_p50_ms, ev_p99_ms: each event's
+#                    delay from its put's response
+#   watch-get        rps, p50/p99 of the reads; catchup_s the report's duration (the
+#                    watchers created and caught up), catchup_eps = watchers x events
+#                    per second of it
+#   slow-watch       slowwatch's SLOWWATCH line; rps, p50/p99 those with the stuck
+#                    watcher; booleans as 1/0
+PARSE_ERROR=""
+# fmt_num VALUE PRINTF-FORMAT -> VALUE formatted, "na" if empty
+fmt_num() { if [[ -n ${1:-} ]]; then awk -v x="$1" -v f="$2" 'BEGIN{printf f, x}'; else echo na; fi; }
+parse_figures() {
+  local w=$1 out=$2 k=$3 sec fig val
+  local -A S=()
+  if [[ $w == slow-watch ]]; then
+    local line kv
+    line=$(grep '^SLOWWATCH ' "$out" | tail -n 1) || true
+    [[ -n $line ]] || { PARSE_ERROR="no SLOWWATCH line in slowwatch's output"; return 1; }
+    for kv in ${line#SLOWWATCH }; do
+      val=${kv#*=}
+      case $val in true) val=1 ;; false) val=0 ;; esac
+      R[$k,${kv%%=*}]=$val
+    done
+    R[$k,rps]=${R[$k,stuck_rps]} R[$k,p50_ms]=${R[$k,stuck_p50_ms]} R[$k,p99_ms]=${R[$k,stuck_p99_ms]}
+    return 0
+  fi
+  while read -r sec fig val; do S[$sec,$fig]=$val; done < <(report_sections "$out")
+  local main=main
+  case $w in
+    watch)
+      R[$k,rps]=$(fmt_num "${S[events,rps]:-}" %.1f) R[$k,p50_ms]=na R[$k,p99_ms]=na
+      R[$k,create_rps]=$(fmt_num "${S[create,rps]:-}" %.1f) R[$k,create_p99_ms]=$(fmt_num "${S[create,p99_ms]:-}" %.3f)
+      main=events ;;
+    watch-latency)
+      main=put
+      R[$k,ev_p50_ms]=$(fmt_num "${S[events,p50_ms]:-}" %.3f) R[$k,ev_p99_ms]=$(fmt_num "${S[events,p99_ms]:-}" %.3f) ;;
+    watch-get)
+      main=get
+      R[$k,catchup_s]=$(fmt_num "${S[get,total_s]:-}" %.2f) R[$k,catchup_eps]=na
+      [[ ${R[$k,catchup_s]} == na ]] ||
+        R[$k,catchup_eps]=$(awk -v t="${S[get,total_s]}" -v n=$((WGET_WATCHERS * WGET_EVENTS)) 'BEGIN{printf "%.1f", n/t}') ;;
+  esac
+  if [[ $w != watch ]]; then
+    R[$k,rps]=$(fmt_num "${S[$main,rps]:-}" %.1f) R[$k,p50_ms]=$(fmt_num "${S[$main,p50_ms]:-}" %.3f) R[$k,p99_ms]=$(fmt_num "${S[$main,p99_ms]:-}" %.3f)
+  fi
+  [[ ${R[$k,rps]} != na ]] || { PARSE_ERROR="no Requests/sec in the benchmark output ($main report)"; return 1; }
+  return 0
 }
 
 # bench_failed SYS WORKLOAD WHY OUTFILE KEY: fail loudly with the benchmark's own
@@ -504,6 +665,16 @@ run_system() {
       range_s64) run_bench "$round" "$sys" "$w" "$READ_TOTAL" "${all[@]}" range "$key" --consistency=s --total="$READ_TOTAL" ;;
       range_l1) run_bench "$round" "$sys" "$w" "$READ_TOTAL1" "${one[@]}" range "$key" --consistency=l --total="$READ_TOTAL1" ;;
       range_s1) run_bench "$round" "$sys" "$w" "$READ_TOTAL1" "${one[@]}" range "$key" --consistency=s --total="$READ_TOTAL1" ;;
+      # every watcher of watch is on the one watched key: each put is an event for each
+      watch) run_bench "$round" "$sys" "$w" $((WATCH_PUT_TOTAL * WATCH_STREAMS * WATCH_PER_STREAM)) "${all[@]}" watch \
+               --streams="$WATCH_STREAMS" --watch-per-stream="$WATCH_PER_STREAM" --watched-key-total=1 \
+               --put-total="$WATCH_PUT_TOTAL" --key-size="$KEY_SIZE" --key-space-size=1 ;;
+      watch-latency) run_bench "$round" "$sys" "$w" "$WLAT_PUT_TOTAL" "${all[@]}" watch-latency \
+               --streams="$WLAT_STREAMS" --watchers-per-stream="$WLAT_WATCHERS" --put-total="$WLAT_PUT_TOTAL" \
+               --put-rate="$WLAT_PUT_RATE" --key-size="$KEY_SIZE" --val-size="$VAL_SIZE" ;;
+      watch-get) run_bench "$round" "$sys" "$w" $((WGET_WATCHERS * WGET_EVENTS)) "${all[@]}" watch-get \
+               --watchers="$WGET_WATCHERS" --streams="$WGET_STREAMS" --events="$WGET_EVENTS" ;;
+      slow-watch) run_slow_watch "$round" "$sys" "$before" ;;
     esac
     after=$(leader_ep)
     if [[ $after != "$before" ]]; then
@@ -512,6 +683,21 @@ run_system() {
     fi
   done
   stop_cluster
+}
+
+# run_slow_watch ROUND SYS LEADER: bench/cmd/slowwatch with every watcher and
+# every put on the leader, its RSS and live heap read from that process.
+run_slow_watch() {
+  local round=$1 sys=$2 leader=$3 eps i idx=-1
+  IFS=, read -ra eps <<<"$EPS"
+  for i in "${!eps[@]}"; do [[ ${eps[$i]} == "$leader" ]] && idx=$i; done
+  ((idx >= 0)) || die "$sys: leader $leader is not one of the endpoints $EPS"
+  mkdir -p "$WORK/r$round-$sys-slow-watch"
+  run_measured "$round" "$sys" slow-watch $((SLOW_RATE * SLOW_PHASE_S * 2 * SLOW_PAIRS)) "$SLOW_TIMEOUT" \
+    "$BIN/slowwatch" --endpoint="$leader" --pid="${PIDS[$idx]}" --pprof-url="${PPROF_URLS[$idx]}" \
+    --profile-dir="$WORK/r$round-$sys-slow-watch" \
+    --watchers="$SLOW_WATCHERS" --streams="$SLOW_STREAMS" --conns="$SLOW_CONNS" --rate="$SLOW_RATE" \
+    --phase="${SLOW_PHASE_S}s" --pairs="$SLOW_PAIRS" --val-size="$VAL_SIZE"
 }
 
 # ---------------------------------------------------------------------------
@@ -523,7 +709,7 @@ median_of() {
   local vals=() r v
   for ((r = 1; r <= ROUNDS; r++)); do
     v=${R[$r,$1,$2,$3]:-}
-    [[ $v =~ ^[0-9.]+$ ]] && vals+=("$v")
+    [[ $v =~ ^-?[0-9.]+$ ]] && vals+=("$v")
   done
   if ((${#vals[@]} == 0)); then
     [[ ${R[1,$1,$2,$3]:-} == ERR ]] && echo ERR || echo na
@@ -559,6 +745,10 @@ label() {
     range_s64) echo "range serializable, $CLIENTS clients ($READ_TOTAL)" ;;
     range_l1) echo "range linearizable, 1 client to the leader ($READ_TOTAL1)" ;;
     range_s1) echo "range serializable, 1 client to the leader ($READ_TOTAL1)" ;;
+    watch) echo "watch: events received/s, $((WATCH_STREAMS * WATCH_PER_STREAM)) watchers of 1 key, $WATCH_PUT_TOTAL puts" ;;
+    watch-latency) echo "watch-latency: puts/s at $WLAT_PUT_RATE/s, $((WLAT_STREAMS * WLAT_WATCHERS)) watchers ($WLAT_PUT_TOTAL)" ;;
+    watch-get) echo "watch-get: reads/s while $WGET_WATCHERS watchers catch up $WGET_EVENTS events" ;;
+    slow-watch) echo "slow-watch: puts/s at $SLOW_RATE/s to the leader, $((SLOW_WATCHERS - 1)) readers + 1 stuck watcher" ;;
   esac
 }
 
@@ -567,10 +757,11 @@ cell() {
   local rps p50 p99
   rps=$(median_of "$1" "$2" rps); p50=$(median_of "$1" "$2" p50_ms); p99=$(median_of "$1" "$2" p99_ms)
   [[ $rps =~ ^[0-9.]+$ ]] || { echo "$rps"; return 0; }
+  [[ $p50 =~ ^[0-9.]+$ ]] || { awk -v r="$rps" 'BEGIN{printf "%.0f", r}'; return 0; }
   awk -v r="$rps" -v a="$p50" -v b="$p99" 'BEGIN{printf "%.0f (%.2f/%.2f ms)", r, a, b}'
 }
 
-num() { [[ $1 =~ ^[0-9.]+$ ]]; }
+num() { [[ $1 =~ ^-?[0-9.]+$ ]]; }
 
 print_report() {
   local w e k cpu_e cpu_k ratio
@@ -592,6 +783,7 @@ print_report() {
       "$(sum_of etcd "$w" failed) | $(sum_of edictkv "$w" failed) | $(sum_of etcd "$w" leader_changes) | $(sum_of edictkv "$w" leader_changes) |"
   done
   echo
+  print_watch_tables
 
   local res="RESULT rounds=$ROUNDS etcd_version=$ETCD_VERSION clients=$CLIENTS conns=$CONNS total=$TOTAL total1=$TOTAL1"
   res+=" read_total=$READ_TOTAL read_total1=$READ_TOTAL1 key_size=$KEY_SIZE val_size=$VAL_SIZE errors=$ERRORS hog=$HOG"
@@ -599,19 +791,103 @@ print_report() {
   for w in $WORKLOADS; do
     for s in "${SYSTEMS[@]}"; do
       for m in rps p50_ms p99_ms cpu_s cpu_ms_per_req busy_pct cli_cpu_s; do
-        res+=" ${s}_${w}_${m}=$(median_of "$s" "$w" "$m")"
+        res+=" ${s}_${w//-/_}_${m}=$(median_of "$s" "$w" "$m")"
       done
-      res+=" ${s}_${w}_failed=$(sum_of "$s" "$w" failed) ${s}_${w}_leader_changes=$(sum_of "$s" "$w" leader_changes)"
+      res+=" ${s}_${w//-/_}_failed=$(sum_of "$s" "$w" failed) ${s}_${w//-/_}_leader_changes=$(sum_of "$s" "$w" leader_changes)"
+      for m in $(extra_figures "$w"); do
+        case $m in
+          p99_ok | mem_ok | pass) res+=" ${s}_${w//-/_}_${m}_rounds=$(sum_of "$s" "$w" "$m")" ;;
+          *) res+=" ${s}_${w//-/_}_${m}=$(median_of "$s" "$w" "$m")" ;;
+        esac
+      done
       changed=0
       for ((r = 1; r <= ROUNDS; r++)); do [[ -n ${R[$r,$s,$w,leader_changed]:-} ]] && changed=$((changed + 1)); done
-      ((changed == 0)) || res+=" ${s}_${w}_leader_changed_rounds=$changed"
+      ((changed == 0)) || res+=" ${s}_${w//-/_}_leader_changed_rounds=$changed"
     done
     e=$(median_of etcd "$w" rps); k=$(median_of edictkv "$w" rps)
     ratio=na
     if num "$e" && num "$k"; then ratio=$(awk -v a="$k" -v b="$e" 'BEGIN{printf "%.3f", a/b}'); fi
-    res+=" ratio_${w}_rps=$ratio"
+    res+=" ratio_${w//-/_}_rps=$ratio"
+    for m in $(extra_figures "$w"); do
+      case $m in p99_ok | mem_ok | pass) continue ;; esac
+      res+=" ratio_${w//-/_}_${m}=$(ratio_of "$w" "$m" %.3f)"
+    done
   done
   echo "$res total_s=$((SECONDS - T_START))"
+}
+
+# ratio_of WORKLOAD FIGURE FORMAT -> median edictkv / median etcd, "na" unless both numeric
+ratio_of() {
+  local e k
+  e=$(median_of etcd "$1" "$2"); k=$(median_of edictkv "$1" "$2")
+  if num "$e" && num "$k" && awk -v x="$e" 'BEGIN{exit !(x > 0)}'; then
+    awk -v a="$k" -v b="$e" -v f="$3" 'BEGIN{printf f, a/b}'
+  else
+    echo na
+  fi
+}
+
+# figure_row WORKLOAD FIGURE LABEL: "| LABEL | etcd | edictkv | ratio |" of the medians
+figure_row() {
+  echo "| $3 | $(median_of etcd "$1" "$2") | $(median_of edictkv "$1" "$2") | $(ratio_of "$1" "$2" %.2f) |"
+}
+
+# print_watch_tables: the watch workloads' own figures, then the slow-watch case.
+print_watch_tables() {
+  local w any=0
+  for w in $WORKLOADS; do case $w in watch | watch-latency | watch-get) any=1 ;; esac; done
+  if ((any)); then
+    echo "Watch figures, medians; edictkv/etcd above 1 is better for a rate, below 1 for a time:"
+    echo
+    echo "| workload: figure | etcd | edictkv | edictkv/etcd |"
+    echo "|---|---:|---:|---:|"
+    for w in $WORKLOADS; do
+      case $w in
+        watch)
+          figure_row watch rps "watch: events received/s ($((WATCH_STREAMS * WATCH_PER_STREAM)) watchers of 1 key, $WATCH_PUT_TOTAL puts)"
+          figure_row watch create_rps "watch: watchers created/s"
+          figure_row watch create_p99_ms "watch: creating a watcher, p99 (ms)"
+          figure_row watch cpu_ms_per_req "watch: server CPU per event (ms)" ;;
+        watch-latency)
+          figure_row watch-latency ev_p50_ms "watch-latency: event after its put, p50 (ms) ($((WLAT_STREAMS * WLAT_WATCHERS)) watchers, $WLAT_PUT_RATE puts/s)"
+          figure_row watch-latency ev_p99_ms "watch-latency: event after its put, p99 (ms)"
+          figure_row watch-latency rps "watch-latency: puts/s"
+          figure_row watch-latency p99_ms "watch-latency: put p99 (ms)" ;;
+        watch-get)
+          figure_row watch-get catchup_eps "watch-get: events caught up/s ($WGET_WATCHERS watchers x $WGET_EVENTS past events, $WGET_STREAMS stream(s))"
+          figure_row watch-get catchup_s "watch-get: creating and catching up, all watchers (s)"
+          figure_row watch-get rps "watch-get: serializable reads/s meanwhile"
+          figure_row watch-get p99_ms "watch-get: read p99 (ms)" ;;
+      esac
+    done
+    echo
+  fi
+  [[ " $WORKLOADS " == *" slow-watch "* ]] || return 0
+  echo "slow-watch: $((SLOW_WATCHERS - 1)) reading watchers of the prefix an open-loop load puts to ($SLOW_RATE puts/s, values" \
+    "$VAL_SIZE B), all on the leader; $SLOW_PAIRS pairs of ${SLOW_PHASE_S}-s phases, the readers alone, then with 1 more" \
+    "watcher that never reads (own stream, own connection, fixed 64 KiB windows). Put latency from the moment each put" \
+    "was due; live heap after a forced GC at the end of each phase. Medians over the rounds:"
+  echo
+  echo "| figure | etcd | edictkv | edictkv/etcd |"
+  echo "|---|---:|---:|---:|"
+  figure_row slow-watch base_rps "puts/s, readers alone"
+  figure_row slow-watch stuck_rps "puts/s, with the stuck watcher"
+  figure_row slow-watch base_p50_ms "put p50 (ms), readers alone"
+  figure_row slow-watch stuck_p50_ms "put p50 (ms), with the stuck watcher"
+  figure_row slow-watch base_p99_ms "put p99 (ms), readers alone"
+  figure_row slow-watch stuck_p99_ms "put p99 (ms), with the stuck watcher"
+  figure_row slow-watch p99_ratio "**put p99 with / without the stuck watcher** (pass: at most 1.2)"
+  figure_row slow-watch base_event_p99_ms "readers' event p99 after the put was due (ms), alone"
+  figure_row slow-watch stuck_event_p99_ms "readers' event p99 (ms), with the stuck watcher"
+  figure_row slow-watch heap0_mib "leader's live heap with the readers, before the load (MiB)"
+  figure_row slow-watch heap_growth_kib "**live heap, stuck phase over the base phase before it (KiB)**"
+  figure_row slow-watch mem_bound_kib "its bound (KiB): (128+2) responses + gRPC's 64 KiB write quota"
+  figure_row slow-watch heap_base_spread_kib "live heap spread between the base phases (KiB): noise"
+  figure_row slow-watch base_rss_peak_mib "leader's peak RSS (MiB), readers alone"
+  figure_row slow-watch stuck_rss_peak_mib "leader's peak RSS (MiB), with the stuck watcher"
+  echo "| rounds passing p99 / memory / both (of $ROUNDS) | $(sum_of etcd slow-watch p99_ok) / $(sum_of etcd slow-watch mem_ok) /" \
+    "$(sum_of etcd slow-watch pass) | $(sum_of edictkv slow-watch p99_ok) / $(sum_of edictkv slow-watch mem_ok) / $(sum_of edictkv slow-watch pass) | |"
+  echo
 }
 
 # ---------------------------------------------------------------------------
