@@ -42,9 +42,16 @@ const NemesisProcess = -1
 // (FNotStarted, FCrashed). (Process -2 is the final reads'.)
 const MonitorProcess = -3
 
+// WatchProcess is the Process of every watcher's records (the FWatch*
+// functions; Op.Watch names the watcher): what a watch stream delivered,
+// not operations with an invocation and a completion.
+const WatchProcess = -4
+
 // Client reports whether op is a client operation's invocation or
-// completion: not the nemesis's, not the monitor's.
-func (op Op) Client() bool { return op.Process != NemesisProcess && op.Process != MonitorProcess }
+// completion: not the nemesis's, not the monitor's, not a watcher's.
+func (op Op) Client() bool {
+	return op.Process != NemesisProcess && op.Process != MonitorProcess && op.Process != WatchProcess
+}
 
 // The operations' functions (F).
 const (
@@ -52,6 +59,7 @@ const (
 	FWrite     = "write"      // register: write Value to Key
 	FCAS       = "cas"        // register: set Key to Value if it is Prev
 	FAdd       = "add"        // set: add Value
+	FDelete    = "delete"     // watch: delete Key (Revision: the deletion's, when OK)
 	FFinalRead = "final-read" // set or register: what one node holds at the end (Values, or Value)
 	FStart     = "start"      // nemesis: fault Nemesis began (Detail says what)
 	FStop      = "stop"       // nemesis: fault Nemesis ended
@@ -67,7 +75,23 @@ const (
 	// product's. Error says how, and what the process's log said last.
 	FNotStarted = "not-started"
 	FCrashed    = "crashed"
+	// The records of a watcher (WatchProcess, Type Info), in the order its
+	// streams delivered them. FWatchOpen: it (re)connects to Node to be
+	// sent every change of its keys from Revision on (Detail says why);
+	// FWatchEvent: a change (Key, Value, nil for a delete, Revision its
+	// mod_revision, Watch its type, create_revision and version);
+	// FWatchProgress: Node says every change up to Revision was sent;
+	// FWatchEnd: the stream ended (Error says why; Watch.CompactRevision
+	// when a compaction cancelled it).
+	FWatchOpen     = "watch-open"
+	FWatchEvent    = "watch-event"
+	FWatchProgress = "watch-progress"
+	FWatchEnd      = "watch-end"
 )
+
+// WatchMalformed starts the Error of a FWatchEnd whose stream sent what
+// is not a watch line: the server's fault, which the checker reports.
+const WatchMalformed = "a malformed watch line"
 
 // Op is one event.
 type Op struct {
@@ -103,7 +127,40 @@ type Op struct {
 	// Injecting can take a while (killing every node, rules in every
 	// namespace), and the fault acts from the first step. Zero: at Time.
 	Began int64 `json:"began,omitempty"`
+	// Revision is a revision of edictkv's state: the one an acknowledged
+	// write made (its answer's index), a final read's key's mod_revision,
+	// or a watch record's (see FWatchOpen).
+	Revision int64 `json:"revision,omitempty"`
+	// Watch details a watch record, or a final read's revision.
+	Watch *WatchInfo `json:"watch,omitempty"`
 }
+
+// WatchInfo is what a watch record says beyond Op's fields.
+type WatchInfo struct {
+	// Watcher is the watcher's id (from 1); Replay marks the final
+	// replays of the whole history after the last fault was healed.
+	Watcher int  `json:"watcher"`
+	Replay  bool `json:"replay,omitempty"`
+	// API is how it watches: grpc (etcd's Watch) or http (GET /v1/watch).
+	API string `json:"api,omitempty"`
+	// Key is what it watches: Key alone, or every key that starts with it
+	// if Prefix.
+	Key    string `json:"key,omitempty"`
+	Prefix bool   `json:"prefix,omitempty"`
+	// Event is an event's type (put or delete), CreateRevision and
+	// Version the key's as the event left it (0 after a delete).
+	Event          string `json:"event,omitempty"`
+	CreateRevision int64  `json:"create_revision,omitempty"`
+	Version        int64  `json:"version,omitempty"`
+	// CompactRevision: a compaction ended the stream; the oldest revision
+	// kept.
+	CompactRevision int64 `json:"compact_revision,omitempty"`
+	// Header is a final read's revision (the state's when it was read).
+	Header int64 `json:"header,omitempty"`
+}
+
+// Watches reports whether op is a watcher's record.
+func (op Op) Watches() bool { return op.Process == WatchProcess && op.Watch != nil }
 
 // Int returns a pointer to v, for Op.Value and Op.Prev.
 func Int(v int64) *int64 { return &v }
@@ -254,7 +311,7 @@ func LeaderEvidence(op Op) bool {
 		return false
 	}
 	switch op.F {
-	case FWrite, FCAS, FAdd:
+	case FWrite, FCAS, FAdd, FDelete:
 		return true
 	case FRead:
 		return op.Level == "lease" || op.Level == "follower"
