@@ -65,7 +65,7 @@ func startCluster(ctx context.Context, o Options) (*testCluster, error) {
 	}
 	tc := newTestCluster(o.progress)
 	c, err := cluster.Start(ctx, cluster.Config{N: o.Nodes, Binary: o.Binary, Dir: filepath.Join(o.Out, "nodes"),
-		Mode: cluster.Mode(o.Mode), Lease: o.Lease, GRPC: o.Workload == "set", Logger: logger,
+		Mode: cluster.Mode(o.Mode), Lease: o.Lease, GRPC: o.Workload == "set" || o.Workload == "watch", Logger: logger,
 		ExtraArgs: extra, OnExit: tc.exited})
 	if err != nil {
 		return nil, fmt.Errorf("jepsen: start cluster: %w", err)

@@ -38,14 +38,18 @@ type Options struct {
 	Nodes    int           // default 5
 	Time     time.Duration // how long the workload and nemesis run (default 60s)
 	Nemeses  []string      // see nemesis.ByName; none: no faults
-	Workload string        // register (default) or set
+	Workload string        // register (default), set or watch
 	// Read is the register workload's read level: lease (default),
 	// follower or stale.
 	Read string
 	// Strict checks every read as linearizable, stale ones included: the
 	// control that shows the checker catches stale reads.
 	Strict bool
-	Out    string
+	// WatchSkipOnReconnect is the watch checker's negative control: every
+	// watcher leaves out the first event after its first reconnect, and
+	// the run must be invalid.
+	WatchSkipOnReconnect bool
+	Out                  string
 	// Mode is netns, portable, or auto (netns as root, else portable).
 	Mode          string
 	Clients, Keys int
@@ -68,6 +72,8 @@ type Options struct {
 	LeaderBound, ReadyBound time.Duration
 	Progress                io.Writer // progress lines (optional)
 	ClusterLogging          io.Writer // the cluster's own log (optional)
+
+	watchSkipped int64 // what the negative control left out, for the results
 }
 
 func (o *Options) defaults() error {
@@ -122,8 +128,8 @@ func (o *Options) defaults() error {
 	switch {
 	case o.Out == "":
 		return errors.New("jepsen: Options.Out is required")
-	case o.Workload != "register" && o.Workload != "set":
-		return fmt.Errorf("jepsen: unknown workload %q (register or set)", o.Workload)
+	case !slices.Contains([]string{"register", "set", "watch"}, o.Workload):
+		return fmt.Errorf("jepsen: unknown workload %q (register, set or watch)", o.Workload)
 	case !slices.Contains([]string{"lease", "follower", "stale"}, o.Read):
 		return fmt.Errorf("jepsen: unknown read level %q (lease, follower or stale)", o.Read)
 	case o.Mode != string(cluster.ModeNetns) && o.Mode != string(cluster.ModePortable):
@@ -180,8 +186,12 @@ type Results struct {
 	Seconds  float64               `json:"seconds"`
 	Register *check.RegisterResult `json:"register,omitempty"`
 	Set      *check.SetResult      `json:"set,omitempty"`
-	Stats    report.Stats          `json:"stats"`
-	Faults   []history.Interval    `json:"faults"`
+	Watch    *check.WatchResult    `json:"watch,omitempty"`
+	// WatchSkipped counts the events the negative control left out
+	// (Options.WatchSkipOnReconnect).
+	WatchSkipped int64              `json:"watch_skipped,omitempty"`
+	Stats        report.Stats       `json:"stats"`
+	Faults       []history.Interval `json:"faults"`
 	// Nemesis is every start, step and stop of the nemesis, in order.
 	Nemesis []NemesisEvent `json:"nemesis_log,omitempty"`
 	// SnapshotEvery is the nodes' --snapshot-every (0: edictkv's default).
@@ -251,16 +261,21 @@ func Run(ctx context.Context, o Options) (Results, error) {
 	cfg := workload.Config{Clients: o.Clients, Targets: cl.targets, Seed: o.Seed}
 	reg := &workload.Register{Config: cfg, Keys: o.Keys, Level: o.Read}
 	set := &workload.Set{Config: cfg}
+	watch := &workload.Watch{Config: cfg, Keys: o.Keys, GRPCTargets: cl.grpcTargets, SkipOnReconnect: o.WatchSkipOnReconnect}
+	defer watch.Stop()
 
 	runCtx, stop := context.WithTimeout(ctx, o.Time)
 	defer stop()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if o.Workload == "register" {
+		switch o.Workload {
+		case "register":
 			reg.Run(runCtx, rec)
-		} else {
+		case "set":
 			set.Run(runCtx, rec)
+		case "watch":
+			watch.Run(runCtx, rec)
 		}
 	}()
 	nemDone := make(chan error, 1)
@@ -319,10 +334,21 @@ func Run(ctx context.Context, o Options) (Results, error) {
 			o.progress("warning: %v", err)
 		}
 	}
-	if o.Workload == "register" {
+	switch o.Workload {
+	case "register":
 		reg.FinalReads(fctx, rec, "follower", -2)
-	} else if err := set.FinalReads(fctx, rec, cl.grpcTargets(), -2); err != nil {
-		return Results{}, err
+	case "set":
+		if err := set.FinalReads(fctx, rec, cl.grpcTargets(), -2); err != nil {
+			return Results{}, err
+		}
+	case "watch":
+		o.progress("final read, every member's replay of the history, watchers catching up")
+		if err := watch.Final(fctx, rec, -2); err != nil {
+			o.progress("warning: %v", err)
+		}
+		st := watch.Stats()
+		o.progress("watchers: %d, %d reconnects; negative control: %d events left out", st.Watchers, st.Reconnects, st.Skipped)
+		o.watchSkipped = st.Skipped
 	}
 	stopMonitor()
 	<-monDone
@@ -380,9 +406,13 @@ func (o Options) check(ops []history.Op, snaps *cluster.SnapshotCounts) (Results
 			o.progress("warning: %v", err)
 		}
 		res.Register, res.Valid = &r, r.Valid
-	} else {
+	} else if o.Workload == "set" {
 		s := check.Set(ops)
 		res.Set, res.Valid = &s, s.Valid
+	} else {
+		o.progress("checking the watchers against the committed history")
+		w := check.Watch(ops)
+		res.Watch, res.Valid, res.WatchSkipped = &w, w.Valid, o.watchSkipped
 	}
 	res.Verdict = verdict(res.Valid, res.Processes.Valid, res.Availability.Valid)
 	var errs []error

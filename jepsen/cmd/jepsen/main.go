@@ -40,13 +40,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	nemeses := fs.String("nemesis", "partition,kill,pause,clock", "faults, comma-separated: "+nemesis.Known+"; none: no faults")
 	fs.IntVar(&o.Nodes, "nodes", 5, "edictkv processes")
 	fs.DurationVar(&o.Time, "time", 60*time.Second, "how long clients and faults run")
-	fs.StringVar(&o.Workload, "workload", "register", "register (reads, writes, CAS per key) or set (adds, then final reads)")
+	fs.StringVar(&o.Workload, "workload", "register", "register (reads, writes, CAS per key), set (adds, then final reads) or watch (writers, and watchers on every member judged against the committed history)")
 	fs.StringVar(&o.Read, "read", "lease", "the register workload's read level: lease, follower or stale")
 	fs.BoolVar(&o.Strict, "strict", false, "check every read as linearizable, stale ones too (a control: stale reads are expected to fail it)")
+	fs.BoolVar(&o.WatchSkipOnReconnect, "watch-skip-on-reconnect", false, "a test of the watch checker: every watcher leaves out the first event after its first reconnect, and the run must end invalid")
 	fs.StringVar(&o.Out, "out", "", "report folder (default: jepsen-out/<time>)")
 	fs.StringVar(&o.Mode, "mode", "auto", "netns (root: one network namespace per node), portable (127.0.0.1, faults through the test-only endpoint), or auto")
 	fs.IntVar(&o.Clients, "clients", 10, "concurrent clients")
-	fs.IntVar(&o.Keys, "keys", 8, "register keys")
+	fs.IntVar(&o.Keys, "keys", 8, "register keys, or the keys the watch workload's writers change")
 	fs.Uint64Var(&o.Seed, "seed", uint64(time.Now().UnixNano()), "seed of the operation mix and fault choices")
 	fs.DurationVar(&o.Quiet, "quiet", 3*time.Second, "time without a fault between two faults")
 	fs.DurationVar(&o.Hold, "hold", 6*time.Second, "how long each fault lasts")
@@ -115,6 +116,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case res.Set != nil:
 		fmt.Fprintf(stdout, "set: %d acknowledged, %d lost, %d duplicated, %d unexpected, %d failed-but-present\n",
 			res.Set.Acknowledged, len(res.Set.Lost), len(res.Set.Duplicated), len(res.Set.Unexpected), len(res.Set.FailedButPresent))
+	case res.Watch != nil:
+		fmt.Fprintf(stdout, "watch: %s\n", res.Watch.Summary())
+		if o.WatchSkipOnReconnect {
+			fmt.Fprintf(stdout, "watch: negative control: the watchers left out %d event(s) after reconnecting\n", res.WatchSkipped)
+		}
+		if res.Watch.Error != "" {
+			fmt.Fprintf(stdout, "watch: %s\n", res.Watch.Error)
+		}
+		if res.Watch.Anomaly != "" {
+			fmt.Fprintf(stdout, "anomaly: %s\n", res.Watch.Anomaly)
+		}
 	}
 	return jepsen.ExitCode(res.Verdict)
 }
