@@ -625,8 +625,12 @@ func checkEvents(got []mvccpb.Event, want []event, opts mvcc.WatchOption, compac
 		}
 		if !sameEvent(e, x) {
 			if j := slices.IndexFunc(want[i:], func(x event) bool { return sameEvent(e, x) }); j > 0 {
-				return fmt.Errorf("the %s of %q at %d is missing (and %d more before event %d, the %v of %q at %d)",
-					eventType(x), x.kv.Key, x.kv.ModRevision, j-1, i, e.Type, e.Kv.Key, e.Kv.ModRevision)
+				more := ""
+				if j > 1 {
+					more = fmt.Sprintf(", and %d more after it", j-1)
+				}
+				return fmt.Errorf("the %s of %q at %d is missing before event %d (the %v of %q at %d)%s",
+					eventType(x), x.kv.Key, x.kv.ModRevision, i, e.Type, e.Kv.Key, e.Kv.ModRevision, more)
 			}
 			return fmt.Errorf("event %d is a %v of %q %s; the model's a %s of %q %s", i, e.Type, e.Kv.Key, kvString(e.Kv), eventType(x), x.kv.Key, kvString(x.kv))
 		}
