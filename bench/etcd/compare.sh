@@ -40,8 +40,9 @@
 #                       both kinds of phase and their ratio, the readers' event delay,
 #                       the leader's live heap after a forced GC and its RSS. Passes
 #                       when put p99 with the stuck watcher is at most 1.2x without it
-#                       and the live heap grew by at most the bound slowwatch states
-#                       (its --watch-buffer, 128 responses, etcd's and edictkv's default)
+#                       and the live heap it held (read while it is stuck, less after it
+#                       is gone) is at most the bound slowwatch states (from its
+#                       --watch-buffer, 128 responses, etcd's and edictkv's default)
 #      With slow-watch in WORKLOADS, the members serve Go's profiler (etcd
 #      --enable-pprof, edictkv --pprof) for the heap reading;
 #   3. per workload records req/s, p50 and p99 (the benchmark's own histogram) and
@@ -106,7 +107,7 @@
 #   HOG=none                 disk or cpu: a hog beside the servers during each benchmark
 #   HOG_DISK_MB=300          HOG=disk: the size of each file written and fsynced
 #   HOG_CPU_PROCS=$(nproc)   HOG=cpu: busy loops
-#   WATCH_STREAMS=10 WATCH_PER_STREAM=100 WATCH_PUT_TOTAL=2000       watch
+#   WATCH_STREAMS=10 WATCH_PER_STREAM=100 WATCH_PUT_TOTAL=10000      watch
 #   WLAT_STREAMS=10 WLAT_WATCHERS=10 WLAT_PUT_RATE=200 WLAT_PUT_TOTAL=4000   watch-latency
 #   WGET_WATCHERS=10000 WGET_STREAMS=1 WGET_EVENTS=8                 watch-get (etcd's defaults)
 #   SLOW_WATCHERS=1000 SLOW_STREAMS=10 SLOW_CONNS=4 SLOW_RATE=200 SLOW_PHASE_S=20
@@ -153,7 +154,7 @@ HOG_DISK_MB=${HOG_DISK_MB:-300}
 HOG_CPU_PROCS=${HOG_CPU_PROCS:-$(nproc)}
 WATCH_STREAMS=${WATCH_STREAMS:-10}
 WATCH_PER_STREAM=${WATCH_PER_STREAM:-100}
-WATCH_PUT_TOTAL=${WATCH_PUT_TOTAL:-2000}
+WATCH_PUT_TOTAL=${WATCH_PUT_TOTAL:-10000}
 WLAT_STREAMS=${WLAT_STREAMS:-10}
 WLAT_WATCHERS=${WLAT_WATCHERS:-10}
 WLAT_PUT_RATE=${WLAT_PUT_RATE:-200}
@@ -170,6 +171,7 @@ SLOW_PAIRS=${SLOW_PAIRS:-2}
 SLOW_TIMEOUT=${SLOW_TIMEOUT:-$((BENCH_TIMEOUT + 2 * SLOW_PAIRS * (SLOW_PHASE_S + 60)))}
 
 SYSTEMS=(etcd edictkv)
+EDICTKV_REV=unknown # set by build_binaries
 N=3 # members per cluster
 CLK_TCK=$(getconf CLK_TCK)
 
@@ -204,6 +206,11 @@ build_binaries() {
   bash "$SCRIPT_DIR/install.sh" >&2
   log "building edictkv from $REPO_ROOT"
   (cd "$REPO_ROOT" && go build -o "$BIN/edictkv" ./cmd/edictkv)
+  # which code the figures belong to: the commit, and whether tracked files other
+  # than docs and harnesses differed from it when edictkv was built
+  EDICTKV_REV=$(git -C "$REPO_ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+  if [[ -n $(git -C "$REPO_ROOT" status --porcelain --untracked-files=no -- . ':(exclude)docs' ':(exclude)jepsen' \
+    ':(exclude)bench' ':(exclude)compat' ':(exclude,glob)**/*_test.go' 2>/dev/null) ]]; then EDICTKV_REV+="+uncommitted"; fi
   if ((PPROF)); then
     log "building slowwatch from $REPO_ROOT/bench"
     (cd "$REPO_ROOT/bench" && go build -o "$BIN/slowwatch" ./cmd/slowwatch)
@@ -556,7 +563,7 @@ extra_figures() {
     watch-get) echo "catchup_s catchup_eps" ;;
     slow-watch) echo "base_rps base_p50_ms base_p99_ms stuck_rps stuck_p50_ms stuck_p99_ms p99_ratio" \
       "base_event_p99_ms stuck_event_p99_ms base_rss_peak_mib stuck_rss_peak_mib base_anon_peak_mib" \
-      "stuck_anon_peak_mib heap0_mib heap_growth_kib heap_base_spread_kib mem_bound_kib p99_ok mem_ok pass" ;;
+      "stuck_anon_peak_mib heap0_mib stuck_heap_kib heap_noise_kib mem_bound_kib p99_ok mem_ok pass" ;;
   esac
 }
 
@@ -695,7 +702,7 @@ run_slow_watch() {
   mkdir -p "$WORK/r$round-$sys-slow-watch"
   run_measured "$round" "$sys" slow-watch $((SLOW_RATE * SLOW_PHASE_S * 2 * SLOW_PAIRS)) "$SLOW_TIMEOUT" \
     "$BIN/slowwatch" --endpoint="$leader" --pid="${PIDS[$idx]}" --pprof-url="${PPROF_URLS[$idx]}" \
-    --profile-dir="$WORK/r$round-$sys-slow-watch" \
+    --metrics-url="${PPROF_URLS[$idx]%/debug/pprof}/metrics" --profile-dir="$WORK/r$round-$sys-slow-watch" \
     --watchers="$SLOW_WATCHERS" --streams="$SLOW_STREAMS" --conns="$SLOW_CONNS" --rate="$SLOW_RATE" \
     --phase="${SLOW_PHASE_S}s" --pairs="$SLOW_PAIRS" --val-size="$VAL_SIZE"
 }
@@ -766,7 +773,7 @@ num() { [[ $1 =~ ^-?[0-9.]+$ ]]; }
 print_report() {
   local w e k cpu_e cpu_k ratio
   echo
-  echo "etcd $ETCD_VERSION vs edictkv ($(cd "$REPO_ROOT" && GOWORK=off go list -m)), 3 members each on 127.0.0.1, fsync on;"
+  echo "etcd $ETCD_VERSION vs edictkv ($(cd "$REPO_ROOT" && GOWORK=off go list -m) at $EDICTKV_REV), 3 members each on 127.0.0.1, fsync on;"
   echo "etcd's benchmark tool, keys $KEY_SIZE B, values $VAL_SIZE B; median of $ROUNDS round(s); $(nproc) CPUs; $(date -u +%F\ %H:%MZ);"
   echo "$(hog_label). Failed requests and leader changes: summed over the rounds."
   echo
@@ -785,7 +792,7 @@ print_report() {
   echo
   print_watch_tables
 
-  local res="RESULT rounds=$ROUNDS etcd_version=$ETCD_VERSION clients=$CLIENTS conns=$CONNS total=$TOTAL total1=$TOTAL1"
+  local res="RESULT rounds=$ROUNDS etcd_version=$ETCD_VERSION edictkv_rev=$EDICTKV_REV clients=$CLIENTS conns=$CONNS total=$TOTAL total1=$TOTAL1"
   res+=" read_total=$READ_TOTAL read_total1=$READ_TOTAL1 key_size=$KEY_SIZE val_size=$VAL_SIZE errors=$ERRORS hog=$HOG"
   local s m r changed
   for w in $WORKLOADS; do
@@ -866,7 +873,7 @@ print_watch_tables() {
   echo "slow-watch: $((SLOW_WATCHERS - 1)) reading watchers of the prefix an open-loop load puts to ($SLOW_RATE puts/s, values" \
     "$VAL_SIZE B), all on the leader; $SLOW_PAIRS pairs of ${SLOW_PHASE_S}-s phases, the readers alone, then with 1 more" \
     "watcher that never reads (own stream, own connection, fixed 64 KiB windows). Put latency from the moment each put" \
-    "was due; live heap after a forced GC at the end of each phase. Medians over the rounds:"
+    "was due; live heap after a forced GC. Medians over the rounds:"
   echo
   echo "| figure | etcd | edictkv | edictkv/etcd |"
   echo "|---|---:|---:|---:|"
@@ -880,9 +887,9 @@ print_watch_tables() {
   figure_row slow-watch base_event_p99_ms "readers' event p99 after the put was due (ms), alone"
   figure_row slow-watch stuck_event_p99_ms "readers' event p99 (ms), with the stuck watcher"
   figure_row slow-watch heap0_mib "leader's live heap with the readers, before the load (MiB)"
-  figure_row slow-watch heap_growth_kib "**live heap, stuck phase over the base phase before it (KiB)**"
-  figure_row slow-watch mem_bound_kib "its bound (KiB): (128+2) responses + gRPC's 64 KiB write quota"
-  figure_row slow-watch heap_base_spread_kib "live heap spread between the base phases (KiB): noise"
+  figure_row slow-watch stuck_heap_kib "**live heap the stuck watcher held (KiB)**: stuck, less once gone"
+  figure_row slow-watch mem_bound_kib "its bound (KiB): (128+2) responses + gRPC's write quota and connection"
+  figure_row slow-watch heap_noise_kib "the same two readings in a base phase (KiB): noise"
   figure_row slow-watch base_rss_peak_mib "leader's peak RSS (MiB), readers alone"
   figure_row slow-watch stuck_rss_peak_mib "leader's peak RSS (MiB), with the stuck watcher"
   echo "| rounds passing p99 / memory / both (of $ROUNDS) | $(sum_of etcd slow-watch p99_ok) / $(sum_of etcd slow-watch mem_ok) /" \

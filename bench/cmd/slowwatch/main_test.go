@@ -119,18 +119,37 @@ func TestPrefixEnd(t *testing.T) {
 	}
 }
 
-func TestHeapGrowth(t *testing.T) {
+func TestStuckHeap(t *testing.T) {
 	r := &results{phases: []*phaseResult{
-		{n: 1, heapAfter: 10 << 20}, {n: 2, stuck: true, heapAfter: 11 << 20},
-		{n: 3, heapAfter: 12 << 20}, {n: 4, stuck: true, heapAfter: 11 << 20},
+		{n: 1, heapAfter: 10 << 20, heapGone: 10<<20 + 4<<10},
+		{n: 2, stuck: true, heapAfter: 11 << 20, heapGone: 11<<20 - 200<<10},
+		{n: 3, heapAfter: 12 << 20, heapGone: 12<<20 - 8<<10},
+		{n: 4, stuck: true, heapAfter: 11 << 20, heapGone: 11<<20 + 50<<10},
 	}}
-	if g, ok := r.heapGrowth(); !ok || g != 1<<20 {
-		t.Errorf("heapGrowth = %d, %v; want %d, true (the larger of +1 MiB and -1 MiB)", g, ok, 1<<20)
+	if h, ok := r.stuckHeap(); !ok || h != 200<<10 {
+		t.Errorf("stuckHeap = %d, %v; want %d, true (the larger of 200 KiB and -50 KiB)", h, ok, 200<<10)
 	}
-	if s := r.baseHeapSpread(); s != 2<<20 {
-		t.Errorf("baseHeapSpread = %d; want %d", s, 2<<20)
+	if n := r.heapNoise(); n != 8<<10 {
+		t.Errorf("heapNoise = %d; want %d (the larger move of a base phase's two readings)", n, 8<<10)
 	}
-	if _, ok := (&results{phases: []*phaseResult{{n: 1}, {n: 2, stuck: true}}}).heapGrowth(); ok {
-		t.Error("heapGrowth without heap readings: want not measured")
+	none := &results{phases: []*phaseResult{{n: 1}, {n: 2, stuck: true}}}
+	if _, ok := none.stuckHeap(); ok {
+		t.Error("stuckHeap without heap readings: want not measured")
+	}
+	if n := none.heapNoise(); n != -1 {
+		t.Errorf("heapNoise without heap readings = %d; want -1", n)
+	}
+}
+
+func TestWatchGauges(t *testing.T) {
+	metrics := "# HELP edictkv_watchers watchers\n# TYPE edictkv_watchers gauge\n" +
+		"edictkv_watchers{state=\"parked\"} 1\nedictkv_watchers{state=\"synced\"} 999\n" +
+		"edictkv_watch_parked_events 1\netcd_debugging_mvcc_pending_events_total 0\n"
+	want := `edictkv_watchers{state="parked"} 1, edictkv_watch_parked_events 1, etcd_debugging_mvcc_pending_events_total 0`
+	if got := watchGauges(metrics); got != want {
+		t.Errorf("watchGauges = %q; want %q", got, want)
+	}
+	if got := watchGauges("go_goroutines 12\n"); got != "" {
+		t.Errorf("watchGauges without watch gauges = %q; want empty", got)
 	}
 }
