@@ -1,6 +1,7 @@
 package simstate
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -157,4 +158,31 @@ func TestWatchCheckCatches(t *testing.T) {
 	expect(x.w.end(c, map[edict.ProcessID]sim.ModelState{1: {State: r.m, Applied: r.applied}}), `the PUT of "w/a" at 2 is missing`)
 	x = newWatch(0)
 	expect(x.w.end(c, map[edict.ProcessID]sim.ModelState{1: {State: r.m, Applied: r.applied}}), `never sent the PUT of "w/a" at 2`)
+}
+
+// TestWatchReplays: a seed's run, its watch clients included, is the same
+// run each time, so that a failure's replay finds it again.
+func TestWatchReplays(t *testing.T) {
+	for _, sc := range logScenarios() {
+		if sc.Name != "crash-snapshot-reset" {
+			continue
+		}
+		var runs [2]string
+		for i := range runs {
+			esc := Scenario(sc, 2)
+			var ck *Checker
+			esc.Model = func() sim.Model { ck = NewChecker(2); return ck }
+			res := sim.RunLog(esc, 2)
+			if res.Violation != "" {
+				t.Fatalf("%v", res)
+			}
+			runs[i] = fmt.Sprintf("%v; %v", res, ck.WatchStats())
+		}
+		if runs[0] != runs[1] {
+			t.Fatalf("two runs of one seed differ:\n%s\n%s", runs[0], runs[1])
+		}
+		t.Log(runs[0])
+		return
+	}
+	t.Fatal("no scenario crash-snapshot-reset")
 }
