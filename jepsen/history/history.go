@@ -159,9 +159,6 @@ type WatchInfo struct {
 	Header int64 `json:"header,omitempty"`
 }
 
-// Watches reports whether op is a watcher's record.
-func (op Op) Watches() bool { return op.Process == WatchProcess && op.Watch != nil }
-
 // Int returns a pointer to v, for Op.Value and Op.Prev.
 func Int(v int64) *int64 { return &v }
 
