@@ -5,7 +5,10 @@
 // compare-and-sets on independent keys) is linearizable, key by key, with
 // the porcupine checker. Set checks that a set workload (adds, then one
 // final read per node) lost nothing that was acknowledged and invented
-// nothing that was never attempted. Availability checks that the cluster
+// nothing that was never attempted. Watch checks that every watcher was
+// sent exactly the committed history of its keys, in revision order and
+// across its reconnects, and that history against the writers and the
+// final read. Availability checks that the cluster
 // had a leader again within a bound after every fault ended, and that
 // every member was ready soon after the final heal: a run that stays safe
 // by never electing a leader again is "unavailable", not valid.
