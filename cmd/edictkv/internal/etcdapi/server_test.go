@@ -91,21 +91,21 @@ type process struct {
 	conn   *grpc.ClientConn
 }
 
-func startProcess(t *testing.T, id, leader edict.ProcessID, known map[edict.ProcessID]directory.Addresses) *process {
+func startProcess(t testing.TB, id, leader edict.ProcessID, known map[edict.ProcessID]directory.Addresses) *process {
 	t.Helper()
 	return startProcessQuota(t, id, leader, known, 0)
 }
 
 // startProcessQuota starts a process whose KV service has the space quota
 // quota over its state's store (0: the default).
-func startProcessQuota(t *testing.T, id, leader edict.ProcessID, known map[edict.ProcessID]directory.Addresses, quota int64) *process {
+func startProcessQuota(t testing.TB, id, leader edict.ProcessID, known map[edict.ProcessID]directory.Addresses, quota int64) *process {
 	t.Helper()
 	return startProcessWith(t, id, leader, known, func(kc *kvservice.Config, _ *Config) { kc.Quota.Bytes = quota })
 }
 
 // startProcessWith starts a process whose KV service and API configs
 // configure has changed from the defaults above.
-func startProcessWith(t *testing.T, id, leader edict.ProcessID, known map[edict.ProcessID]directory.Addresses,
+func startProcessWith(t testing.TB, id, leader edict.ProcessID, known map[edict.ProcessID]directory.Addresses,
 	configure func(*kvservice.Config, *Config)) *process {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -2,6 +2,7 @@ package kvstate
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"path/filepath"
 	"testing"
@@ -107,4 +108,38 @@ func BenchmarkApplyPut(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkRange reads one key of a store on a bbolt file, committed (the
+// read goes to the file, as a server's does between its batches), the
+// sizes of edictkv's etcd comparison: an 8-byte key, a 256-byte value.
+// It is the state's share of a Range: what the etcd API asks of it.
+func BenchmarkRange(b *testing.B) {
+	s, err := OpenFile(filepath.Join(b.TempDir(), "state.db"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	data, at := putTemplate(b)
+	k := data[at : at+8]
+	for i := range uint64(1000) {
+		binary.BigEndian.PutUint64(k, i)
+		if res := s.Apply(fsm.Entry{Index: i + 1, Stamp: stampAt(i + 1), Data: data}).(*Result); res.Err != nil {
+			b.Fatal(res.Err)
+		}
+	}
+	if _, err := s.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	key := binary.BigEndian.AppendUint64(nil, 500)
+	ctx := context.Background()
+	b.Run("stamps", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			resp, st, err := s.Range(ctx, &pb.RangeRequest{Key: key})
+			if err != nil || len(resp.Kvs) != 1 || len(st) != 1 {
+				b.Fatalf("range: %v, %d kvs, %d stamps", err, len(resp.Kvs), len(st))
+			}
+		}
+	})
 }
