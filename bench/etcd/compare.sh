@@ -38,7 +38,7 @@
 #                       SLOW_PHASE_S s per phase, SLOW_PAIRS pairs of phases, readers
 #                       alone then with the stuck one); figures: put req/s, p50/p99 of
 #                       both kinds of phase and their ratio, the readers' event delay,
-#                       the leader's live heap after a forced GC and its RSS. Passes
+#                       the leader's live heap after forced GCs and its RSS. Passes
 #                       when put p99 with the stuck watcher is at most 1.2x without it
 #                       and the live heap it held (read while it is stuck, less after it
 #                       is gone) is at most the bound slowwatch states (from its
@@ -563,7 +563,8 @@ extra_figures() {
     watch-get) echo "catchup_s catchup_eps" ;;
     slow-watch) echo "base_rps base_p50_ms base_p99_ms stuck_rps stuck_p50_ms stuck_p99_ms p99_ratio" \
       "base_event_p99_ms stuck_event_p99_ms base_rss_peak_mib stuck_rss_peak_mib base_anon_peak_mib" \
-      "stuck_anon_peak_mib heap0_mib stuck_heap_kib heap_noise_kib mem_bound_kib p99_ok mem_ok pass" ;;
+      "stuck_anon_peak_mib heap0_mib stuck_heap_kib heap_noise_kib mem_bound_kib catchup_due catchup_got catchup_ms" \
+      "p99_ok mem_ok pass" ;;
   esac
 }
 
@@ -873,7 +874,7 @@ print_watch_tables() {
   echo "slow-watch: $((SLOW_WATCHERS - 1)) reading watchers of the prefix an open-loop load puts to ($SLOW_RATE puts/s, values" \
     "$VAL_SIZE B), all on the leader; $SLOW_PAIRS pairs of ${SLOW_PHASE_S}-s phases, the readers alone, then with 1 more" \
     "watcher that never reads (own stream, own connection, fixed 64 KiB windows). Put latency from the moment each put" \
-    "was due; live heap after a forced GC. Medians over the rounds:"
+    "was due; live heap after forced GCs. Medians over the rounds:"
   echo
   echo "| figure | etcd | edictkv | edictkv/etcd |"
   echo "|---|---:|---:|---:|"
@@ -890,6 +891,8 @@ print_watch_tables() {
   figure_row slow-watch stuck_heap_kib "**live heap the stuck watcher held (KiB)**: stuck, less once gone"
   figure_row slow-watch mem_bound_kib "its bound (KiB): (128+2) responses + gRPC's write quota and connection"
   figure_row slow-watch heap_noise_kib "the same two readings in a base phase (KiB): noise"
+  figure_row slow-watch catchup_got "a watcher unread through catchup_due=$(median_of etcd slow-watch catchup_due)/$(median_of edictkv slow-watch catchup_due) puts: events it got on reading again"
+  figure_row slow-watch catchup_ms "… and how long it took to catch up (ms)"
   figure_row slow-watch base_rss_peak_mib "leader's peak RSS (MiB), readers alone"
   figure_row slow-watch stuck_rss_peak_mib "leader's peak RSS (MiB), with the stuck watcher"
   echo "| rounds passing p99 / memory / both (of $ROUNDS) | $(sum_of etcd slow-watch p99_ok) / $(sum_of etcd slow-watch mem_ok) /" \

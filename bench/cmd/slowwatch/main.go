@@ -24,19 +24,25 @@
 // Before each phase the history is compacted to the current revision, so
 // that every phase starts with the same index. After each phase's load,
 // the readers must have received every put of the phase, in revision
-// order, none missing, none repeated. The member's live heap is then read
-// after a forced GC (--pprof-url: Go's /debug/pprof/heap?debug=1&gc=1,
-// which etcd serves with --enable-pprof and edictkv with --pprof;
-// --profile-dir keeps the heap profiles), the stuck watcher still unread;
-// the stuck watcher is then read again and must catch up with every event
-// of its phase, in order; it is closed, and a second later the live heap
-// is read again. The difference of the two readings is what the stuck
-// watcher held; in a base phase, where nothing changes between them, it
-// is the reading's own noise. (Comparing a stuck phase with a base phase
-// instead would count the log entries and history the members keep
-// between their snapshots and compactions, which differ from phase to
-// phase.) The member's resident memory (--pid, /proc/PID/status) is
-// sampled every 100 ms during each phase's load.
+// order, none missing, none repeated. A second later the member's live
+// heap is read after two forced GCs (--pprof-url: Go's
+// /debug/pprof/heap?debug=1&gc=1, which etcd serves with --enable-pprof
+// and edictkv with --pprof; --profile-dir keeps the heap profiles), the
+// stuck watcher still unread; the stuck watcher is then closed, and a
+// second later the live heap is read again. The difference of the two
+// readings is what the stuck watcher held; in a base phase, where nothing
+// changes between them, it is the reading's own noise. (Comparing a stuck
+// phase with a base phase instead would count the log entries and history
+// the members keep between their snapshots and compactions, which differ
+// from phase to phase.) The member's resident memory (--pid,
+// /proc/PID/status) is sampled every 100 ms during each phase's load, and
+// its own watch gauges (--metrics-url) are shown while the watcher is
+// stuck.
+//
+// After the phases, a last check (--catchup): one more watcher stops
+// reading through a few seconds of the load, then reads again and must
+// receive every event of them, in order (the member catches it up from
+// its history).
 //
 // The last line of output is machine-readable:
 //
@@ -82,6 +88,7 @@ type config struct {
 	rate         float64
 	phase        time.Duration
 	warmup       time.Duration
+	catchup      time.Duration
 	pairs        int
 	keys         int
 	valSize      int
@@ -111,6 +118,7 @@ func main() {
 	flag.Float64Var(&c.rate, "rate", 200, "puts per second offered in each phase")
 	flag.DurationVar(&c.phase, "phase", 20*time.Second, "how long each phase's put load runs")
 	flag.DurationVar(&c.warmup, "warmup", 5*time.Second, "a put load at the same rate before the first phase, not measured")
+	flag.DurationVar(&c.catchup, "catchup", 5*time.Second, "after the phases, a stuck watcher through this much of the load must then catch up (0: no check)")
 	flag.IntVar(&c.pairs, "pairs", 2, "pairs of phases, base then stuck")
 	flag.IntVar(&c.keys, "keys", 1000, "distinct keys the puts cycle over")
 	flag.IntVar(&c.valSize, "val-size", 256, "value size in bytes (at least 9: a phase number and the moment the put was due)")
@@ -243,16 +251,13 @@ type phaseResult struct {
 	stuck bool
 	puts  []time.Duration // each put's latency from its due moment
 	// elapsed is from the first put's due moment to the last response.
-	elapsed    time.Duration
-	events     *histogram // readers' event delays from the put's due moment
-	rssPeak    int64      // VmRSS, bytes (0: not sampled)
-	anonPeak   int64      // RssAnon, bytes
-	heapAfter  int64      // HeapAlloc after a forced GC once the readers have the phase's events (0: not read)
-	heapGone   int64      // the same once the stuck watcher is gone, or a second later in a base phase
-	drain      time.Duration
-	stuckDue   int // events the stuck watcher was due in the phase
-	stuckGot   int // of them, received once it read again
-	stuckCatch time.Duration
+	elapsed   time.Duration
+	events    *histogram // readers' event delays from the put's due moment
+	rssPeak   int64      // VmRSS, bytes (0: not sampled)
+	anonPeak  int64      // RssAnon, bytes
+	heapAfter int64      // HeapAlloc after a forced GC once the readers have the phase's events (0: not read)
+	heapGone  int64      // the same once the stuck watcher is gone, or a second later in a base phase
+	drain     time.Duration
 	// stuckGauges are the member's watch gauges while the stuck watcher
 	// was stuck: what it says it holds back.
 	stuckGauges string
@@ -271,6 +276,21 @@ type results struct {
 	phases []*phaseResult
 	heap0  int64 // live heap after the readers were created
 	bound  int64
+
+	// The catch-up check: events the stuck watcher was due, those it got
+	// once it read again, how long that took, the member's gauges before.
+	catchDue, catchGot int
+	catchTime          time.Duration
+	catchGauges        string
+}
+
+func (r *results) catchLine() string {
+	s := fmt.Sprintf("catch-up: a watcher unread through %d puts received %d/%d events in order once it read again, in %s ms",
+		r.catchDue, r.catchGot, r.catchDue, ms(r.catchTime))
+	if r.catchGauges != "" {
+		s += "; the member, before: " + r.catchGauges
+	}
+	return s
 }
 
 func run(ctx context.Context, c config) (*results, error) {
@@ -316,15 +336,23 @@ func run(ctx context.Context, c config) (*results, error) {
 		}
 		fmt.Fprintf(os.Stderr, "slowwatch: %s\n", p.line())
 	}
+	if c.catchup > 0 {
+		n, err := catchUp(ctx, c, res, readers, load, putsSoFar)
+		putsSoFar += n
+		if err != nil {
+			return res, fmt.Errorf("catch-up check: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "slowwatch: %s\n", res.catchLine())
+	}
 	return res, readers.check(putsSoFar)
 }
 
 // runPhase runs one phase after putsBefore puts and returns how many it
-// made. The member's live heap is read right after the readers have
-// everything (the stuck watcher, if any, still unread) and again once the
-// stuck watcher has caught up and is closed, or after a second with
-// nothing changed in a base phase: the difference is what the stuck
-// watcher held, or the reading's own noise.
+// made. A second after the readers have everything, the member's live
+// heap is read (the stuck watcher, if any, still unread), and again a
+// second after the stuck watcher is closed, or after another second in a
+// base phase: the difference is what the stuck watcher held, or the
+// reading's own noise.
 func runPhase(ctx context.Context, c config, p *phaseResult, readers *readerSet, load *load, putsBefore int) (int, error) {
 	if c.compact {
 		if err := load.compact(ctx); err != nil {
@@ -353,41 +381,62 @@ func runPhase(ctx context.Context, c config, p *phaseResult, readers *readerSet,
 	}
 	p.drain = time.Since(t0)
 	readers.takeHistogram(p.n, p.events)
-	if c.pprofURL != "" {
-		if p.heapAfter, err = liveHeap(ctx, c.pprofURL); err != nil {
-			return len(puts), err
-		}
-		if err := saveHeapProfile(ctx, c, fmt.Sprintf("phase-%d-%s", p.n, p.kind())); err != nil {
-			return len(puts), err
-		}
-	}
 	if stuck != nil && c.metricsURL != "" {
-		body, err := get(ctx, c.metricsURL)
-		if err != nil {
+		if p.stuckGauges, err = readWatchGauges(ctx, c.metricsURL); err != nil {
 			return len(puts), err
 		}
-		p.stuckGauges = watchGauges(string(body))
 	}
-	if stuck != nil {
-		p.stuckDue = len(puts)
-		t1 := time.Now()
-		p.stuckGot, err = stuck.resume(ctx, len(puts), c.drainTimeout)
-		p.stuckCatch = time.Since(t1)
-		if err != nil {
-			return len(puts), fmt.Errorf("the stuck watcher, read again: %w", err)
-		}
-		stuck.close()
+	if c.pprofURL == "" {
+		return len(puts), nil
 	}
-	if c.pprofURL != "" {
-		sleep(ctx, time.Second) // for the member to see the stuck watcher's connection close
-		if p.heapGone, err = liveHeap(ctx, c.pprofURL); err != nil {
-			return len(puts), err
-		}
-		if err := saveHeapProfile(ctx, c, fmt.Sprintf("phase-%d-%s-after", p.n, p.kind())); err != nil {
-			return len(puts), err
-		}
+	// A second for what the load left in flight (batches not yet
+	// committed, gRPC's buffers) to settle.
+	sleep(ctx, time.Second)
+	if p.heapAfter, err = liveHeap(ctx, c.pprofURL); err != nil {
+		return len(puts), err
+	}
+	if err := saveHeapProfile(ctx, c, fmt.Sprintf("phase-%d-%s", p.n, p.kind())); err != nil {
+		return len(puts), err
+	}
+	stuck.close()
+	sleep(ctx, time.Second) // for the member to see the stuck watcher's connection close
+	if p.heapGone, err = liveHeap(ctx, c.pprofURL); err != nil {
+		return len(puts), err
+	}
+	if err := saveHeapProfile(ctx, c, fmt.Sprintf("phase-%d-%s-after", p.n, p.kind())); err != nil {
+		return len(puts), err
 	}
 	return len(puts), nil
+}
+
+// catchUp checks that a watcher that stopped reading gets everything once
+// it reads again: a stuck watcher through --catchup seconds of the load,
+// then read until it has every event of them, in order. It returns the
+// puts it made.
+func catchUp(ctx context.Context, c config, res *results, readers *readerSet, load *load, putsBefore int) (int, error) {
+	stuck, err := openStuck(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	defer stuck.close()
+	puts, _, err := load.run(ctx, 0, c.catchup)
+	if err != nil {
+		return len(puts), err
+	}
+	if err := readers.await(ctx, putsBefore+len(puts), c.drainTimeout); err != nil {
+		return len(puts), err
+	}
+	readers.takeHistogram(0, newHistogram())
+	if c.metricsURL != "" {
+		if res.catchGauges, err = readWatchGauges(ctx, c.metricsURL); err != nil {
+			return len(puts), err
+		}
+	}
+	res.catchDue = len(puts)
+	t := time.Now()
+	res.catchGot, err = stuck.resume(ctx, len(puts), c.drainTimeout)
+	res.catchTime = time.Since(t)
+	return len(puts), err
 }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -931,13 +980,22 @@ func parseStatus(s string) (rss, anon int64, err error) {
 }
 
 // liveHeap reads HeapAlloc from the Go heap profile in text form taken
-// after a GC (heap?debug=1&gc=1): the bytes of live objects.
+// after a GC (heap?debug=1&gc=1): the bytes of live objects. It asks
+// twice and keeps the second: what sync.Pools hold (gRPC's buffers, after
+// a load, a few hundred KiB to 1 MiB) survives one GC in the pools'
+// victim caches and goes at the next.
 func liveHeap(ctx context.Context, pprofURL string) (int64, error) {
-	body, err := get(ctx, pprofURL+"/heap?debug=1&gc=1")
-	if err != nil {
-		return 0, err
+	var n int64
+	for range 2 {
+		body, err := get(ctx, pprofURL+"/heap?debug=1&gc=1")
+		if err != nil {
+			return 0, err
+		}
+		if n, err = parseHeapAlloc(string(body)); err != nil {
+			return 0, err
+		}
 	}
-	return parseHeapAlloc(string(body))
+	return n, nil
 }
 
 // saveHeapProfile saves the member's heap profile, taken after a GC, as
@@ -985,6 +1043,14 @@ func get(ctx context.Context, url string) ([]byte, error) {
 var watchGaugeNames = []string{
 	`edictkv_watchers{state="parked"}`, `edictkv_watchers{state="unsynced"}`, "edictkv_watch_parked_events",
 	"etcd_debugging_mvcc_slow_watcher_total", "etcd_debugging_mvcc_pending_events_total",
+}
+
+func readWatchGauges(ctx context.Context, url string) (string, error) {
+	body, err := get(ctx, url)
+	if err != nil {
+		return "", err
+	}
+	return watchGauges(string(body)), nil
 }
 
 // watchGauges picks watchGaugeNames out of a Prometheus text exposition,
@@ -1098,11 +1164,8 @@ func (p *phaseResult) line() string {
 	if p.heapAfter > 0 {
 		out += fmt.Sprintf("  live heap %s MiB, then %s MiB", mib(p.heapAfter), mib(p.heapGone))
 	}
-	if p.stuck {
-		out += fmt.Sprintf("  stuck watcher: %d/%d events on reading again, in %s ms", p.stuckGot, p.stuckDue, ms(p.stuckCatch))
-		if p.stuckGauges != "" {
-			out += "; the member, while it was stuck: " + p.stuckGauges
-		}
+	if p.stuckGauges != "" {
+		out += "  the member, the watcher stuck: " + p.stuckGauges
 	}
 	return out
 }
@@ -1196,6 +1259,7 @@ func (r *results) print(w io.Writer, c config) {
 		fmt.Sprintf("p99_ratio=%.3f", ratio), "p99_ok=" + strconv.FormatBool(p99OK),
 		"heap0_mib=" + mib(r.heap0), "stuck_heap_kib=" + signedKiB(held, measured), "heap_noise_kib=" + kib(r.heapNoise()),
 		"mem_bound_kib=" + kib(r.bound), "mem_ok=" + strconv.FormatBool(memOK),
+		"catchup_due=" + strconv.Itoa(r.catchDue), "catchup_got=" + strconv.Itoa(r.catchGot), "catchup_ms=" + ms(r.catchTime),
 		"pass=" + strconv.FormatBool(p99OK && memOK),
 	}
 	fmt.Fprintln(w, "SLOWWATCH", strings.Join(kv, " "))
