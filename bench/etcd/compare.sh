@@ -110,8 +110,11 @@
 #   WATCH_STREAMS=10 WATCH_PER_STREAM=100 WATCH_PUT_TOTAL=10000      watch
 #   WLAT_STREAMS=10 WLAT_WATCHERS=10 WLAT_PUT_RATE=200 WLAT_PUT_TOTAL=4000   watch-latency
 #   WGET_WATCHERS=10000 WGET_STREAMS=1 WGET_EVENTS=8                 watch-get (etcd's defaults)
-#   SLOW_WATCHERS=1000 SLOW_STREAMS=10 SLOW_CONNS=4 SLOW_RATE=200 SLOW_PHASE_S=20
-#   SLOW_PAIRS=2 SLOW_TIMEOUT=BENCH_TIMEOUT+2*SLOW_PAIRS*(SLOW_PHASE_S+60)   slow-watch
+#   SLOW_WATCHERS=1000 SLOW_STREAMS=10 SLOW_CONNS=4 SLOW_RATE=200 SLOW_PHASE_S=15
+#   SLOW_PAIRS=3 SLOW_TIMEOUT=BENCH_TIMEOUT+2*SLOW_PAIRS*(SLOW_PHASE_S+60)   slow-watch
+#     (3,000 puts a phase: both systems snapshot every several thousand entries, edictkv
+#     every 8,192, etcd every 10,000, and phases of 4,000 put each of edictkv's snapshots
+#     in a phase with the stuck watcher; with 3,000 they fall in both kinds)
 #
 # Needs: go, jq, ss, curl, /usr/bin/time, getconf.
 #
@@ -166,8 +169,8 @@ SLOW_WATCHERS=${SLOW_WATCHERS:-1000}
 SLOW_STREAMS=${SLOW_STREAMS:-10}
 SLOW_CONNS=${SLOW_CONNS:-4}
 SLOW_RATE=${SLOW_RATE:-200}
-SLOW_PHASE_S=${SLOW_PHASE_S:-20}
-SLOW_PAIRS=${SLOW_PAIRS:-2}
+SLOW_PHASE_S=${SLOW_PHASE_S:-15}
+SLOW_PAIRS=${SLOW_PAIRS:-3}
 SLOW_TIMEOUT=${SLOW_TIMEOUT:-$((BENCH_TIMEOUT + 2 * SLOW_PAIRS * (SLOW_PHASE_S + 60)))}
 
 SYSTEMS=(etcd edictkv)
