@@ -14,7 +14,8 @@ import (
 
 // BenchmarkRange is the service's cost of a Range of one key (8 bytes,
 // its value 256) at each read level, over a fake log whose barrier
-// answers at once: the service's own checks and its read of the state.
+// answers at once: the service's own checks and its read of the state,
+// with the stamps (the HTTP API's read) and without (the etcd API's).
 func BenchmarkRange(b *testing.B) {
 	fl := fakelog.New()
 	defer fl.Close()
@@ -28,10 +29,19 @@ func BenchmarkRange(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, level := range []log.ReadLevel{log.ReadStale, log.ReadFollower} {
-		b.Run(level.String(), func(b *testing.B) {
+		b.Run(level.String()+"/stamps", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				resp, _, err := s.Range(ctx, level, &pb.RangeRequest{Key: key})
+				if err != nil || len(resp.Kvs) != 1 {
+					b.Fatalf("range: %v", err)
+				}
+			}
+		})
+		b.Run(level.String()+"/unstamped", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, _, err := s.RangeUnstamped(ctx, level, &pb.RangeRequest{Key: key})
 				if err != nil || len(resp.Kvs) != 1 {
 					b.Fatalf("range: %v", err)
 				}

@@ -74,8 +74,10 @@ type Log interface {
 // it (*kvstate.State).
 type State interface {
 	Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, map[int64]edict.Stamp, error)
+	RangeUnstamped(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error)
 	// ReadTxn answers a txn that only reads (kvstate.ReadOnlyTxn).
 	ReadTxn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, map[int64]edict.Stamp, error)
+	ReadTxnUnstamped(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error)
 	Rev() int64
 	CompactRev() int64
 	// Alarms are the active alarms of a type (NONE: all).
@@ -197,15 +199,32 @@ func (i Info) Stamp(rev int64) edict.Stamp { return i.Stamps[rev] }
 // r.Revision (0: its current revision), which must be one it keeps. The
 // header's revision is the state's revision the answer reflects.
 func (s *Service) Range(ctx context.Context, level log.ReadLevel, r *pb.RangeRequest) (*pb.RangeResponse, Info, error) {
-	if err := s.limits.checkRange(r); err != nil {
-		return nil, Info{}, err
-	}
-	if err := s.size(r); err != nil {
+	if err := s.checkRange(r); err != nil {
 		return nil, Info{}, err
 	}
 	return read(s, ctx, level, r.Revision, func(ctx context.Context) (*pb.RangeResponse, map[int64]edict.Stamp, error) {
 		return s.state.Range(ctx, r)
 	})
+}
+
+// RangeUnstamped reads as Range does, and its Info has no Stamps: a read
+// for an API with no field for them (etcd's) leaves the stamp records
+// unread.
+func (s *Service) RangeUnstamped(ctx context.Context, level log.ReadLevel, r *pb.RangeRequest) (*pb.RangeResponse, Info, error) {
+	if err := s.checkRange(r); err != nil {
+		return nil, Info{}, err
+	}
+	return read(s, ctx, level, r.Revision, func(ctx context.Context) (*pb.RangeResponse, map[int64]edict.Stamp, error) {
+		resp, err := s.state.RangeUnstamped(ctx, r)
+		return resp, nil, err
+	})
+}
+
+func (s *Service) checkRange(r *pb.RangeRequest) error {
+	if err := s.limits.checkRange(r); err != nil {
+		return err
+	}
+	return s.size(r)
 }
 
 // ReadTxn answers a Txn that only reads — every op of both branches a
@@ -215,18 +234,34 @@ func (s *Service) Range(ctx context.Context, level log.ReadLevel, r *pb.RangeReq
 // server answers such a txn the same way. Txn answers it too, through the
 // log.
 func (s *Service) ReadTxn(ctx context.Context, level log.ReadLevel, r *pb.TxnRequest) (*pb.TxnResponse, Info, error) {
-	if !ReadOnlyTxn(r) {
-		return nil, Info{}, invalidf("a txn that writes is not a read: use Txn")
-	}
-	if err := s.limits.checkTxn(r); err != nil {
-		return nil, Info{}, err
-	}
-	if err := s.size(r); err != nil {
+	if err := s.checkReadTxn(r); err != nil {
 		return nil, Info{}, err
 	}
 	return read(s, ctx, level, 0, func(ctx context.Context) (*pb.TxnResponse, map[int64]edict.Stamp, error) {
 		return s.state.ReadTxn(ctx, r)
 	})
+}
+
+// ReadTxnUnstamped answers as ReadTxn does, and its Info has no Stamps
+// (see RangeUnstamped).
+func (s *Service) ReadTxnUnstamped(ctx context.Context, level log.ReadLevel, r *pb.TxnRequest) (*pb.TxnResponse, Info, error) {
+	if err := s.checkReadTxn(r); err != nil {
+		return nil, Info{}, err
+	}
+	return read(s, ctx, level, 0, func(ctx context.Context) (*pb.TxnResponse, map[int64]edict.Stamp, error) {
+		resp, err := s.state.ReadTxnUnstamped(ctx, r)
+		return resp, nil, err
+	})
+}
+
+func (s *Service) checkReadTxn(r *pb.TxnRequest) error {
+	if !ReadOnlyTxn(r) {
+		return invalidf("a txn that writes is not a read: use Txn")
+	}
+	if err := s.limits.checkTxn(r); err != nil {
+		return err
+	}
+	return s.size(r)
 }
 
 // ReadOnlyTxn reports whether every op of both of r's branches is a

@@ -65,6 +65,11 @@ func TestWritesAndReads(t *testing.T) {
 	assert.Equal(t, log.ReadLease, info.Level)
 	assert.Equal(t, fakelog.StampAt(4), info.Stamp(3))
 	assert.Equal(t, fakelog.StampAt(5), info.Stamp(4))
+	bare, bareInfo, err := s.RangeUnstamped(ctx, log.ReadLease, &pb.RangeRequest{Key: []byte("a"), RangeEnd: []byte("c")})
+	require.NoError(t, err)
+	assert.Equal(t, got, bare, "the etcd API's read answers the same")
+	assert.Equal(t, log.ReadLease, bareInfo.Level)
+	assert.Nil(t, bareInfo.Stamps, "and leaves the stamps out")
 
 	old, info, err := s.Range(ctx, log.ReadLease, &pb.RangeRequest{Key: []byte("a"), Revision: 2})
 	require.NoError(t, err)

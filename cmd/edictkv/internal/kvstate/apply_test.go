@@ -148,6 +148,38 @@ func TestRangeAtRevisions(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalid)
 }
 
+// RangeUnstamped, the etcd API's read, answers what Range answers, and
+// refuses what it refuses; only the stamps are left out.
+func TestRangeUnstampedAnswersAsRange(t *testing.T) {
+	h := newHarness(t)
+	h.put("a", "1")                                                       // rev 2
+	h.put("b", "1")                                                       // rev 3
+	h.put("a", "2")                                                       // rev 4
+	h.ok(&Request{DeleteRange: &pb.DeleteRangeRequest{Key: []byte("b")}}) // rev 5
+	h.put("c", "3")                                                       // rev 6
+	h.ok(&Request{Compaction: &pb.CompactionRequest{Revision: 3}})
+	ctx := context.Background()
+	for _, r := range []*pb.RangeRequest{
+		{Key: []byte("a")},
+		{Key: []byte("a"), RangeEnd: []byte("d"), Revision: 3},
+		{Key: []byte{0}, RangeEnd: []byte{0}, SortTarget: pb.RangeRequest_MOD, SortOrder: pb.RangeRequest_DESCEND, Limit: 1},
+		{Key: []byte{0}, RangeEnd: []byte{0}, CountOnly: true},
+		{Key: []byte("a"), RangeEnd: []byte("z"), KeysOnly: true, MinModRevision: 4},
+		{Key: []byte("b")},
+		{Key: []byte("a"), Revision: 2},
+		{Key: []byte("a"), Revision: 9},
+		{},
+	} {
+		want, _, wantErr := h.s.Range(ctx, r)
+		got, err := h.s.RangeUnstamped(ctx, r)
+		assert.Equal(t, wantErr, err, "%v", r)
+		assert.Equal(t, want, got, "%v", r)
+	}
+	h.ok(&Request{Alarm: &pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: 1, Alarm: pb.AlarmType_CORRUPT}})
+	_, err := h.s.RangeUnstamped(ctx, &pb.RangeRequest{Key: []byte("a")})
+	assert.ErrorIs(t, err, ErrCorrupt)
+}
+
 func TestCompaction(t *testing.T) {
 	h := newHarness(t)
 	for i := range 5 {

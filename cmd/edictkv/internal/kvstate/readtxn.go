@@ -47,6 +47,17 @@ func SerializableTxn(t *pb.TxnRequest) bool {
 // (ErrCompacted, ErrFutureRev), and every read while the CORRUPT alarm is
 // active.
 func (s *State) ReadTxn(ctx context.Context, t *pb.TxnRequest) (*pb.TxnResponse, map[int64]edict.Stamp, error) {
+	return s.readTxn(ctx, t, true)
+}
+
+// ReadTxnUnstamped answers as ReadTxn does, without the stamps (see
+// RangeUnstamped).
+func (s *State) ReadTxnUnstamped(ctx context.Context, t *pb.TxnRequest) (*pb.TxnResponse, error) {
+	resp, _, err := s.readTxn(ctx, t, false)
+	return resp, err
+}
+
+func (s *State) readTxn(ctx context.Context, t *pb.TxnRequest, withStamps bool) (*pb.TxnResponse, map[int64]edict.Stamp, error) {
 	if s.alarmed(pb.AlarmType_CORRUPT) {
 		return nil, nil, ErrCorrupt
 	}
@@ -76,6 +87,9 @@ func (s *State) ReadTxn(ctx context.Context, t *pb.TxnRequest) (*pb.TxnResponse,
 			return nil, nil, fmt.Errorf("txn range: %w", err)
 		}
 		resp.Responses[i] = &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: r}}
+	}
+	if !withStamps {
+		return resp, nil, nil
 	}
 	// The view holds off compaction: every revision the answer names
 	// still has its stamp record.

@@ -53,6 +53,9 @@ func TestReadTxnAnswersAsApplied(t *testing.T) {
 				stamps = nil
 			}
 			assert.Equal(t, want, stamps)
+			bare, err := h.s.ReadTxnUnstamped(context.Background(), c.txn)
+			require.NoError(t, err)
+			assert.Equal(t, got, bare, "the same answer without the stamps")
 		})
 	}
 }
@@ -66,6 +69,8 @@ func TestReadTxnRefusals(t *testing.T) {
 	h.ok(&Request{Compaction: &pb.CompactionRequest{Revision: 3}})
 	read := func(txn *pb.TxnRequest) error {
 		_, _, err := h.s.ReadTxn(context.Background(), txn)
+		_, bareErr := h.s.ReadTxnUnstamped(context.Background(), txn)
+		assert.Equal(t, err, bareErr, "the same refusal without the stamps")
 		return err
 	}
 	get := rangeOp(&pb.RangeRequest{Key: []byte("a")})
