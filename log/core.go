@@ -33,6 +33,16 @@ type CoreConfig struct {
 	// MaxInflight bounds the Appends in flight to one follower, the
 	// pipelining window (default 64).
 	MaxInflight int
+	// EagerInflight is how many Appends may be in flight to a follower
+	// before the leader holds back one that would not be full
+	// (MaxAppendEntries entries) until a reply comes (default 2): entries
+	// proposed meanwhile then share it. A follower writes what arrives
+	// while it is busy in one fsync anyway, so an append held back is
+	// written no later than one sent at once would be, and one append of
+	// many entries costs the leader, the network and the follower about
+	// what one of a single entry does. One append in flight would leave
+	// the follower's disk idle for a round trip between its writes.
+	EagerInflight int
 	// Heartbeat is how often the leader sends an empty Append to a
 	// follower it has sent nothing else (default 50ms), which carries the
 	// commit index.
@@ -45,6 +55,9 @@ func (c *CoreConfig) setDefaults() {
 	}
 	if c.MaxInflight == 0 {
 		c.MaxInflight = 64
+	}
+	if c.EagerInflight == 0 {
+		c.EagerInflight = 2
 	}
 	if c.Heartbeat == 0 {
 		c.Heartbeat = 50 * time.Millisecond

@@ -217,3 +217,29 @@ func TestSnapshotCarriesLearners(t *testing.T) {
 	_, stored := c.stable[3][wire.EpochConfigKey(0)]
 	assert.True(t, stored, "and stored durably")
 }
+
+// Once EagerInflight appends are in flight to a follower, the leader holds
+// entries back until a reply comes, and they leave together in one append:
+// five writes proposed one by one reach a follower in three appends, not
+// five, and commit.
+func TestAppendsWaitForAFullerBatch(t *testing.T) {
+	c := newTCluster(t, 1, 2, 3)
+	c.settle(50*time.Millisecond, nil)
+	require.Equal(t, edict.ProcessID(1), c.leader())
+	var sizes []int
+	c.sent = func(m wire.Message) {
+		if m.To == 2 && m.Append != nil && len(m.Append.Entries) > 0 {
+			sizes = append(sizes, len(m.Append.Entries))
+		}
+	}
+	for _, v := range []string{"a", "b", "c", "d", "e"} {
+		c.propose(1, v)
+	}
+	assert.Equal(t, []int{1, 1}, sizes, "two appends in flight, the rest held back")
+	c.deliver(nil)
+	assert.Equal(t, []int{1, 1, 3}, sizes, "the held entries left in one append once a reply came")
+	c.settle(60*time.Millisecond, nil)
+	for _, id := range c.ids() {
+		assert.Equal(t, []string{"a", "b", "c", "d", "e"}, appliedData(c.applied[id]), "%v applied", id)
+	}
+}

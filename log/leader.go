@@ -225,8 +225,9 @@ func (c *Core) peers(epoch uint64) []edict.ProcessID {
 // sendAppends sends what each follower lacks. A follower is probed (one
 // append at a time, from next, moving back only on a rejection) until an
 // append succeeds; then appends are pipelined within the window
-// (etcd-raft's probe and replicate states). Idle followers get heartbeats,
-// which carry the commit index.
+// (etcd-raft's probe and replicate states), only full ones once
+// EagerInflight are in flight. Idle followers get heartbeats, which carry
+// the commit index.
 func (c *Core) sendAppends(now edict.Time) {
 	l := c.lead
 	if l == nil || l.phase == phaseFetching {
@@ -259,6 +260,9 @@ func (c *Core) sendAppends(now edict.Time) {
 		}
 		sent := false
 		for pr.inflight < window && pr.next <= c.log.lastIndex() {
+			if pr.inflight >= c.cfg.EagerInflight && c.log.lastIndex()+1-pr.next < uint64(c.cfg.MaxAppendEntries) {
+				break // held back for a fuller append (CoreConfig.EagerInflight)
+			}
 			if !c.sendAppend(now, p, pr, pr.next-1, true) {
 				break
 			}
