@@ -93,6 +93,32 @@ func TestReaderReadsEveryCodecForm(t *testing.T) {
 	}
 }
 
+// BinView reads every bin form as go-msgpack wrote it, without copying,
+// and a nil as nil; it refuses a str.
+func TestBinView(t *testing.T) {
+	for _, n := range []int{0, 1, 255, 256, math.MaxUint16, math.MaxUint16 + 1} {
+		b := bytes.Repeat([]byte{3}, n)
+		enc := codecEncode(t, b)
+		r := mpack.NewReader(enc, 0, mpack.Codec)
+		got, isNil := r.BinView("b")
+		r.End()
+		require.NoError(t, r.Err(), "bin of %d", n)
+		require.False(t, isNil)
+		require.Equal(t, b, got, "bin of %d", n)
+		if n > 0 {
+			require.Same(t, &enc[len(enc)-n], &got[0], "the view aliases the input")
+		}
+		require.Equal(t, 0, r.Left())
+	}
+	r := mpack.NewReader([]byte{0xc0}, 0, mpack.Codec)
+	got, isNil := r.BinView("b")
+	require.True(t, isNil)
+	require.Nil(t, got)
+	r = mpack.NewReader(codecEncode(t, "str"), 0, mpack.Codec)
+	r.BinView("b")
+	require.ErrorContains(t, r.Err(), "b: want a bin, got byte 0xa3")
+}
+
 func TestReaderRefuses(t *testing.T) {
 	cases := []struct {
 		in   []byte

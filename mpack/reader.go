@@ -215,6 +215,33 @@ func (r *Reader) Bytes(what string) []byte {
 	return append([]byte(nil), p...)
 }
 
+// BinView reads a bin, or a nil (isNil), and returns its bytes without
+// copying them: they alias the input. A str is refused.
+func (r *Reader) BinView(what string) (b []byte, isNil bool) {
+	c := r.byte1()
+	var n uint64
+	switch {
+	case r.err != nil:
+		return nil, false
+	case c == nilByte:
+		return nil, true
+	case c == bin8:
+		n = r.be(1)
+	case c == bin16:
+		n = r.be(2)
+	case c == bin32:
+		n = r.be(4)
+	default:
+		r.Fail("%s: want a bin, got byte 0x%02x", what, c)
+		return nil, false
+	}
+	// take checks n against the input before anything is allocated.
+	return r.take(int(n)), false
+}
+
+// Left is the number of bytes not read yet.
+func (r *Reader) Left() int { return len(r.b) - r.off }
+
 // Str reads a str, bin or nil (the empty string) as a string.
 func (r *Reader) Str(what string) string {
 	return string(r.raw(what, "a string"))

@@ -57,7 +57,7 @@ func encodeFrame(what string, v any, maxFrame int) ([]byte, error) {
 // encodeMessageFrame validates m and returns its frame: the frame header,
 // then the message as appendMessage encodes it.
 func encodeMessageFrame(m wire.Message, maxFrame int) ([]byte, error) {
-	f, err := appendMessage(make([]byte, frameHeaderSize, frameHeaderSize+256), m)
+	f, err := appendMessage(make([]byte, frameHeaderSize, frameHeaderSize+messageSizeHint(m)), m)
 	if err != nil {
 		return nil, fmt.Errorf("transport: %w", err)
 	}

@@ -3,12 +3,14 @@
 // where the log consumes it). The messages themselves, one wire.Message
 // envelope holding either a lease message of package elect or a log
 // message, are package wire's, with the structural rules every message
-// obeys (wire.Message.Validate); this package encodes them (msgpack.go,
-// message_codec.go), frames, routes and delivers them. The encoding lives
-// here, not in wire, because it uses go-msgpack, whose codec package
-// imports net/rpc and so net/http and crypto/tls: the log, which imports
-// wire, does not encode messages and should not link them. (The simulator,
-// internal/sim, has its own network.)
+// obeys (wire.Message.Validate); this package encodes them (message_wire.go,
+// by hand; message_codec.go and msgpack.go, the snapshot header, with
+// go-msgpack), frames, routes and delivers them. The encoding lives here,
+// not in wire, because the handshake and the snapshot header use
+// go-msgpack, whose codec package imports net/rpc and so net/http and
+// crypto/tls: the log, which imports wire, does not encode messages and
+// should not link them. (The simulator, internal/sim, has its own
+// network.)
 //
 // # Guarantees
 //
@@ -33,9 +35,10 @@
 // # Wire format (FrameVersion 8)
 //
 // Every frame is a 4-byte big-endian length n, then n bytes: the version
-// byte FrameVersion and a body. The body is msgpack
-// (github.com/hashicorp/go-msgpack/v2), with structs as arrays, except for
-// snapshot chunks (raw bytes) and keepalives (empty). n is at most
+// byte FrameVersion and a body. The body is msgpack, with structs as
+// arrays (what github.com/hashicorp/go-msgpack/v2 writes for the forms in
+// msgpack.go and the layout in message_wire.go), except for snapshot
+// chunks (raw bytes) and keepalives (empty). n is at most
 // TCPConfig.MaxFrameSize, and at most 1 KiB until the handshake is done.
 //
 // A dialer opens a connection per lane and sends a hello (cluster id,
@@ -49,6 +52,7 @@
 //   - snapshot lane: a SnapshotMeta frame, chunk frames, an empty end
 //     frame; then the receiver's result frame.
 //
-// Any change to a message encoding (msgpack.go) or to this layout bumps
-// FrameVersion; peers of different versions refuse each other's frames.
+// Any change to a message encoding (message_wire.go, msgpack.go) or to
+// this layout bumps FrameVersion; peers of different versions refuse each
+// other's frames.
 package transport
