@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 var (
@@ -194,4 +195,89 @@ func FuzzMemorySnapshot(f *testing.F) {
 			t.Fatalf("%x decodes and re-encodes to %x", data, out.Bytes())
 		}
 	})
+}
+
+// Views begun between two commits share one read transaction, and still
+// each sees the state committed when it began: one begun after a commit
+// returned sees it, while an older one, open meanwhile, keeps its own
+// state. The transaction ends with its last view; and a commit never
+// waits for the shared one: a file that outgrows its mapping is remapped
+// while the backend holds a view's worth of nothing.
+func TestBoltSharedReads(t *testing.T) {
+	be, err := OpenBolt(filepath.Join(t.TempDir(), "db"), BoltOptions{InitialMmapSize: 64 << 10, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	put := func(k, v string) {
+		t.Helper()
+		b := &Batch{}
+		b.CreateBucket(bA)
+		b.Put(bA, []byte(k), []byte(v))
+		if err := be.Commit(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	begin := func() *boltTx {
+		t.Helper()
+		v, err := be.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.(*boltTx)
+	}
+	put("k", "1")
+	first, second := begin(), begin()
+	if first.r != second.r {
+		t.Fatal("two views begun with no commit between them have transactions of their own")
+	}
+	put("k", "2")
+	third := begin()
+	if third.r == first.r {
+		t.Fatal("a view begun after a commit shares the transaction of one begun before it")
+	}
+	if got := string(third.Get(bA, []byte("k"))); got != "2" {
+		t.Fatalf("a view begun after a commit reads %q", got)
+	}
+	if got := string(first.Get(bA, []byte("k"))); got != "1" {
+		t.Fatalf("a view begun before a commit reads %q", got)
+	}
+	old := first.r
+	first.Release()
+	second.Release()
+	if n := old.refs.Load(); n != 0 {
+		t.Fatalf("the replaced transaction keeps %d references after its last view", n)
+	}
+	third.Release()
+
+	// A view shares the transaction of the backend's own reference; the
+	// commits that follow grow the file far past its 64 KiB mapping, and
+	// each remaps it. Had a commit waited for the shared transaction, the
+	// first would not return.
+	begin().Release()
+	done := make(chan error, 1)
+	go func() {
+		value := bytes.Repeat([]byte("x"), 4<<10)
+		for i := range 256 {
+			b := &Batch{}
+			b.Put(bA, fmt.Appendf(nil, "big%03d", i), value)
+			if err := be.Commit(b); err != nil {
+				done <- err
+				return
+			}
+			begin().Release()
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a commit that remaps the file waits for the shared read transaction")
+	}
+	if be.Size() < 1<<20 {
+		t.Fatalf("the file grew to %d bytes only", be.Size())
+	}
 }

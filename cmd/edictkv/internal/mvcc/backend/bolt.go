@@ -65,6 +65,15 @@ type Bolt struct {
 
 	// retired counts replaced databases still open for their views.
 	retired sync.WaitGroup
+
+	// sharedMu guards shared and committing. shared is the read
+	// transaction of cur that views begun since the last commit share
+	// (nil: the next Begin starts one); committing counts the Commits
+	// under way, during which Begin gives each view a transaction of its
+	// own (see Begin).
+	sharedMu   sync.Mutex
+	shared     *boltRead
+	committing int
 }
 
 // boltDB is one open bbolt database and the views still reading it: a
@@ -224,26 +233,94 @@ func (b *Bolt) updateSizes(d *boltDB) {
 	})
 }
 
-// Begin implements Backend.
+// Begin implements Backend. The views begun between two commits share
+// one bbolt read transaction, as etcd's backend shares one between its
+// reads: a view costs a reference, where a transaction of its own would
+// take the database's locks and allocate at its begin and its end, under
+// every read. The transaction ends with its last view, once a commit has
+// replaced it. While a Commit is under way each view gets a transaction
+// of its own, released with it: the commit may have to wait for every
+// open transaction (bbolt remaps a file that outgrew its mapping under
+// an exclusive lock), and it must not wait for one the backend itself
+// keeps open.
 func (b *Bolt) Begin() (ReadTx, error) {
 	b.mu.RLock()
+	defer b.mu.RUnlock()
 	if b.closed {
-		b.mu.RUnlock()
 		return nil, ErrClosed
 	}
-	d := b.cur
-	d.views.Add(1)
-	b.mu.RUnlock()
-	return beginBolt(d)
+	b.sharedMu.Lock()
+	defer b.sharedMu.Unlock()
+	if b.committing > 0 {
+		return beginBolt(b.cur)
+	}
+	if b.shared == nil {
+		r, err := readBolt(b.cur)
+		if err != nil {
+			return nil, err
+		}
+		r.refs.Add(1) // the backend's own, until a commit replaces it
+		b.shared = r
+	}
+	b.shared.refs.Add(1)
+	return &boltTx{r: b.shared}, nil
 }
 
-func beginBolt(d *boltDB) (ReadTx, error) {
+// dropShared gives up the backend's reference to the shared read
+// transaction: views begun from now on get a newer one.
+func (b *Bolt) dropShared() {
+	b.sharedMu.Lock()
+	r := b.shared
+	b.shared = nil
+	b.sharedMu.Unlock()
+	if r != nil {
+		r.unref()
+	}
+}
+
+// boltRead is a bbolt read transaction and the references its views
+// hold: it is rolled back when the last one is released.
+type boltRead struct {
+	tx *bolt.Tx
+	d  *boltDB
+	// buckets holds every bucket of tx, opened once: a bbolt read
+	// transaction opens a bucket anew (a search and an allocation) at
+	// every Tx.Bucket.
+	buckets map[string]*bolt.Bucket
+	refs    atomic.Int64
+}
+
+// readBolt begins a read transaction of d, with no reference yet.
+func readBolt(d *boltDB) (*boltRead, error) {
+	d.views.Add(1)
 	tx, err := d.db.Begin(false)
 	if err != nil {
 		d.views.Done()
 		return nil, fmt.Errorf("backend: begin: %w", err)
 	}
-	return &boltTx{tx: tx, d: d}, nil
+	r := &boltRead{tx: tx, d: d, buckets: map[string]*bolt.Bucket{}}
+	_ = tx.ForEach(func(name []byte, bk *bolt.Bucket) error {
+		r.buckets[string(name)] = bk
+		return nil
+	})
+	return r, nil
+}
+
+func (r *boltRead) unref() {
+	if r.refs.Add(-1) == 0 {
+		_ = r.tx.Rollback()
+		r.d.views.Done()
+	}
+}
+
+// beginBolt begins a view of d with a read transaction of its own.
+func beginBolt(d *boltDB) (ReadTx, error) {
+	r, err := readBolt(d)
+	if err != nil {
+		return nil, err
+	}
+	r.refs.Add(1)
+	return &boltTx{r: r}, nil
 }
 
 // Commit implements Backend.
@@ -257,6 +334,15 @@ func (b *Bolt) Commit(batch *Batch) error {
 		return b.failed
 	}
 	d := b.cur
+	b.sharedMu.Lock()
+	b.committing++
+	b.sharedMu.Unlock()
+	b.dropShared()
+	defer func() {
+		b.sharedMu.Lock()
+		b.committing--
+		b.sharedMu.Unlock()
+	}()
 	err := d.db.Update(func(tx *bolt.Tx) error {
 		for _, o := range batch.ops {
 			switch o.kind {
@@ -402,7 +488,6 @@ func (r *boltRestored) Begin() (ReadTx, error) {
 	if r.done {
 		return nil, ErrClosed
 	}
-	r.d.views.Add(1)
 	return beginBolt(r.d)
 }
 
@@ -479,6 +564,7 @@ func (r *boltRestored) Install() error {
 	}
 	old := b.cur
 	b.cur = r.d
+	b.dropShared()
 	b.updateSizes(b.cur)
 	b.retired.Add(1)
 	go func() {
@@ -538,6 +624,7 @@ func (b *Bolt) Close() error {
 	d, st := b.cur, b.staged
 	b.staged = nil
 	b.mu.Unlock()
+	b.dropShared()
 	if st != nil {
 		st.close() // it stays staged, for the next open
 	}
@@ -549,16 +636,19 @@ func (b *Bolt) Close() error {
 	return nil
 }
 
+// boltTx is a view: a reference to a read transaction, shared or its
+// own (see Bolt.Begin).
 type boltTx struct {
-	tx       *bolt.Tx
-	d        *boltDB
+	r        *boltRead
 	released bool
 }
 
-func (t *boltTx) HasBucket(bucket []byte) bool { return t.tx.Bucket(bucket) != nil }
+func (t *boltTx) bucket(name []byte) *bolt.Bucket { return t.r.buckets[string(name)] }
+
+func (t *boltTx) HasBucket(bucket []byte) bool { return t.bucket(bucket) != nil }
 
 func (t *boltTx) Get(bucket, key []byte) []byte {
-	bk := t.tx.Bucket(bucket)
+	bk := t.bucket(bucket)
 	if bk == nil {
 		return nil
 	}
@@ -566,7 +656,7 @@ func (t *boltTx) Get(bucket, key []byte) []byte {
 }
 
 func (t *boltTx) Ascend(bucket, from, to []byte, fn func(k, v []byte) bool) {
-	bk := t.tx.Bucket(bucket)
+	bk := t.bucket(bucket)
 	if bk == nil {
 		return
 	}
@@ -588,7 +678,7 @@ func (t *boltTx) Ascend(bucket, from, to []byte, fn func(k, v []byte) bool) {
 // trailer (see boltTrailerLen) that lets Restore check every byte.
 func (t *boltTx) WriteTo(w io.Writer) (int64, error) {
 	h := crc32.New(castagnoli)
-	n, err := t.tx.WriteTo(io.MultiWriter(w, h))
+	n, err := t.r.tx.WriteTo(io.MultiWriter(w, h))
 	if err != nil {
 		return n, err
 	}
@@ -596,7 +686,7 @@ func (t *boltTx) WriteTo(w io.Writer) (int64, error) {
 	return n + int64(m), err
 }
 
-func (t *boltTx) Size() int64 { return t.tx.Size() + boltTrailerLen }
+func (t *boltTx) Size() int64 { return t.r.tx.Size() + boltTrailerLen }
 
 // A Bolt snapshot stream is the database file followed by a trailer: a
 // magic, the file's length and its CRC-32C, so that a stream cut short or
@@ -655,6 +745,5 @@ func (t *boltTx) Release() {
 		return
 	}
 	t.released = true
-	t.tx.Rollback()
-	t.d.views.Done()
+	t.r.unref()
 }

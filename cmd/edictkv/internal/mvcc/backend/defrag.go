@@ -87,6 +87,7 @@ func (b *Bolt) Defrag() error {
 	}
 	old := b.cur
 	b.cur = &boltDB{db: db}
+	b.dropShared()
 	b.updateSizes(b.cur)
 	b.retired.Add(1)
 	go func() {
