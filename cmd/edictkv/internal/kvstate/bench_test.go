@@ -17,12 +17,12 @@ import (
 // the sizes of edictkv's etcd comparison, and the offset of the key in it:
 // a benchmark writes each put's key there (the state keeps none of an
 // entry's Data).
-func putTemplate(b *testing.B) ([]byte, int) {
-	b.Helper()
+func putTemplate(tb testing.TB) ([]byte, int) {
+	tb.Helper()
 	marker := []byte("KEYKEYKE")
 	data, err := (&Request{ID: 1, Put: &pb.PutRequest{Key: marker, Value: bytes.Repeat([]byte("v"), 256)}}).Encode()
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return data, bytes.Index(data, marker)
 }
