@@ -2,6 +2,7 @@ package etcdapi
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,6 +13,15 @@ type grpcMetrics struct {
 	requests  *prometheus.CounterVec
 	seconds   *prometheus.HistogramVec
 	forwarded *prometheus.CounterVec
+	// byMethod holds each method's *methodMetrics: a call that
+	// succeeds finds its counter and histogram with one lookup, where
+	// WithLabelValues hashes the labels and takes the vector's lock.
+	byMethod sync.Map
+}
+
+type methodMetrics struct {
+	ok      prometheus.Counter
+	seconds prometheus.Observer
 }
 
 // newGRPCMetrics registers the API's metrics on reg (none if reg is nil).
@@ -36,6 +46,16 @@ func newGRPCMetrics(reg prometheus.Registerer) (*grpcMetrics, error) {
 }
 
 func (m *grpcMetrics) observe(method string, code codes.Code, d time.Duration) {
-	m.requests.WithLabelValues(method, code.String()).Inc()
-	m.seconds.WithLabelValues(method).Observe(d.Seconds())
+	mm, ok := m.byMethod.Load(method)
+	if !ok {
+		mm, _ = m.byMethod.LoadOrStore(method, &methodMetrics{
+			ok: m.requests.WithLabelValues(method, codes.OK.String()), seconds: m.seconds.WithLabelValues(method)})
+	}
+	c := mm.(*methodMetrics)
+	if code == codes.OK {
+		c.ok.Inc()
+	} else {
+		m.requests.WithLabelValues(method, code.String()).Inc()
+	}
+	c.seconds.Observe(d.Seconds())
 }

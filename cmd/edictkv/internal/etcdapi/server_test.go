@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -353,4 +354,25 @@ func TestAlarms(t *testing.T) {
 	require.NoError(t, err)
 	_, err = m.Alarm(ctx, &pb.AlarmRequest{Action: 9})
 	assert.Equal(t, codes.InvalidArgument, status.Code(err))
+}
+
+// Each call is counted by method and code, and timed by method.
+func TestRequestMetrics(t *testing.T) {
+	p := startProcess(t, 1, 1, nil)
+	kv, ctx := pb.NewKVClient(p.conn), ctxT(t)
+	for range 3 {
+		_, err := kv.Put(ctx, &pb.PutRequest{Key: []byte("a"), Value: []byte("1")})
+		require.NoError(t, err)
+	}
+	_, err := kv.Put(ctx, &pb.PutRequest{})
+	require.Error(t, err)
+	_, err = kv.Range(ctx, &pb.RangeRequest{Key: []byte("a"), Serializable: true})
+	require.NoError(t, err)
+	count := func(method string, code codes.Code) float64 {
+		return testutil.ToFloat64(p.api.metrics.requests.WithLabelValues(method, code.String()))
+	}
+	assert.Equal(t, 3.0, count(methodPut, codes.OK))
+	assert.Equal(t, 1.0, count(methodPut, codes.InvalidArgument))
+	assert.Equal(t, 1.0, count(methodRange, codes.OK))
+	assert.Equal(t, 2, testutil.CollectAndCount(p.api.metrics.seconds), "one histogram per method")
 }

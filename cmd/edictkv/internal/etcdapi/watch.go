@@ -263,11 +263,9 @@ func (c *watchConn) ended() error {
 // requiresLeader reports whether the client asked for a stream that ends
 // when no leader is known (clientv3.WithRequireLeader's metadata).
 func requiresLeader(ctx context.Context) bool {
-	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok {
-		return false
-	}
-	v := md.Get(rpctypes.MetadataRequireLeaderKey)
+	// One key's values, not a copy of the call's whole metadata
+	// (metadata.FromIncomingContext), on every call.
+	v := metadata.ValueFromIncomingContext(ctx, rpctypes.MetadataRequireLeaderKey)
 	return len(v) > 0 && v[0] == rpctypes.MetadataHasLeader
 }
 

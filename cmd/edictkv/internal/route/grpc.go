@@ -35,8 +35,7 @@ var MisdirectedGRPC = status.Error(codes.Unavailable, misdirectedMsg)
 // ForwardedGRPC reports whether another process forwarded the call of ctx
 // here.
 func ForwardedGRPC(ctx context.Context) bool {
-	md, ok := metadata.FromIncomingContext(ctx)
-	return ok && len(md.Get(forwardedBy)) > 0
+	return len(metadata.ValueFromIncomingContext(ctx, forwardedBy)) > 0
 }
 
 // GRPCForwarder sends unary gRPC calls on to the leader, by full method

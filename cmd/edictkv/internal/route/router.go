@@ -162,8 +162,10 @@ func (r *Router) Retry(ctx context.Context, try func(context.Context) error) err
 // package documents. attempt reports whether it tried anything; final
 // says which of its refusals are returned at once.
 func (r *Router) loop(ctx context.Context, attempt func(log.Status) (tried bool, err error), final func(error) bool) error {
-	wait, cancel := context.WithTimeout(ctx, r.wait)
-	defer cancel()
+	// The wait's timer starts only with the first wait: a call answered
+	// at its first attempt, as nearly every call is, costs none.
+	var wait context.Context
+	start := time.Now()
 	backoff := time.Duration(0)
 	for {
 		changed := r.changes()
@@ -180,6 +182,11 @@ func (r *Router) loop(ctx context.Context, attempt func(log.Status) (tried bool,
 			backoff = firstBackoff
 		default:
 			backoff = min(2*backoff, maxBackoff)
+		}
+		if wait == nil {
+			var cancel context.CancelFunc
+			wait, cancel = context.WithDeadline(ctx, start.Add(r.wait))
+			defer cancel()
 		}
 		var retry *time.Timer
 		var retryC <-chan time.Time
