@@ -94,6 +94,13 @@ type Config struct {
 	LeaderWait time.Duration
 	// Pprof serves Go's profiler under /debug/pprof/ on the HTTP API.
 	Pprof bool
+	// HeapFloor is the least heap goal of the Go runtime's garbage
+	// collector while the process runs (see heapfloor.go): GOGC is raised
+	// while the live heap is under half of it, so that a small heap under
+	// load is not collected tens of times a second. Zero:
+	// DefaultHeapFloor; negative: GOGC is left as it is, as it is when the
+	// environment sets GOGC. It is one setting for the whole OS process.
+	HeapFloor int64
 	// GossipAddr, if set, runs the memberlist weak-leader detector
 	// (elect/gossip) bound there (UDP and TCP; port 0 picks a free port)
 	// instead of the Node's default, which learns of deaths only from
@@ -131,6 +138,8 @@ type Process struct {
 	faults faultHooks
 	// timed times the store's durable batches (metrics).
 	timed *TimedStore
+	// releaseHeap gives up the heap floor Start holds (HeapFloor).
+	releaseHeap func()
 
 	// Set by Start: the log, and over it and the state the leader router,
 	// the member directory, the KV service and the HTTP API.
@@ -256,6 +265,11 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 	// append histogram sees what the log waits for.
 	timed := NewTimedStore(p.faults.wrapStore(p.store))
 	p.timed = timed
+	floor := p.cfg.HeapFloor
+	if floor == 0 {
+		floor = DefaultHeapFloor
+	}
+	p.releaseHeap = holdHeapFloor(floor)
 	// The detector is built once the Node has bumped the incarnation and
 	// built its clock (log.Config.NewDetector): gossip reads the clock, and
 	// the papers' algorithms name their messages by incarnation. None: the
@@ -597,6 +611,9 @@ const handoverGrace = time.Second
 func (p *Process) Served() <-chan error { return p.served }
 
 func (p *Process) closeResources() error {
+	if p.releaseHeap != nil {
+		p.releaseHeap()
+	}
 	var errs []error
 	if p.ln != nil && p.http == nil {
 		errs = append(errs, p.ln.Close())
