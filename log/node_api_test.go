@@ -656,3 +656,46 @@ func TestNodeClockAndDetectorHooks(t *testing.T) {
 	require.Equal(t, n.Incarnation(), n.Clock().Now().Incarnation)
 	c.put("k", "v2")
 }
+
+// suspendingClock reports a suspend of the host from the moment suspend
+// is called, as edict.SystemClock does once it sees BOOTTIME jump ahead
+// of the raw clock.
+type suspendingClock struct {
+	edict.Clock
+	at atomic.Pointer[edict.Time]
+}
+
+func (c *suspendingClock) suspend() {
+	now := c.Clock.Now()
+	c.at.Store(&now)
+}
+
+func (c *suspendingClock) Suspended(since edict.Time) bool {
+	if at := c.at.Load(); at != nil && since.Before(*at) {
+		return true
+	}
+	return c.Clock.Suspended(since)
+}
+
+// A write that reaches the loop after the host was suspended is refused:
+// the reading the loop takes for it, one for its whole batch of
+// proposals, finds the suspend and gives the lease up before the write
+// could be stamped under it.
+func TestNodeSuspendEndsTheLeaseBeforeAWrite(t *testing.T) {
+	var clk *suspendingClock
+	c := newNetCluster(t, 1, func(cfg *log.Config) {
+		cfg.WrapClock = func(in edict.Clock) edict.Clock {
+			clk = &suspendingClock{Clock: in}
+			return clk
+		}
+	})
+	n := c.node(1)
+	c.put("k", "v")
+	clk.suspend()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := n.Apply(ctx, putCmd(t, "k", "after"))
+	var nl *log.NotLeaderError
+	require.ErrorAs(t, err, &nl, "a write after a suspend")
+	require.EqualValues(t, 1, n.LeaseStats().LostSuspended, "the lease was given up for the suspend")
+}
