@@ -49,12 +49,9 @@ type Env interface {
 //     once it is durable (Env.Persist), then applies, reads, snapshots
 //     and events; Advance only after all of them. Storage completes off
 //     the Driver's goroutine and comes back as an input (Synced).
-//   - Every input reaches the Core through a reading taken by Now after
-//     the input arrived (one reading may serve several inputs taken in
-//     before it), which first gives up a lease a suspend of the host may
-//     have outlived, so nothing that rests on the lease is decided on a
-//     stale one. What carries a step on once its inputs are in (Advance,
-//     serving reads) decides at the step's reading.
+//   - Every input reaches the Core through a reading taken by Now, which
+//     first gives up a lease a suspend of the host may have outlived, so
+//     nothing that rests on the lease is decided on a stale one.
 //   - A write is answered once: with the state machine's answer when its
 //     own entry is applied; with ErrNotCommitted when another entry is
 //     applied at its index; with ErrOutcomeUnknown when a snapshot covers
@@ -77,12 +74,6 @@ type Driver struct {
 	nextReadID uint64
 	applied    uint64 // what the state machine reported applied
 	closed     bool
-
-	// last is the latest reading Now took, and readings counts them:
-	// what a step goes on with once its inputs are in (HandleReady's
-	// Advance, the owner's bookkeeping) needs no reading of its own.
-	last     edict.Time
-	readings uint64
 }
 
 // Write is a proposal on its way into the log.
@@ -137,22 +128,7 @@ func (d *Driver) Core() *Core { return d.core }
 func (d *Driver) Now() edict.Time {
 	now := d.clock.Now()
 	checkSuspend(d.core, d.clock, now)
-	d.last = now
-	d.readings++
 	return now
-}
-
-// recent is the latest reading Now took, for what carries on a step whose
-// inputs have all been read in: it was taken after every one of them
-// arrived and checked for a suspend, so deciding on it is deciding as of
-// that moment, which the inputs' own readings are too. A reading is a
-// system call or three (edict.SystemClock), and a step took four or five
-// before: a sixth of a busy leader's CPU.
-func (d *Driver) recent() edict.Time {
-	if d.last.IsZero() || d.last.Before(d.core.lastNow) {
-		return d.Now()
-	}
-	return d.last
 }
 
 // checkSuspend gives up core's lease if clock was suspended since the
@@ -175,32 +151,19 @@ func (d *Driver) Tick() { d.core.Tick(d.Now()) }
 // answers at once with a *NotLeaderError, as does one whose reign takes
 // no writes now (a transfer, an ending epoch).
 func (d *Driver) Propose(kind wire.EntryKind, data []byte, done func(ApplyResult, error)) {
-	d.proposeAt(d.Now(), kind, data, nil, done)
+	d.ProposeWith(func(now edict.Time) (wire.Entry, error) { return d.core.Propose(now, kind, data) }, done)
 }
 
 // ProposeWith appends the entry that appendEntry makes (a membership
 // edict: Core.AddLearner, Promote, Remove) and answers it like Propose.
 // Call Flush once the proposals of a batch are in.
 func (d *Driver) ProposeWith(appendEntry func(now edict.Time) (wire.Entry, error), done func(ApplyResult, error)) {
-	d.proposeAt(d.Now(), 0, nil, appendEntry, done)
-}
-
-// proposeAt is Propose, or ProposeWith if appendEntry is set, at a
-// reading taken after the proposal arrived: one reading serves a batch of
-// proposals taken from a queue before it.
-func (d *Driver) proposeAt(now edict.Time, kind wire.EntryKind, data []byte, appendEntry func(now edict.Time) (wire.Entry, error), done func(ApplyResult, error)) {
 	w := &Write{done: done}
 	if d.closed {
 		w.finish(ApplyResult{}, ErrShutdown)
 		return
 	}
-	var e wire.Entry
-	var err error
-	if appendEntry != nil {
-		e, err = appendEntry(now)
-	} else {
-		e, err = d.core.Propose(now, kind, data)
-	}
+	e, err := appendEntry(d.Now())
 	if err != nil {
 		w.finish(ApplyResult{}, notLeader(d.core, err))
 		return
@@ -212,13 +175,6 @@ func (d *Driver) proposeAt(now edict.Time, kind wire.EntryKind, data []byte, app
 // Flush sends what the proposals since the last Flush appended, so that
 // they share messages (group commit).
 func (d *Driver) Flush() { d.core.Flush(d.Now()) }
-
-// flushAt is Flush at the reading the batch's proposals were appended at.
-func (d *Driver) flushAt(now edict.Time) { d.core.Flush(now) }
-
-// stepAt is Step at a reading taken after m arrived: one reading serves
-// the messages taken from the inbox before it.
-func (d *Driver) stepAt(now edict.Time, m wire.Message) error { return d.core.Step(now, m) }
 
 // Read starts a read at level; done is called once, when the state
 // machine may answer it — at least at the result's Index — or with the
@@ -239,7 +195,6 @@ func (d *Driver) Read(level ReadLevel, done func(ReadResult, error)) {
 // answering results (one per entry applied, in order; none for a restored
 // snapshot).
 func (d *Driver) Applied(index uint64, results []ApplyResult) {
-	now := d.Now()
 	for _, res := range results {
 		w, ok := d.pending[res.Index]
 		if !ok {
@@ -265,7 +220,7 @@ func (d *Driver) Applied(index uint64, results []ApplyResult) {
 			}
 		}
 		d.applied = index
-		d.core.Applied(now, index)
+		d.core.Applied(d.Now(), index)
 	}
 	d.serveReads()
 }
@@ -338,7 +293,7 @@ func (d *Driver) HandleReady() {
 		for _, ev := range rd.Events {
 			d.onEvent(ev)
 		}
-		d.core.Advance(d.recent(), rd)
+		d.core.Advance(d.Now(), rd)
 	}
 }
 
@@ -367,14 +322,12 @@ func (d *Driver) onReadState(rs ReadState) {
 
 // serveReads lets go the reads whose index is applied. A lease read — a
 // follower read the leader answered itself is one — is let go only if
-// C_p < E_p at the step's reading, no suspend included (DESIGN §3, §6):
-// every read waiting here was started by an earlier input, so that
-// reading was taken after the read arrived.
+// C_p < E_p at this moment, no suspend included (DESIGN §3, §6).
 func (d *Driver) serveReads() {
 	if len(d.waiting) == 0 {
 		return
 	}
-	now := d.recent()
+	now := d.Now()
 	keep := d.waiting[:0]
 	for _, r := range d.waiting {
 		if r.index > d.applied {

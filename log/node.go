@@ -104,8 +104,6 @@ type Node struct {
 	persister *persister
 	fsync     fsyncStats
 
-	// inbox is receive's buffer. Loop only.
-	inbox []wire.Message
 	// pending are the events of the loop's current step, sent to the
 	// observers once its status is published (announce). Loop only.
 	pending []Event
@@ -261,7 +259,6 @@ func (n *Node) run() {
 		} else {
 			wasFull = false
 		}
-		readings := n.d.readings
 		select {
 		case <-n.stop:
 			return
@@ -273,9 +270,15 @@ func (n *Node) run() {
 				n.fail(ErrShutdown)
 				return
 			}
-			if !n.receive(m, recv) {
-				n.fail(ErrShutdown)
-				return
+			if m.Append != nil && len(m.Append.Entries) > 0 && n.persister.full() {
+				// The leader sends them again once this follower's
+				// replies show it caught up; heartbeats and lease
+				// messages still go through.
+				n.fsync.shed.Add(1)
+				break
+			}
+			if err := n.d.Step(m); err != nil {
+				n.log.Warn("refused message", "from", uint64(m.From), "kind", m.Kind().String(), "err", err)
 			}
 		case p := <-proposals:
 			n.propose(p)
@@ -294,56 +297,11 @@ func (n *Node) run() {
 		}
 		// Timers are due whatever woke the loop: under a steady stream of
 		// events the tick timer, reset every iteration, might never fire.
-		// The step's own reading tells, if it took one.
-		now := n.d.last
-		if n.d.readings == readings {
-			now = n.d.Now()
-		}
-		if !now.Before(n.core.NextTick()) {
+		if now := n.d.Now(); !now.Before(n.core.NextTick()) {
 			n.d.Tick()
 		}
 		n.resetTimer(timer, n.handleReady())
 	}
-}
-
-// maxInbox bounds the messages one step of the loop takes in.
-const maxInbox = 256
-
-// receive steps m and the messages queued behind it, at one reading taken
-// after all of them arrived; false if the inbox closed. Under load a
-// leader's replies and a follower's appends arrive faster than the loop
-// turns, and each reading costs system calls.
-func (n *Node) receive(m wire.Message, recv <-chan wire.Message) bool {
-	ms := append(n.inbox[:0], m)
-	open := true
-	for open && len(ms) < maxInbox {
-		select {
-		case m, ok := <-recv:
-			if ok {
-				ms = append(ms, m)
-			}
-			open = ok
-			continue
-		default:
-		}
-		break
-	}
-	now := n.d.Now()
-	for _, m := range ms {
-		if m.Append != nil && len(m.Append.Entries) > 0 && n.persister.full() {
-			// The leader sends them again once this follower's
-			// replies show it caught up; heartbeats and lease
-			// messages still go through.
-			n.fsync.shed.Add(1)
-			continue
-		}
-		if err := n.d.stepAt(now, m); err != nil {
-			n.log.Warn("refused message", "from", uint64(m.From), "kind", m.Kind().String(), "err", err)
-		}
-	}
-	clear(ms)
-	n.inbox = ms[:0]
-	return open
 }
 
 // resetTimer sets t for the Core's next tick, as seen from now.
@@ -357,13 +315,12 @@ func (n *Node) resetTimer(t *time.Timer, now edict.Time) {
 
 // handleReady has the Driver carry out what the Core asks, then publishes
 // the status it led to. It returns the reading the status was taken at,
-// the step's own, for the loop's timer: each reading of the system clock
-// is three system calls, and the loop's bookkeeping took three readings
-// per event before (most of the clock's share, a quarter of a busy
-// leader's CPU).
+// for the loop's timer: each reading of the system clock is three system
+// calls, and the loop's bookkeeping took three readings per event before
+// (most of the clock's share, a quarter of a busy leader's CPU).
 func (n *Node) handleReady() edict.Time {
 	n.d.HandleReady()
-	now := n.d.recent()
+	now := n.d.Now()
 	n.publishStatus(now)
 	return now
 }

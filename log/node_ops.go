@@ -90,13 +90,14 @@ func (n *Node) propose(first *proposal) {
 		}
 		break
 	}
-	// One reading, taken after every proposal of the batch arrived,
-	// serves them all.
-	now := n.d.Now()
 	for _, p := range batch {
-		n.d.proposeAt(now, p.kind, p.data, p.admin, p.finish)
+		if p.admin != nil {
+			n.d.ProposeWith(p.admin, p.finish)
+		} else {
+			n.d.Propose(p.kind, p.data, p.finish)
+		}
 	}
-	n.d.flushAt(now)
+	n.d.Flush()
 }
 
 // Issue creates a stamped edict to send outside the log (DESIGN §5): the
