@@ -276,14 +276,6 @@ func (c *Core) sendAppends(now edict.Time) {
 			// A follower read waits there for a commit index it has
 			// not been told: tell it now.
 			c.sendAppend(now, p, pr, pr.match, false)
-		case !pr.probing && pr.inflight == 0 && min(c.commit, pr.match) > pr.sentCommit:
-			// The commit index moved past what the follower was told, and
-			// no append in flight will tell it: tell it now, so that its
-			// state, its watchers and its reads follow within a round
-			// trip rather than at the next heartbeat (etcd's leader
-			// broadcasts a new commit index too). Under load appends
-			// are in flight and carry it, so this costs nothing there.
-			c.sendAppend(now, p, pr, pr.match, false)
 		case !pr.probing && !now.Before(pr.lastSend.Add(c.cfg.Heartbeat)):
 			// A heartbeat matches from what the follower is known to
 			// hold, so the pipeline's gaps never make it fail.
