@@ -8,7 +8,8 @@
 // directory (internal/directory) for Cluster and Maintenance. A call that
 // needs the leader goes through the router (internal/route), which serves
 // it here under the handover gate or forwards it, by its full method name,
-// to the leader's gRPC address. errors.go maps the KV service's errors to
+// to the leader's gRPC address (a Put over the forwarding stream, which
+// stream.go serves at the leader). errors.go maps the KV service's errors to
 // etcd's (rpctypes), so clientv3's error values match.
 //
 // What is served, and how it maps:

@@ -39,7 +39,12 @@ func atLeader[R any](s *Server, ctx context.Context, method string, req any, wri
 		func(ctx context.Context, leader edict.ProcessID) error {
 			reply := new(R)
 			s.metrics.forwarded.WithLabelValues(path.Base(method)).Inc()
-			err := s.forward.Invoke(ctx, leader, method, req, reply, write)
+			var err error
+			if streamedMethods[method] {
+				err = s.forward.InvokeStreamed(ctx, leader, method, req.(route.Marshaler), any(reply).(route.Unmarshaler), write)
+			} else {
+				err = s.forward.Invoke(ctx, leader, method, req, reply, write)
+			}
 			switch {
 			case err == nil:
 				out, forwarded = reply, true

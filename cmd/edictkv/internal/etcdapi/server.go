@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -76,6 +77,9 @@ type Server struct {
 	metrics   *grpcMetrics
 	forward   *route.GRPCForwarder
 	watches   watchStreams
+	// drained is closed by Drain: the forwarding streams end.
+	drained   chan struct{}
+	drainOnce sync.Once
 }
 
 // New returns a Server for cfg.
@@ -96,7 +100,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return &Server{cfg: cfg, clusterID: h.Sum64(), log: cfg.Logger.With("component", "etcdapi", "node", uint64(cfg.ID)),
-		health: health.NewServer(), metrics: m,
+		health: health.NewServer(), metrics: m, drained: make(chan struct{}),
 		forward: route.NewGRPCForwarder(cfg.ID, cfg.Directory.GRPCAddr,
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(kvservice.MaxResponseBytes)))}, nil
 }
@@ -130,7 +134,9 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 
 // Register registers etcd's services on g: KV, Cluster and Maintenance
 // (partly), Watch (with Config.Watchable), and Lease and Auth, which
-// answer Unimplemented; plus the standard gRPC health service.
+// answer Unimplemented; plus the standard gRPC health service, and
+// edictkv's forwarding stream (stream.go), by which the other processes
+// send their clients' calls on to this one while it leads.
 func (s *Server) Register(g *grpc.Server) {
 	pb.RegisterKVServer(g, &kvServer{s: s})
 	pb.RegisterClusterServer(g, &clusterServer{s: s})
@@ -140,6 +146,7 @@ func (s *Server) Register(g *grpc.Server) {
 	} else {
 		pb.RegisterWatchServer(g, &pb.UnimplementedWatchServer{})
 	}
+	g.RegisterService(&forwardService, s)
 	pb.RegisterLeaseServer(g, &pb.UnimplementedLeaseServer{})
 	pb.RegisterAuthServer(g, &pb.UnimplementedAuthServer{})
 	healthpb.RegisterHealthServer(g, s.health)
@@ -151,10 +158,12 @@ func (s *Server) Register(g *grpc.Server) {
 // the calls in flight finish. Watch streams, which never finish by
 // themselves, end at once with Unavailable (clientv3 resumes them
 // through another member from the revision it reached), and new ones are
-// refused.
+// refused; forwarding streams end once the calls they ran are answered
+// (stream.go).
 func (s *Server) Drain() {
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	s.watches.drain()
+	s.drainOnce.Do(func() { close(s.drained) })
 }
 
 // Close closes the connections used to forward calls to the leader and

@@ -44,6 +44,13 @@
 // an error wrapping log.ErrOutcomeUnknown and never sent again, since a
 // retried compare-and-swap could fail against its own first attempt.
 //
+// Calls whose answers are small (Put) go over a stream per leader
+// instead (GRPCForwarder.InvokeStreamed, stream.go), in batches, with the
+// same outcomes; a stream that breaks fails its calls as a connection
+// does, except when the leader drained it (StreamDrained): the calls it
+// left unanswered never ran, and are routed again. A leader that serves
+// no stream gets the calls one by one.
+//
 // Forwarding gRPC calls: one generic forwarder for every unary method,
 // by its full name over a grpc.ClientConn (GRPCForwarder.Invoke, as the
 // generated clients do it), rather than one generated client per etcd

@@ -48,6 +48,13 @@ type GRPCForwarder struct {
 
 	mu    sync.Mutex
 	conns map[edict.ProcessID]*peerConn
+	// streams are the forwarding streams, by leader (stream.go);
+	// opening is held while one opens.
+	streams map[edict.ProcessID]*callStream
+	opening sync.Mutex
+	// noStream holds the address of each leader found to serve no
+	// forwarding stream, whose calls are then forwarded one by one.
+	noStream map[edict.ProcessID]string
 }
 
 type peerConn struct {
@@ -60,7 +67,8 @@ type peerConn struct {
 // are added to every connection's dial options (plain TCP: the API has no
 // TLS).
 func NewGRPCForwarder(self edict.ProcessID, addr func(edict.ProcessID) string, opts ...grpc.DialOption) *GRPCForwarder {
-	return &GRPCForwarder{self: self, addr: addr, opts: opts, conns: map[edict.ProcessID]*peerConn{}}
+	return &GRPCForwarder{self: self, addr: addr, opts: opts, conns: map[edict.ProcessID]*peerConn{},
+		streams: map[edict.ProcessID]*callStream{}, noStream: map[edict.ProcessID]string{}}
 }
 
 // conn returns a connection to leader's current address.
@@ -78,7 +86,7 @@ func (f *GRPCForwarder) conn(leader edict.ProcessID) (*grpc.ClientConn, error) {
 		if p.addr == addr {
 			return p.conn, nil
 		}
-		_ = p.conn.Close() // the process moved
+		_ = p.conn.Close() // the process moved: its stream breaks too
 		delete(f.conns, leader)
 	}
 	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, f.opts...)
@@ -150,9 +158,12 @@ func fromServer(st *status.Status) bool {
 // again, to no avail, until their wait ends).
 func (f *GRPCForwarder) Close() error {
 	f.mu.Lock()
-	conns := f.conns
-	f.conns = nil
+	conns, streams := f.conns, f.streams
+	f.conns, f.streams = nil, nil
 	f.mu.Unlock()
+	for _, st := range streams {
+		st.fail(errors.New("route: the gRPC forwarder is closed"))
+	}
 	var errs []error
 	for _, p := range conns {
 		errs = append(errs, p.conn.Close())
