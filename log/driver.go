@@ -49,9 +49,13 @@ type Env interface {
 //     once it is durable (Env.Persist), then applies, reads, snapshots
 //     and events; Advance only after all of them. Storage completes off
 //     the Driver's goroutine and comes back as an input (Synced).
-//   - Every input reaches the Core through a reading taken by Now, which
-//     first gives up a lease a suspend of the host may have outlived, so
-//     nothing that rests on the lease is decided on a stale one.
+//   - Every input reaches the Core through a reading taken by Now after
+//     it arrived (a batch of proposals taken from a queue shares one),
+//     and everything is decided only after a check that gives up a lease
+//     a suspend of the host may have outlived, so nothing that rests on
+//     the lease is decided on a stale one. What carries a step on
+//     (Advance, serving reads) decides at the step's reading, checked
+//     again for a suspend against the lease as the step left it.
 //   - A write is answered once: with the state machine's answer when its
 //     own entry is applied; with ErrNotCommitted when another entry is
 //     applied at its index; with ErrOutcomeUnknown when a snapshot covers
@@ -74,6 +78,10 @@ type Driver struct {
 	nextReadID uint64
 	applied    uint64 // what the state machine reported applied
 	closed     bool
+
+	// last is the latest reading Now took, and readings counts them.
+	last     edict.Time
+	readings uint64
 }
 
 // Write is a proposal on its way into the log.
@@ -128,7 +136,28 @@ func (d *Driver) Core() *Core { return d.core }
 func (d *Driver) Now() edict.Time {
 	now := d.clock.Now()
 	checkSuspend(d.core, d.clock, now)
+	d.last = now
+	d.readings++
 	return now
+}
+
+// recent is the latest reading Now took, checked again for a suspend
+// against the lease as it stands now: for what carries a step on once its
+// input is in (Advance, lease reads let go once applied, the owner's
+// status), which decides as of the step's reading. The check is needed
+// again because the step may have changed the lease: a grant that
+// completes an attempt started before a suspend makes a lease whose start
+// the input's own check could not yet measure from (a reading shared
+// without it let two processes lead in the simulator's log-suspends). The
+// check reads no clock: Suspended judges as of the clock's latest reading,
+// the step's. A reading is three system calls (edict.SystemClock), and
+// taking one for each of these took four or five per input.
+func (d *Driver) recent() edict.Time {
+	if d.last.IsZero() || d.last.Before(d.core.lastNow) {
+		return d.Now()
+	}
+	checkSuspend(d.core, d.clock, d.last)
+	return d.last
 }
 
 // checkSuspend gives up core's lease if clock was suspended since the
@@ -158,12 +187,21 @@ func (d *Driver) Propose(kind wire.EntryKind, data []byte, done func(ApplyResult
 // edict: Core.AddLearner, Promote, Remove) and answers it like Propose.
 // Call Flush once the proposals of a batch are in.
 func (d *Driver) ProposeWith(appendEntry func(now edict.Time) (wire.Entry, error), done func(ApplyResult, error)) {
+	d.proposeAt(d.Now(), appendEntry, done)
+}
+
+// proposeAt is ProposeWith at a reading now taken after the proposal
+// arrived, checked for a suspend against the lease as it stands: one
+// reading serves a batch of proposals taken from a queue before it
+// (Node.propose), each decided as if it had arrived at that reading.
+func (d *Driver) proposeAt(now edict.Time, appendEntry func(now edict.Time) (wire.Entry, error), done func(ApplyResult, error)) {
 	w := &Write{done: done}
 	if d.closed {
 		w.finish(ApplyResult{}, ErrShutdown)
 		return
 	}
-	e, err := appendEntry(d.Now())
+	checkSuspend(d.core, d.clock, now)
+	e, err := appendEntry(now)
 	if err != nil {
 		w.finish(ApplyResult{}, notLeader(d.core, err))
 		return
@@ -175,6 +213,9 @@ func (d *Driver) ProposeWith(appendEntry func(now edict.Time) (wire.Entry, error
 // Flush sends what the proposals since the last Flush appended, so that
 // they share messages (group commit).
 func (d *Driver) Flush() { d.core.Flush(d.Now()) }
+
+// flush is Flush at the reading its proposals were appended at.
+func (d *Driver) flush() { d.core.Flush(d.recent()) }
 
 // Read starts a read at level; done is called once, when the state
 // machine may answer it — at least at the result's Index — or with the
@@ -195,6 +236,7 @@ func (d *Driver) Read(level ReadLevel, done func(ReadResult, error)) {
 // answering results (one per entry applied, in order; none for a restored
 // snapshot).
 func (d *Driver) Applied(index uint64, results []ApplyResult) {
+	now := d.Now()
 	for _, res := range results {
 		w, ok := d.pending[res.Index]
 		if !ok {
@@ -220,7 +262,7 @@ func (d *Driver) Applied(index uint64, results []ApplyResult) {
 			}
 		}
 		d.applied = index
-		d.core.Applied(d.Now(), index)
+		d.core.Applied(now, index)
 	}
 	d.serveReads()
 }
@@ -293,7 +335,7 @@ func (d *Driver) HandleReady() {
 		for _, ev := range rd.Events {
 			d.onEvent(ev)
 		}
-		d.core.Advance(d.Now(), rd)
+		d.core.Advance(d.recent(), rd)
 	}
 }
 
@@ -322,12 +364,14 @@ func (d *Driver) onReadState(rs ReadState) {
 
 // serveReads lets go the reads whose index is applied. A lease read — a
 // follower read the leader answered itself is one — is let go only if
-// C_p < E_p at this moment, no suspend included (DESIGN §3, §6).
+// C_p < E_p at the step's reading, no suspend included (DESIGN §3, §6):
+// every read waiting here was started by an earlier input, so that
+// reading was taken after the read arrived.
 func (d *Driver) serveReads() {
 	if len(d.waiting) == 0 {
 		return
 	}
-	now := d.Now()
+	now := d.recent()
 	keep := d.waiting[:0]
 	for _, r := range d.waiting {
 		if r.index > d.applied {

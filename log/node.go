@@ -246,6 +246,7 @@ func (n *Node) run() {
 	snaps := n.cfg.Transport.Snapshots()
 	wasFull := false
 	for {
+		readings := n.d.readings
 		// Flow control: while the store's backlog is at a bound, take no
 		// proposals (Config.MaxUnsyncedEntries, Bytes). A Synced from the
 		// persister wakes the loop when it drains.
@@ -297,7 +298,12 @@ func (n *Node) run() {
 		}
 		// Timers are due whatever woke the loop: under a steady stream of
 		// events the tick timer, reset every iteration, might never fire.
-		if now := n.d.Now(); !now.Before(n.core.NextTick()) {
+		// The step's own reading tells, if it took one: Tick reads again.
+		now := n.d.last
+		if n.d.readings == readings {
+			now = n.d.Now()
+		}
+		if !now.Before(n.core.NextTick()) {
 			n.d.Tick()
 		}
 		n.resetTimer(timer, n.handleReady())
@@ -315,12 +321,13 @@ func (n *Node) resetTimer(t *time.Timer, now edict.Time) {
 
 // handleReady has the Driver carry out what the Core asks, then publishes
 // the status it led to. It returns the reading the status was taken at,
-// for the loop's timer: each reading of the system clock is three system
-// calls, and the loop's bookkeeping took three readings per event before
-// (most of the clock's share, a quarter of a busy leader's CPU).
+// the step's own, for the loop's timer: each reading of the system clock
+// is three system calls, and the loop's bookkeeping took three readings
+// per event before (most of the clock's share, a quarter of a busy
+// leader's CPU).
 func (n *Node) handleReady() edict.Time {
 	n.d.HandleReady()
-	now := n.d.Now()
+	now := n.d.recent()
 	n.publishStatus(now)
 	return now
 }

@@ -90,14 +90,18 @@ func (n *Node) propose(first *proposal) {
 		}
 		break
 	}
+	// One reading, taken after every proposal of the batch arrived,
+	// serves them all (Driver.proposeAt checks each against a suspend).
+	now := n.d.Now()
 	for _, p := range batch {
 		if p.admin != nil {
-			n.d.ProposeWith(p.admin, p.finish)
+			n.d.proposeAt(now, p.admin, p.finish)
 		} else {
-			n.d.Propose(p.kind, p.data, p.finish)
+			kind, data := p.kind, p.data
+			n.d.proposeAt(now, func(now edict.Time) (wire.Entry, error) { return n.core.Propose(now, kind, data) }, p.finish)
 		}
 	}
-	n.d.Flush()
+	n.d.flush()
 }
 
 // Issue creates a stamped edict to send outside the log (DESIGN §5): the
