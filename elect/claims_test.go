@@ -128,10 +128,14 @@ func writeLogRows(t *testing.T, doc *bytes.Buffer) {
 		"protocol's traffic, and in edictkv memberlist's gossip — so its steady-state cost is the lease's alone\n" +
 		"(its messages per second above are all lease traffic), and it keeps a healthy leader when a\n" +
 		"lower id returns (DESIGN §4). But the table shows its price: after a crash several processes\n" +
-		"campaign at once (failed attempts) and a new lease takes longer, where the Ω algorithms and\n" +
-		"Stoller's Bully with a failure detector name one successor, which wins at its first attempt as soon\n" +
-		"as the dead leader's grants expire — Ω for about ten times the messages, Stoller's Bully for about\n" +
-		"twice. Garcia-Molina's algorithms and the Asynchronous Bully left a three-process majority side\n" +
+		"campaign at once (failed attempts: followers do not hear each other, and each suspects the others\n" +
+		"by silence). A candidate told of a campaign its detector now prefers gives its own up and grants\n" +
+		"it (`yieldCampaign`), so the lowest survivor usually wins as soon as the dead leader's grants\n" +
+		"expire; but when candidates that yielded to different ones refuse the lowest, each refusal names\n" +
+		"its grantee, which the lowest then takes for the leader for a lease, and the new lease takes a\n" +
+		"lease longer (the slow rows). The Ω algorithms and Stoller's Bully with a failure detector name\n" +
+		"one successor, which wins at its first attempt as soon as the dead leader's grants expire — Ω for\n" +
+		"about ten times the messages, Stoller's Bully for about twice. Garcia-Molina's algorithms and the Asynchronous Bully left a three-process majority side\n" +
 		"without a leader after the leader was cut off (they assume no partitions, or give up on them).\n" +
 		"Making Stoller's Bully or a stable Ω the default is the open question this table raises.\n\n")
 	for _, name := range detectors.Names() {

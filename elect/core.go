@@ -199,6 +199,9 @@ func (c *Core) Step(now edict.Time, m Message) error {
 	c.cfg.Detector.Observe(Observation{Kind: kind, Process: m.From, At: now})
 	if kind == Heard && (m.Type == MsgGrantRequest && !m.Wedge && c.campaigns(m) || mutated(RuleStandAside)) {
 		c.cfg.Detector.Observe(Observation{Kind: Campaigned, Process: m.From, At: now})
+		if m.Type == MsgGrantRequest && !m.Wedge {
+			c.yieldCampaign(now, m)
+		}
 	}
 	switch m.Type {
 	case MsgGrantRequest, MsgGrant, MsgNack, MsgRelease, MsgRevoke:

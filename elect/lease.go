@@ -236,6 +236,32 @@ func (c *Core) maybeStart(now edict.Time) {
 	c.start(now, false)
 }
 
+// yieldCampaign gives up this process's campaign when a campaign of
+// another, m, makes the detector name that other instead: the stability
+// rule's "only as weak leader", kept while the attempt is in flight. It
+// runs before m is answered, so the grant this process gave itself is
+// revoked and m is granted, not refused. Without it, two members that
+// each campaigned on the same lapse — each naming itself because it had
+// not heard the other lately (followers rarely talk to each other) — each
+// refused the other, and each refusal, naming its sender as the grantee,
+// made the other take it for the leader for a lease (the detector's
+// hint): a dead leader's successor then waited out its lease, that second
+// lease, and a tick of up to RenewInterval (docs/benchmarks.md, "Failover
+// after a SIGKILL"). Liveness only: an attempt given up
+// this way is an attempt that failed (fail: its grants revoked, back-off),
+// which the protocol allows at any time; a renewal, or a process that
+// leads, never yields. Two candidates whose detectors each name the other
+// both yield and back off with jitter, and the first to retry is granted.
+func (c *Core) yieldCampaign(now edict.Time, m Message) {
+	a := c.attempt
+	if a == nil || a.renewal || a.epoch != m.Epoch || c.lease.valid(now) {
+		return
+	}
+	if c.cfg.Detector.WeakLeader(now) == m.From {
+		c.fail(now)
+	}
+}
+
 // fallbackAt is when maybeStart's campaign fallback is due.
 func (c *Core) fallbackAt() edict.Time {
 	return c.leaderSeen.Add(c.cfg.FallbackAfter + c.fallbackJitter)

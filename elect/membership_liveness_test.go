@@ -191,3 +191,40 @@ func TestAnUnknownEpochIsNotSkipped(t *testing.T) {
 	c.collect(3)
 	assert.Equal(t, uint64(1), c.cores[3].ActiveEpoch(), "the log brought epoch 1: p3 runs in it")
 }
+
+// Two members that campaign on the same lapse of a dead leader's grants —
+// each names itself, since followers do not hear each other and each
+// suspects the other by silence — settle it in one exchange: the higher
+// id, told of the lower's campaign, names it, gives its own attempt up
+// and grants it. Refusing it, as both did before, made each take the
+// other for the leader (a nack names its sender as grantee) for a lease.
+func TestCandidateYieldsToTheCampaignItNames(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	for _, d := range c.dets {
+		d.SuspectAfter = 2 * c.cores[1].cfg.MaxLease // as log.Node sets it
+	}
+	c.elect(1)
+	// Long enough under p1 for its followers to suspect each other by
+	// silence: they talk only to p1.
+	for range 100 {
+		c.advance(20 * time.Millisecond)
+		for _, id := range []edict.ProcessID{1, 2, 3} {
+			c.tick(id)
+		}
+		c.deliver(nil)
+	}
+	require.True(t, c.cores[1].IsLeader(c.reading(1)))
+
+	delete(c.cores, 1) // SIGKILL
+	for waited := time.Duration(0); c.cores[2].attempt == nil || c.cores[3].attempt == nil; waited += time.Millisecond {
+		require.Less(t, waited, 2*c.cores[2].cfg.MaxLease, "both campaign once p1's grants lapse")
+		c.advance(time.Millisecond)
+		c.tick(2)
+		c.tick(3)
+	}
+	require.Equal(t, edict.ProcessID(3), c.dets[3].WeakLeader(c.reading(3)), "p3 campaigns as weak leader: it suspects p2 by silence")
+	c.deliver(nil) // the two campaigns cross
+	assert.True(t, c.cores[2].IsLeader(c.reading(2)), "p2 leads after one exchange")
+	assert.False(t, c.cores[3].IsLeader(c.reading(3)))
+	assert.Nil(t, c.cores[3].attempt, "p3 gave its attempt up")
+}

@@ -162,7 +162,10 @@ func (c *checker) check() {
 // by a release or revocation delivered from the grantee — over the network,
 // or locally when the grantee is p itself withdrawing its own grant after
 // an aborted attempt or a release (whether p may do so is invariant (14)'s
-// business). Wedging is final.
+// business). The grant p withdrew may have been its own before the step
+// and another's after it: a candidate that yields to another's campaign
+// (elect's yieldCampaign) revokes its own grant and grants the other in
+// the step that delivers the other's request. Wedging is final.
 func (c *checker) checkF(p *process) {
 	for _, e := range p.epochs {
 		gs, ok := p.core.Grant(e.Epoch)
@@ -172,14 +175,14 @@ func (c *checker) checkF(p *process) {
 		prev := p.prevF[e.Epoch]
 		m := c.r.delivering
 		released := m != nil && (m.Type == elect.MsgRelease || m.Type == elect.MsgRevoke) && m.To == p.id && m.From == gs.Grantee
-		released = released || gs.Grantee == p.id
+		released = released || gs.Grantee == p.id || prev.grantee == p.id
 		if prev.wedged && !gs.Wedged {
 			c.fail("eq. 16: %v un-wedged in epoch %d", p.id, e.Epoch)
 		}
 		if !gs.Wedged && gs.Finish.Before(prev.finish) && !released {
 			c.fail("eq. 16: %v's F went from %v to %v in epoch %d", p.id, prev.finish, gs.Finish, e.Epoch)
 		}
-		p.prevF[e.Epoch] = fState{finish: gs.Finish, wedged: gs.Wedged}
+		p.prevF[e.Epoch] = fState{finish: gs.Finish, grantee: gs.Grantee, wedged: gs.Wedged}
 	}
 }
 

@@ -46,8 +46,9 @@ type process struct {
 }
 
 type fState struct {
-	finish edict.Time
-	wedged bool
+	finish  edict.Time
+	grantee edict.ProcessID
+	wedged  bool
 }
 
 // now is C_p at the world's current time.
