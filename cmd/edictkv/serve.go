@@ -102,7 +102,11 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	detector := fs.String("detector", "memberlist", "weak leader election: memberlist (gossip's with --gossip-addr, else lowest-live), lowest-live, or one of the papers' ("+strings.Join(detectors.Names(), ", ")+"); see docs/detectors.md")
 	clusterKey := fs.String("cluster-key", "", "gossip encryption key: base64 or hex of 16, 24 or 32 bytes (every process the same)")
 	rho := fs.Float64("rho", 1e-3, "clock drift bound ρ every process's clock must meet")
-	lease := fs.Duration("lease", 0, "longest lease a leader holds (0: the library default, 620ms)")
+	lease := fs.Duration("lease", 0, "longest lease a leader holds (0: the --profile's; the library default, 620ms)")
+	profile := fs.String("profile", "default", "lease timings: default (a quiet leader's lease about 310ms, a killed leader replaced in about 0.3s), or "+
+		"lan (about 160ms and 0.15s; a leader then rides out a first stall of its process of 135ms, not 270ms); see docs/benchmarks.md, Failover")
+	renewInterval := fs.Duration("renew-interval", 0, "the lease's renewal interval: a quiet leader's lease is --round-trip plus this (0: the --profile's; default 300ms)")
+	roundTrip := fs.Duration("round-trip", 0, "round-trip time 99.9% of lease exchanges beat (0: the --profile's; default 10ms)")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate for mutual TLS between processes")
 	tlsKey := fs.String("tls-key", "", "PEM private key for --tls-cert")
 	tlsCA := fs.String("tls-ca", "", "PEM CA bundle that signs every member's certificate")
@@ -151,6 +155,11 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	case *gossipAddr != "":
 		return fmt.Errorf("--gossip-addr runs the memberlist detector; it cannot be combined with --detector %s", *detector)
 	}
+	timings, ok := leaseProfiles[*profile]
+	if !ok {
+		return fmt.Errorf("--profile %q: want default or lan", *profile)
+	}
+	timings = timings.override(*roundTrip, *renewInterval, *lease)
 	key, err := parseClusterKey(*clusterKey)
 	if err != nil {
 		return err
@@ -171,7 +180,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		tlsFiles = &transport.TLSFiles{CertFile: *tlsCert, KeyFile: *tlsKey, CAFile: *tlsCA, ServerName: *tlsName}
 	}
 	p, err := process.Listen(process.Config{ID: self, DataDir: *dataDir, RaftAddr: *raftAddr, RaftAdvertise: *raftAdv,
-		HTTPAddr: *httpAddr, HTTPAdvertise: *httpAdv, GRPCAddr: *grpcAddr, GRPCAdvertise: *grpcAdv, ClusterID: *clusterID, Join: *join, TLS: tlsFiles, Rho: *rho, Lease: *lease,
+		HTTPAddr: *httpAddr, HTTPAdvertise: *httpAdv, GRPCAddr: *grpcAddr, GRPCAdvertise: *grpcAdv, ClusterID: *clusterID, Join: *join, TLS: tlsFiles, Rho: *rho,
+		Lease: timings.maxLease, RoundTrip: timings.roundTrip, RenewInterval: timings.renewInterval,
 		SnapshotEvery: *snapEvery, LeaderWait: *leaderWait, Logger: logger, Pprof: *pprofOn,
 		GossipAddr: *gossipAddr, GossipAdvertise: *gossipAdv, GossipJoin: joins, ClusterKey: key, Detector: *detector,
 		Limits:         kvservice.Limits{MaxKeyBytes: *maxKey, MaxValueBytes: *maxValue},
@@ -197,6 +207,39 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// leaseTimings are the lease's timings a process runs with (log.Config's
+// RoundTrip, RenewInterval and MaxLease); zero is the library's default.
+type leaseTimings struct{ roundTrip, renewInterval, maxLease time.Duration }
+
+// override replaces the timings given (non-zero).
+func (t leaseTimings) override(roundTrip, renewInterval, maxLease time.Duration) leaseTimings {
+	if roundTrip != 0 {
+		t.roundTrip = roundTrip
+	}
+	if renewInterval != 0 {
+		t.renewInterval = renewInterval
+	}
+	if maxLease != 0 {
+		t.maxLease = maxLease
+	}
+	return t
+}
+
+// leaseProfiles are --profile's choices. A dead leader is replaced once its
+// lease runs out (its granters grant to no one else before), a quiet
+// leader's lease is about RoundTrip+RenewInterval, and a leader rides out a
+// stall of its process of up to its renewal lead, 0.9·RenewInterval, until
+// it has seen one (then twice the longest stall, up to MaxLease; see
+// docs/protocol.md, "The adaptive renewal lead"). lan halves the interval,
+// so failover, and the first stall it rides out; it keeps the default's
+// MaxLease, 620 ms, so that a starved leader's lease may grow as far as
+// the default's, and the restart quarantine, the campaign fallback and the
+// detectors' timings (all sized from MaxLease) are the default's.
+var leaseProfiles = map[string]leaseTimings{
+	"default": {},
+	"lan":     {renewInterval: 150 * time.Millisecond, maxLease: 620 * time.Millisecond},
 }
 
 // storageFlags are the flags of the state's upkeep, etcd's, which serve

@@ -17,8 +17,7 @@ import (
 // identifiers (Bully's elections, for one) must never repeat across
 // restarts.
 func (p *Process) paperDetector(raft map[edict.ProcessID]string, inc uint64) (elect.Detector, error) {
-	lease := elect.Config{MaxLease: p.cfg.Lease}
-	lease.ApplyDefaults()
+	lease := p.leaseTimings()
 	factory, err := detectors.New(p.cfg.Detector, detectors.Options{MaxDelay: lease.RoundTrip / 2, MaxLease: lease.MaxLease})
 	if err != nil {
 		return nil, fmt.Errorf("process: %w", err)
@@ -35,6 +34,14 @@ func (p *Process) paperDetector(raft map[edict.ProcessID]string, inc uint64) (el
 		return &lockedProtocol{p: proto}, nil
 	}
 	return d, nil
+}
+
+// leaseTimings are the Node's lease timings, the library's defaults filled
+// in as the Node fills them, for what is sized from them outside it.
+func (p *Process) leaseTimings() elect.Config {
+	c := elect.Config{Rho: p.cfg.Rho, RoundTrip: p.cfg.RoundTrip, RenewInterval: p.cfg.RenewInterval, MaxLease: p.cfg.Lease}
+	c.ApplyDefaults()
+	return c
 }
 
 // lockedProtocol lets the HTTP handlers ask a paper's algorithm for its

@@ -66,9 +66,12 @@ type Config struct {
 	// TLS, if set, requires mutual TLS between processes.
 	TLS *transport.TLSFiles
 	// Rho is the clock drift bound; Lease the longest lease (log.Config
-	// MaxLease). Zero: the library's defaults.
-	Rho   float64
-	Lease time.Duration
+	// MaxLease); RoundTrip and RenewInterval the lease's round-trip
+	// estimate and renewal spacing (log.Config's). Zero: the library's
+	// defaults.
+	Rho                      float64
+	Lease                    time.Duration
+	RoundTrip, RenewInterval time.Duration
 	// SnapshotEvery and TrailingEntries: see log.Config (zero: the
 	// defaults).
 	SnapshotEvery, TrailingEntries uint64
@@ -294,7 +297,8 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 	}
 	node, err := log.Start(log.Config{ID: p.cfg.ID, Peers: raft, Join: p.cfg.Join, Store: timed,
 		Snapshots: p.snaps, Transport: p.faults.wrapTransport(p.trans), FSM: p.State, WrapClock: p.faults.wrapClock,
-		NewDetector: newDetector, Rho: p.cfg.Rho, MaxLease: p.cfg.Lease, SnapshotEvery: p.cfg.SnapshotEvery,
+		NewDetector: newDetector, Rho: p.cfg.Rho, MaxLease: p.cfg.Lease, RoundTrip: p.cfg.RoundTrip,
+		RenewInterval: p.cfg.RenewInterval, SnapshotEvery: p.cfg.SnapshotEvery,
 		TrailingEntries: p.cfg.TrailingEntries, Logger: p.cfg.Logger})
 	if err != nil {
 		p.closeGossip(false)
@@ -370,8 +374,7 @@ func (p *Process) startGossip(raft map[edict.ProcessID]string, clock edict.Clock
 	// The leader hint lasts one lease, as the Node's default detector's
 	// does: longer would keep a dead leader's id preferred after its lease
 	// is gone. The lease is the Node's: its default if none is set.
-	lease := elect.Config{MaxLease: p.cfg.Lease}
-	lease.ApplyDefaults()
+	lease := p.leaseTimings()
 	p.gossip, err = gossip.New(gossip.Config{ID: p.cfg.ID, Clock: clock, ClusterID: p.cfg.ClusterID,
 		Epoch: epoch, Members: members, BindAddr: p.cfg.GossipAddr, AdvertiseAddr: p.cfg.GossipAdvertise,
 		Join: p.cfg.GossipJoin, TransportAddr: p.RaftAddr(), APIAddr: p.HTTPAddr(), ClusterKey: p.cfg.ClusterKey,
