@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"sync"
@@ -428,7 +429,12 @@ func (st *callStream) send() {
 			st.queue = append(st.queue[:0], st.queue[n:]...)
 			st.mu.Unlock()
 			if err := st.cs.SendMsg(&wrapperspb.BytesValue{Value: buf}); err != nil {
-				st.fail(err)
+				if !errors.Is(err, io.EOF) {
+					st.fail(err)
+				}
+				// io.EOF: the leader ended the stream, and receive gets
+				// the status it ended it with, which says whether the
+				// calls it did not answer ran (StreamDrained: none did).
 				return
 			}
 		}

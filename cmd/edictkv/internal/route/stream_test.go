@@ -77,6 +77,9 @@ func (l *streamLeader) serve(srv any, ss grpc.ServerStream) error {
 					defer cancel()
 				}
 				resp, err := l.kv.Put(ctx, &r)
+				if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+					err = status.FromContextError(err).Err() // as gRPC answers a handler's
+				}
 				a := route.StreamAnswer{ID: c.ID}
 				if err != nil {
 					st := status.Convert(err)
