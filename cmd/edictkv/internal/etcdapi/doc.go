@@ -18,8 +18,10 @@
 //     sorting and the min/max revision filters, at any revision from the
 //     compaction revision on (etcd's "compacted" below it, "future
 //     revision" above the current one), answered by the process asked,
-//     never forwarded: serializable is the log's stale level; anything
-//     else its follower level, linearizable — a lease read at the leader,
+//     never forwarded: serializable reads the state as it is applied here,
+//     asking the log nothing (the log's stale level, as etcd's
+//     serializable read reads its store); anything else the log's follower
+//     level, linearizable — a lease read at the leader,
 //     and elsewhere the leader's commit index (one round trip, answered
 //     under its lease) applied here first, as etcd's followers confirm a
 //     read index.

@@ -33,7 +33,7 @@ type kvServer struct {
 // one, up to the router's wait, then answers etcd's "no leader".
 func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
 	if r.Serializable {
-		resp, _, err := k.s.cfg.KV.RangeUnstamped(ctx, log.ReadStale, r)
+		resp, err := k.s.cfg.KV.RangeUnstamped(ctx, log.ReadStale, r)
 		if err != nil {
 			return nil, k.s.statusOf(methodRange, err)
 		}
@@ -41,7 +41,7 @@ func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 		return resp, nil
 	}
 	return here(k.s, ctx, methodRange, func(ctx context.Context) (*pb.RangeResponse, error) {
-		resp, _, err := k.s.cfg.KV.RangeUnstamped(ctx, log.ReadFollower, r)
+		resp, err := k.s.cfg.KV.RangeUnstamped(ctx, log.ReadFollower, r)
 		return resp, err
 	})
 }
@@ -67,7 +67,7 @@ func (k *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*
 func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
 	if kvservice.ReadOnlyTxn(r) {
 		if kvservice.SerializableTxn(r) {
-			resp, _, err := k.s.cfg.KV.ReadTxnUnstamped(ctx, log.ReadStale, r)
+			resp, err := k.s.cfg.KV.ReadTxnUnstamped(ctx, log.ReadStale, r)
 			if err != nil {
 				return nil, k.s.statusOf(methodTxn, err)
 			}
@@ -75,7 +75,7 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 			return resp, nil
 		}
 		return here(k.s, ctx, methodTxn, func(ctx context.Context) (*pb.TxnResponse, error) {
-			resp, _, err := k.s.cfg.KV.ReadTxnUnstamped(ctx, log.ReadFollower, r)
+			resp, err := k.s.cfg.KV.ReadTxnUnstamped(ctx, log.ReadFollower, r)
 			return resp, err
 		})
 	}

@@ -41,7 +41,7 @@ func BenchmarkRange(b *testing.B) {
 		b.Run(level.String()+"/unstamped", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				resp, _, err := s.RangeUnstamped(ctx, level, &pb.RangeRequest{Key: key})
+				resp, err := s.RangeUnstamped(ctx, level, &pb.RangeRequest{Key: key})
 				if err != nil || len(resp.Kvs) != 1 {
 					b.Fatalf("range: %v", err)
 				}

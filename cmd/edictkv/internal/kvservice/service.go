@@ -133,8 +133,10 @@ type Config struct {
 	Limits Limits
 	// Quota is the space quota (see Quota).
 	Quota Quota
-	// Timeout bounds a write's commit and a read (default 10s); the
-	// caller's context may end it sooner.
+	// Timeout bounds a write's commit and a read that waits for the log
+	// (default 10s); the caller's context may end either sooner. A read
+	// that asks nothing of the log (RangeUnstamped at the stale level) is
+	// bounded by the caller's context alone, as etcd's serializable read.
 	Timeout time.Duration
 	// ObserveCommit, if set, is told how long each write took from its
 	// proposal to its apply here (at the leader): the latency a client
@@ -204,20 +206,24 @@ func (s *Service) Range(ctx context.Context, level log.ReadLevel, r *pb.RangeReq
 	}
 	return read(s, ctx, level, r.Revision, func(ctx context.Context) (*pb.RangeResponse, map[int64]edict.Stamp, error) {
 		return s.state.Range(ctx, r)
-	})
+	}, true)
 }
 
-// RangeUnstamped reads as Range does, and its Info has no Stamps: a read
-// for an API with no field for them (etcd's) leaves the stamp records
-// unread.
-func (s *Service) RangeUnstamped(ctx context.Context, level log.ReadLevel, r *pb.RangeRequest) (*pb.RangeResponse, Info, error) {
+// RangeUnstamped reads as Range does, and answers with neither stamps
+// nor Info: the etcd API's read, whose response has a field for neither,
+// leaves the stamp records unread. At the stale level it reads the state
+// without asking the log, as etcd's serializable read reads its store:
+// the log answers a stale read at once, from whatever is applied, and
+// its answer would only say how stale the state may be.
+func (s *Service) RangeUnstamped(ctx context.Context, level log.ReadLevel, r *pb.RangeRequest) (*pb.RangeResponse, error) {
 	if err := s.checkRange(r); err != nil {
-		return nil, Info{}, err
+		return nil, err
 	}
-	return read(s, ctx, level, r.Revision, func(ctx context.Context) (*pb.RangeResponse, map[int64]edict.Stamp, error) {
+	resp, _, err := read(s, ctx, level, r.Revision, func(ctx context.Context) (*pb.RangeResponse, map[int64]edict.Stamp, error) {
 		resp, err := s.state.RangeUnstamped(ctx, r)
 		return resp, nil, err
-	})
+	}, level != log.ReadStale)
+	return resp, err
 }
 
 func (s *Service) checkRange(r *pb.RangeRequest) error {
@@ -239,19 +245,21 @@ func (s *Service) ReadTxn(ctx context.Context, level log.ReadLevel, r *pb.TxnReq
 	}
 	return read(s, ctx, level, 0, func(ctx context.Context) (*pb.TxnResponse, map[int64]edict.Stamp, error) {
 		return s.state.ReadTxn(ctx, r)
-	})
+	}, true)
 }
 
-// ReadTxnUnstamped answers as ReadTxn does, and its Info has no Stamps
-// (see RangeUnstamped).
-func (s *Service) ReadTxnUnstamped(ctx context.Context, level log.ReadLevel, r *pb.TxnRequest) (*pb.TxnResponse, Info, error) {
+// ReadTxnUnstamped answers as ReadTxn does, with neither stamps nor
+// Info, and at the stale level without asking the log (see
+// RangeUnstamped).
+func (s *Service) ReadTxnUnstamped(ctx context.Context, level log.ReadLevel, r *pb.TxnRequest) (*pb.TxnResponse, error) {
 	if err := s.checkReadTxn(r); err != nil {
-		return nil, Info{}, err
+		return nil, err
 	}
-	return read(s, ctx, level, 0, func(ctx context.Context) (*pb.TxnResponse, map[int64]edict.Stamp, error) {
+	resp, _, err := read(s, ctx, level, 0, func(ctx context.Context) (*pb.TxnResponse, map[int64]edict.Stamp, error) {
 		resp, err := s.state.ReadTxnUnstamped(ctx, r)
 		return resp, nil, err
-	})
+	}, level != log.ReadStale)
+	return resp, err
 }
 
 func (s *Service) checkReadTxn(r *pb.TxnRequest) error {
@@ -273,17 +281,26 @@ func ReadOnlyTxn(r *pb.TxnRequest) bool { return kvstate.ReadOnlyTxn(r) }
 // local state, at the stale level.
 func SerializableTxn(r *pb.TxnRequest) bool { return kvstate.SerializableTxn(r) }
 
-// read answers a read at level: the log's read barrier first, then the
+// read answers a read at level: the log's read barrier first (unless
+// barrier is false, for a stale read that needs nothing of it), then the
 // state. rev is the revision the request names, for a refusal's
 // RevisionError.
 func read[T interface{ Size() int }](s *Service, ctx context.Context, level log.ReadLevel, rev int64,
-	answer func(context.Context) (T, map[int64]edict.Stamp, error)) (T, Info, error) {
+	answer func(context.Context) (T, map[int64]edict.Stamp, error), barrier bool) (T, Info, error) {
 	var zero T
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	res, err := s.log.Read(ctx, level, nil)
-	if err != nil {
-		return zero, Info{}, s.failure("read", err)
+	info := Info{Level: level}
+	if barrier {
+		ctx2, cancel := context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+		ctx = ctx2
+		res, err := s.log.Read(ctx, level, nil)
+		if err != nil {
+			return zero, Info{}, s.failure("read", err)
+		}
+		info.Level = res.Level
+		if res.Level == log.ReadStale {
+			info.Staleness = res.Staleness
+		}
 	}
 	resp, stamps, err := answer(ctx)
 	if err != nil {
@@ -292,10 +309,7 @@ func read[T interface{ Size() int }](s *Service, ctx context.Context, level log.
 	if n := resp.Size(); n > MaxResponseBytes {
 		return zero, Info{}, fmt.Errorf("%w: the answer of %d bytes is over the limit of %d: ask for fewer keys (limit)", ErrRequestTooLarge, n, MaxResponseBytes)
 	}
-	info := Info{Level: res.Level, Stamps: stamps}
-	if res.Level == log.ReadStale {
-		info.Staleness = res.Staleness
-	}
+	info.Stamps = stamps
 	return resp, info, nil
 }
 

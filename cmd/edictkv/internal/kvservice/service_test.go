@@ -65,11 +65,9 @@ func TestWritesAndReads(t *testing.T) {
 	assert.Equal(t, log.ReadLease, info.Level)
 	assert.Equal(t, fakelog.StampAt(4), info.Stamp(3))
 	assert.Equal(t, fakelog.StampAt(5), info.Stamp(4))
-	bare, bareInfo, err := s.RangeUnstamped(ctx, log.ReadLease, &pb.RangeRequest{Key: []byte("a"), RangeEnd: []byte("c")})
+	bare, err := s.RangeUnstamped(ctx, log.ReadLease, &pb.RangeRequest{Key: []byte("a"), RangeEnd: []byte("c")})
 	require.NoError(t, err)
 	assert.Equal(t, got, bare, "the etcd API's read answers the same")
-	assert.Equal(t, log.ReadLease, bareInfo.Level)
-	assert.Nil(t, bareInfo.Stamps, "and leaves the stamps out")
 
 	old, info, err := s.Range(ctx, log.ReadLease, &pb.RangeRequest{Key: []byte("a"), Revision: 2})
 	require.NoError(t, err)
@@ -141,6 +139,21 @@ func TestReadLevels(t *testing.T) {
 	_, err = rangeErr(s, log.ReadFollower, req)
 	require.ErrorAs(t, err, &nle)
 	require.ErrorIs(t, err, kvservice.ErrNoLeader)
+
+	// The etcd API's serializable read reads the state without asking
+	// the log; its other reads ask it.
+	fl.FailRead(errors.New("the log was asked"))
+	bare, err := s.RangeUnstamped(ctx, log.ReadStale, req)
+	require.NoError(t, err)
+	assert.Equal(t, resp, bare)
+	_, err = s.ReadTxnUnstamped(ctx, log.ReadStale, &pb.TxnRequest{})
+	require.NoError(t, err)
+	_, err = s.RangeUnstamped(ctx, log.ReadFollower, req)
+	require.ErrorContains(t, err, "the log was asked")
+	_, err = s.ReadTxnUnstamped(ctx, log.ReadFollower, &pb.TxnRequest{})
+	require.ErrorContains(t, err, "the log was asked")
+	_, err = rangeErr(s, log.ReadStale, req)
+	require.ErrorContains(t, err, "the log was asked", "the HTTP API's stale read asks it: it reports the staleness")
 }
 
 func rangeErr(s *kvservice.Service, level log.ReadLevel, r *pb.RangeRequest) (*pb.RangeResponse, error) {
