@@ -11,6 +11,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
 
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/directory"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
@@ -109,6 +110,62 @@ func BenchmarkForwardedPut(b *testing.B) {
 					}
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkServerOptions measures gRPC server options against the API's
+// own (ServerOptions): 64 callers' serializable reads and puts over
+// loopback, cpu-ns/op as BenchmarkUnary's. Each variant starts its own
+// process; run with -count to see the spread.
+func BenchmarkServerOptions(b *testing.B) {
+	for _, v := range []struct {
+		name string
+		opts []grpc.ServerOption
+	}{
+		{"default", nil},
+		{"no-workers", []grpc.ServerOption{grpc.NumStreamWorkers(0)}},
+		{"shared-write-buffer", []grpc.ServerOption{grpc.SharedWriteBuffer(true)}},
+		{"buffers-128KiB", []grpc.ServerOption{grpc.WriteBufferSize(128 << 10), grpc.ReadBufferSize(128 << 10)}},
+		{"window-1MiB", []grpc.ServerOption{grpc.InitialWindowSize(1 << 20), grpc.InitialConnWindowSize(1 << 20)}},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			extraServerOptions = v.opts
+			defer func() { extraServerOptions = nil }()
+			p := startProcessWith(b, 1, 1, nil, func(kc *kvservice.Config, _ *Config) { kc.Limits = kvservice.Limits{} })
+			kv := pb.NewKVClient(p.conn)
+			ctx := context.Background()
+			value := bytes.Repeat([]byte("v"), 256)
+			if _, err := kv.Put(ctx, &pb.PutRequest{Key: []byte("k"), Value: value}); err != nil {
+				b.Fatal(err)
+			}
+			for _, c := range []struct {
+				name string
+				call func(i uint64) error
+			}{
+				{"range", func(uint64) error {
+					_, err := kv.Range(ctx, &pb.RangeRequest{Key: []byte("k"), Serializable: true})
+					return err
+				}},
+				{"put", func(i uint64) error {
+					_, err := kv.Put(ctx, &pb.PutRequest{Key: binary.BigEndian.AppendUint64(nil, i%1000), Value: value})
+					return err
+				}},
+			} {
+				b.Run(c.name, func(b *testing.B) {
+					b.SetParallelism(32)
+					cpu := processCPU()
+					defer func() { b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op") }()
+					b.RunParallel(func(p *testing.PB) {
+						for i := uint64(0); p.Next(); i++ {
+							if err := c.call(i); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				})
+			}
 		})
 	}
 }

@@ -82,6 +82,10 @@ func (r *fakeRouter) HandOver(ctx context.Context, target edict.ProcessID) (edic
 	return target, nil
 }
 
+// extraServerOptions are added to the API's own by startProcessWith (a
+// benchmark's variants).
+var extraServerOptions []grpc.ServerOption
+
 // process is one etcd API on loopback gRPC over a fake log.
 type process struct {
 	api    *Server
@@ -131,7 +135,7 @@ func startProcessWith(t testing.TB, id, leader edict.ProcessID, known map[edict.
 	ac.Node, ac.KV, ac.Router, ac.Directory = p.node, kv, p.router, dir
 	p.api, err = New(ac)
 	require.NoError(t, err)
-	g := grpc.NewServer(p.api.ServerOptions()...)
+	g := grpc.NewServer(append(p.api.ServerOptions(), extraServerOptions...)...)
 	p.api.Register(g)
 	go func() { _ = g.Serve(ln) }()
 	t.Cleanup(func() {
