@@ -617,6 +617,15 @@ func TestHistorySTM(t *testing.T) {
 			}
 			start, err := tg.cli.Txn(ctx).Then(init...).Commit()
 			require.NoError(t, err)
+			// RepeatableReads and ReadCommitted read serializably: a member
+			// answers from what it has applied, which need not hold yet a
+			// write answered through another member (etcd's too). A
+			// linearizable read at each member waits until it has.
+			for mi, member := range tg.members {
+				r, err := member.Get(ctx, acct(0))
+				require.NoError(t, err, "member %d", mi)
+				require.GreaterOrEqual(t, r.Header.Revision, start.Header.Revision, "member %d", mi)
+			}
 
 			type commit struct {
 				rev, amount      int64
