@@ -103,7 +103,7 @@ func parseArgs(fs *flag.FlagSet, args []string, names ...string) ([]string, erro
 
 func runGet(args []string, stdout, stderr io.Writer) error {
 	fs, c := clientFlags("get", stderr)
-	consistency := fs.String("consistency", "lease", "read level: lease, follower or stale")
+	consistency := fs.String("consistency", "follower", "read level: follower (linearizable, answered by the process asked), lease (linearizable, at the leader) or stale")
 	revision := fs.Int64("revision", 0, "read at this revision (log index); 0: the current one")
 	pos, err := parseArgs(fs, args, "<key>")
 	if err != nil {

@@ -101,6 +101,16 @@ func TestMembershipChanges(t *testing.T) {
 	}
 	epoch0 := st.Epoch
 
+	// edictkv get reads at the HTTP API's default level, follower: a
+	// follower answers from its own state, linearizably, with no hop.
+	var g kvjson.GetResponse
+	if err := json.Unmarshal([]byte(cli(t, "get", "--addr", c.other(leader).api, "--json", "before19")), &g); err != nil {
+		t.Fatal(err)
+	}
+	if g.Value == nil || *g.Value != "before19" || g.Consistency != "follower" {
+		t.Fatalf("edictkv get at a follower: %+v, want before19 at the follower level", g)
+	}
+
 	// Process 4 starts with --join: --peers lists the three members, not
 	// it. It is in no epoch until the cluster adds it.
 	p4 := &proc{id: 4, raft: freePort(t), api: freePort(t), dir: filepath.Join(t.TempDir(), "4")}
