@@ -1146,3 +1146,40 @@ func TestHistoryGuaranteedUpdate(t *testing.T) {
 	assert.Equal(t, int64(1), g.Count)
 	assert.Empty(t, g.Kvs)
 }
+
+// A write answered through a member is applied there before the answer,
+// as etcd's member answers a proposal only once it has applied it: a
+// serializable read through the same member sees it at once, however idle
+// the cluster, whichever member leads. Each member writes in turn, as a
+// client would from one endpoint (etcdctl put, then get
+// --consistency=s), and also deletes and writes in a txn.
+func TestHistoryReadYourWritesAtAMember(t *testing.T) {
+	tg := newKVTarget(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for round := range 10 {
+		for mi, m := range tg.members {
+			key := fmt.Sprintf("ryw/%d", mi)
+			val := fmt.Sprintf("%d-%d", round, mi)
+			put, err := m.Put(ctx, key, val)
+			require.NoError(t, err)
+			got, err := m.Get(ctx, key, clientv3.WithSerializable())
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, got.Header.Revision, put.Header.Revision, "member %d, round %d: a serializable read after a put through it", mi, round)
+			require.Len(t, got.Kvs, 1, "member %d, round %d", mi, round)
+			require.Equal(t, val, string(got.Kvs[0].Value), "member %d, round %d", mi, round)
+
+			del, err := m.Txn(ctx).Then(clientv3.OpDelete(key), clientv3.OpPut(key+"/txn", val)).Commit()
+			require.NoError(t, err)
+			got, err = m.Get(ctx, "ryw/", clientv3.WithPrefix(), clientv3.WithSerializable())
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, got.Header.Revision, del.Header.Revision, "member %d, round %d: after a txn through it", mi, round)
+			keys := map[string]string{}
+			for _, kv := range got.Kvs {
+				keys[string(kv.Key)] = string(kv.Value)
+			}
+			require.NotContains(t, keys, key, "member %d, round %d: deleted by the txn", mi, round)
+			require.Equal(t, val, keys[key+"/txn"], "member %d, round %d", mi, round)
+		}
+	}
+}

@@ -21,7 +21,8 @@ import (
 // etcd's "no leader". write says the call changes state: a write whose
 // forwarding broke after it was sent may have been applied, and is
 // answered etcd's "request timed out" — its outcome is unknown — never
-// retried.
+// retried. A write the leader answered is answered here once this process
+// has applied it as well (kvservice.Service.AwaitRevision).
 func atLeader[R any](s *Server, ctx context.Context, method string, req any, write bool,
 	local func(context.Context) (*R, error)) (*R, error) {
 	var out *R
@@ -63,6 +64,14 @@ func atLeader[R any](s *Server, ctx context.Context, method string, req any, wri
 			return nil, err
 		}
 		if h, ok := any(out).(interface{ GetHeader() *pb.ResponseHeader }); ok {
+			if forwarded && write && h.GetHeader() != nil {
+				// Answer once this member has applied the write too, as
+				// etcd's member does: a serializable read here then sees it.
+				if err := s.cfg.KV.AwaitRevision(ctx, h.GetHeader().Revision); err != nil {
+					s.log.Warn("answering a write the leader applied before this member did", "method", method,
+						"revision", h.GetHeader().Revision, "err", err)
+				}
+			}
 			s.fill(h.GetHeader(), forwarded)
 		}
 		return out, nil

@@ -49,6 +49,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -408,6 +409,29 @@ func (s *Service) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmRespo
 		return res.Alarm, res.Alarm != nil
 	})
 	return resp, err
+}
+
+// AwaitRevision returns once this process's state is at revision rev or
+// past it, as etcd's member answers a write it proposed only once it has
+// applied it there itself: a write answered through a follower is then
+// seen by a serializable read at that follower. At once if the state is;
+// else after the log's read barrier at the follower level, whose index —
+// the leader's commit index, which the leader tells this follower as soon
+// as its log holds it — covers every write the leader has answered. An
+// error says the state is not there yet, not that the write failed.
+func (s *Service) AwaitRevision(ctx context.Context, rev int64) error {
+	if s.state.Rev() >= rev {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if _, err := s.log.Read(ctx, log.ReadFollower, nil); err != nil {
+		return s.failure("waiting to apply revision "+strconv.FormatInt(rev, 10), err)
+	}
+	if now := s.state.Rev(); now < rev {
+		return fmt.Errorf("kvservice: the state is at revision %d after the read barrier, before %d", now, rev)
+	}
+	return nil
 }
 
 // Rev is the state's current revision here: the header revision of an

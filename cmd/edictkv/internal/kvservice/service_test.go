@@ -317,3 +317,54 @@ func TestLimitsDefaults(t *testing.T) {
 	_, err := kvservice.New(kvservice.Config{})
 	require.Error(t, err)
 }
+
+// barrierLog is a follower's log whose read barrier brings the entries
+// the leader committed meanwhile: each Read first applies the commands
+// queued in pending.
+type barrierLog struct {
+	*fakelog.Log
+	pending [][]byte
+	reads   []log.ReadLevel
+}
+
+func (l *barrierLog) Read(ctx context.Context, level log.ReadLevel, q []byte) (log.ReadResult, error) {
+	l.reads = append(l.reads, level)
+	for _, cmd := range l.pending {
+		if _, err := l.Log.Apply(ctx, cmd); err != nil {
+			return log.ReadResult{}, err
+		}
+	}
+	l.pending = nil
+	return l.Log.Read(ctx, level, q)
+}
+
+// AwaitRevision returns at once when the state is at the revision, asks
+// for the follower read barrier when it is not, and says so when even
+// that leaves the state before it.
+func TestAwaitRevision(t *testing.T) {
+	fl := fakelog.New()
+	t.Cleanup(func() { fl.Close() })
+	bl := &barrierLog{Log: fl}
+	s, err := kvservice.New(kvservice.Config{Log: bl, State: fl.State})
+	require.NoError(t, err)
+	ctx := context.Background()
+	resp, _ := put(t, s, "k", "1")
+	bl.reads = nil
+
+	require.NoError(t, s.AwaitRevision(ctx, resp.Header.Revision))
+	assert.Empty(t, bl.reads, "at the revision already: no barrier")
+
+	cmd, err := (&kvstate.Request{Put: &pb.PutRequest{Key: []byte("k"), Value: []byte("2")}}).Encode()
+	require.NoError(t, err)
+	bl.pending = [][]byte{cmd}
+	require.NoError(t, s.AwaitRevision(ctx, resp.Header.Revision+1))
+	assert.Equal(t, []log.ReadLevel{log.ReadFollower}, bl.reads, "behind: the follower read barrier")
+	got, err := s.RangeUnstamped(ctx, log.ReadStale, &pb.RangeRequest{Key: []byte("k")})
+	require.NoError(t, err)
+	assert.Equal(t, "2", string(got.Kvs[0].Value), "a serializable read sees the write awaited")
+
+	err = s.AwaitRevision(ctx, resp.Header.Revision+5)
+	require.ErrorContains(t, err, "after the read barrier")
+	fl.FailRead(kvservice.ErrTimeout)
+	require.ErrorIs(t, s.AwaitRevision(ctx, resp.Header.Revision+5), kvservice.ErrTimeout)
+}
