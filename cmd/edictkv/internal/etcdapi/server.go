@@ -102,7 +102,7 @@ func New(cfg Config) (*Server, error) {
 	return &Server{cfg: cfg, clusterID: h.Sum64(), log: cfg.Logger.With("component", "etcdapi", "node", uint64(cfg.ID)),
 		health: health.NewServer(), metrics: m, drained: make(chan struct{}),
 		forward: route.NewGRPCForwarder(cfg.ID, cfg.Directory.GRPCAddr,
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(kvservice.MaxResponseBytes)))}, nil
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(kvservice.MaxResponseBytes), grpc.ForceCodecV2(newCodec())))}, nil
 }
 
 // grpcOverhead is what gRPC's framing may add to the largest request the
@@ -121,9 +121,11 @@ const streamWorkers = 128
 
 // ServerOptions are the grpc.Server options the API needs: message sizes
 // that fit the KV service's limits, the interceptors that count requests
-// and name unimplemented calls, and the workers that serve calls.
+// and name unimplemented calls, the workers that serve calls, and the
+// codec that marshals etcd's messages once (codec.go).
 func (s *Server) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(newCodec()),
 		grpc.NumStreamWorkers(streamWorkers),
 		grpc.MaxRecvMsgSize(s.cfg.KV.Limits().MaxRequestBytes + grpcOverhead),
 		grpc.MaxSendMsgSize(kvservice.MaxResponseBytes),
