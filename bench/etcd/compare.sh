@@ -2,10 +2,11 @@
 # compare.sh -- etcd vs edictkv, side by side, measured in ONE run on this machine
 # with the very same client: etcd's own `benchmark` tool, same flags, same workloads.
 #
-# For each round and each system (etcd 3 members, then edictkv 3 processes; the
-# order alternates from round to round so neither always runs on a "fresh" or a
-# "tired" machine), it:
-#   1. starts a fresh 3-member cluster on 127.0.0.1 in a new temp dir (free ports
+# For each round and each system (etcd MEMBERS members, then edictkv MEMBERS
+# processes, and with BASE= edictkv built from that commit too; the order is
+# reversed from round to round so none always runs on a "fresh" or a "tired"
+# machine), it:
+#   1. starts a fresh MEMBERS-member cluster on 127.0.0.1 in a new temp dir (free ports
 #      picked by a helper, default durability: fsync on), waits until every member
 #      is ready and a leader is known (etcdctl endpoint health; edictkv also /readyz);
 #   2. runs these workloads (keys KEY_SIZE bytes, values VAL_SIZE bytes):
@@ -46,7 +47,7 @@
 #      With slow-watch in WORKLOADS, the members serve Go's profiler (etcd
 #      --enable-pprof, edictkv --pprof) for the heap reading;
 #   3. per workload records req/s, p50 and p99 (the benchmark's own histogram) and
-#      the server CPU seconds: utime+stime of the 3 server processes (/proc/PID/stat)
+#      the server CPU seconds: utime+stime of the server processes (/proc/PID/stat)
 #      before/after, as the anchor script etcd-3node.sh does;
 #   4. stops exactly the processes it started (SIGTERM, SIGKILL after STOP_TIMEOUT)
 #      and deletes the cluster's data dir.
@@ -83,12 +84,33 @@
 # watch figure of both systems and its ratio edictkv/etcd, and a third the
 # slow-watch case; the RESULT line carries them as <sys>_<workload>_<figure> and
 # ratio_<workload>_<figure>.
+# Last, one line to paste into a commit message (the medians' ratios):
+#   RATIOS edictkv/etcd req/s (p99) at <commit>, <rounds> round(s): put64 0.85[0.80-0.91] (1.31)
+#     put1 ... [| base <commit>: put64 ... | head/base req/s: put64 1.03[0.98-1.06] ...]
+#     | others' CPU up to 0.05 cores
+# each workload's edictkv/etcd req/s (the medians' ratio), with more than one
+# round the lowest and highest of the rounds' own ratios in square brackets, and
+# in round brackets edictkv/etcd p99 (below 1: edictkv's tail is shorter); with
+# BASE also the same for the base build and the ratio of the two edictkv builds'
+# req/s, measured in the same rounds; then the most CPU that processes other than
+# the servers and the benchmark client took during any one benchmark (the host's
+# busy cores less theirs: another tenant, a hog), to say whether the machine was
+# quiet; failed requests and leader changes, if any, at the end.
+#
+# BASE=<commit> also builds edictkv from a clean clone of this repository at that
+# commit (git clone; git checkout), and runs it as a third system, "base", in every
+# round, beside the same etcd: a before/after of a change in one run. Its figures
+# are in a second table, in the RESULT line (base_<workload>_<figure>, and
+# ratio_base_<workload>_rps = base/etcd, head_base_<workload>_rps = edictkv/base) and
+# in RATIOS. bench/etcd/quick.sh runs this script in a reduced form.
 #
 # Env (defaults):
 #   ROUNDS=1                 repetitions of the whole thing (median reported)
 #   TOTAL=20000              puts, put64          TOTAL1=3000        puts, put1
 #   READ_TOTAL=20000         reads, range_*64     READ_TOTAL1=3000   reads, range_*1
 #   CLIENTS=64 CONNS=8       the "64 clients" workloads
+#   MEMBERS=3                members of each cluster (3, 5, 7...)
+#   BASE=                    a commit: also measure edictkv built from it (above)
 #   KEY_SIZE=8 VAL_SIZE=256
 #   WORKLOADS="put64 put1 range_l64 range_s64 range_l1 range_s1"   (subset allowed, in this order)
 #   ETCD_VERSION=v3.6.8      passed to install.sh
@@ -173,9 +195,13 @@ SLOW_PHASE_S=${SLOW_PHASE_S:-15}
 SLOW_PAIRS=${SLOW_PAIRS:-3}
 SLOW_TIMEOUT=${SLOW_TIMEOUT:-$((BENCH_TIMEOUT + 2 * SLOW_PAIRS * (SLOW_PHASE_S + 60)))}
 
+MEMBERS=${MEMBERS:-3}
+BASE=${BASE:-}
 SYSTEMS=(etcd edictkv)
+[[ -z $BASE ]] || SYSTEMS+=(base)
 EDICTKV_REV=unknown # set by build_binaries
-N=3 # members per cluster
+BASE_REV=""         # set by build_binaries when BASE is
+N=$MEMBERS # members per cluster
 CLK_TCK=$(getconf CLK_TCK)
 
 log() { echo "[compare $(date +%H:%M:%S)] $*" >&2; }
@@ -195,6 +221,7 @@ done
 PPROF=0
 [[ " $WORKLOADS " != *" slow-watch "* ]] || PPROF=1
 case $HOG in none | disk | cpu) ;; *) die "HOG=$HOG: none, disk or cpu" ;; esac
+[[ $MEMBERS =~ ^[1-9][0-9]?$ ]] || die "MEMBERS=$MEMBERS: a number of members, 1 to 99"
 [[ $HOG != disk ]] || command -v dd >/dev/null || die "missing tool: dd (HOG=disk)"
 [[ $HOG != cpu ]] || command -v yes >/dev/null || die "missing tool: yes (HOG=cpu)"
 
@@ -209,6 +236,16 @@ build_binaries() {
   bash "$SCRIPT_DIR/install.sh" >&2
   log "building edictkv from $REPO_ROOT"
   (cd "$REPO_ROOT" && go build -o "$BIN/edictkv" ./cmd/edictkv)
+  if [[ -n $BASE ]]; then
+    # a clean clone, so that neither the working tree's changes nor its
+    # untracked files reach the base build
+    local src="$WORK/base-src"
+    BASE_REV=$(git -C "$REPO_ROOT" rev-parse --short "$BASE^{commit}") || die "BASE=$BASE is not a commit of $REPO_ROOT"
+    log "building edictkv at $BASE_REV (BASE=$BASE) from a clean clone in $src"
+    git clone --quiet --no-checkout "$REPO_ROOT" "$src"
+    git -C "$src" checkout --quiet --detach "$BASE_REV"
+    (cd "$src" && go build -o "$BIN/edictkv-base" ./cmd/edictkv)
+  fi
   # which code the figures belong to: the commit, and whether tracked files other
   # than docs and harnesses differed from it when edictkv was built
   EDICTKV_REV=$(git -C "$REPO_ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -308,13 +345,16 @@ start_edictkv() {
   ((PPROF)) && pprof=(--pprof)
   for ((i = 0; i < N; i++)); do
     # shellcheck disable=SC2086 # EDICTKV_EXTRA_FLAGS is a list of words on purpose
-    "$BIN/edictkv" serve --id $((i + 1)) --data-dir "$CDIR/m$i.edictkv" "${pprof[@]}" \
+    "${EDICTKV_BIN:-$BIN/edictkv}" serve --id $((i + 1)) --data-dir "$CDIR/m$i.edictkv" "${pprof[@]}" \
       --raft-addr "127.0.0.1:${rports[$i]}" --http-addr "127.0.0.1:${hports[$i]}" \
       --grpc-addr "127.0.0.1:${gports[$i]}" --peers "$peers" --log-level warn \
       $EDICTKV_EXTRA_FLAGS >"$CDIR/m$i.log" 2>&1 &
     PIDS+=($!)
   done
 }
+
+# start_base: edictkv built at BASE, started as start_edictkv starts this tree's
+start_base() { EDICTKV_BIN="$BIN/edictkv-base" start_edictkv; }
 
 ctl() { "$BIN/etcdctl" --endpoints="$EPS" --dial-timeout=2s --command-timeout=5s "$@"; }
 
@@ -333,7 +373,7 @@ wait_ready() {
   while ((SECONDS < deadline)); do
     check_alive "$sys" "during startup"
     ok=1
-    if [[ $sys == edictkv ]]; then
+    if [[ $sys != etcd ]]; then
       for h in "${HTTPS[@]}"; do
         [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "http://$h/readyz") == 200 ]] || ok=0
       done
@@ -450,6 +490,44 @@ srv_cpu_ticks() { # utime+stime of the running cluster's servers, in clock ticks
 }
 # host-wide "busy total" ticks from /proc/stat: shows saturation and other tenants
 host_ticks() { awk '/^cpu / {t=0; for (i=2;i<=NF;i++) t+=$i; print t-$5-$6, t}' /proc/stat; }
+# dev_stat -> "SECTORS_WRITTEN IO_MS FLUSHES" of the block device under TMP_PARENT
+# (/sys/class/block/DEV/stat: fields 7, 10 and 16), "0 0 0" if it cannot be read.
+# The device's, not the servers': every process's writes count (a hog's, other
+# tenants'). /proc/PID/io's write_bytes is no measure here: the kernel counts
+# a whole large folio for each one it dirties, 8x the bytes the servers wrote.
+# A device-mapper or symlinked source (/dev/mapper/x) is resolved to its node
+# (dm-0); a filesystem on no block device (tmpfs, overlay) has no figures: "na".
+DISK_DEV=$(df --output=source "$TMP_PARENT" 2>/dev/null | tail -n 1)
+DISK_DEV=$(basename "$(readlink -f "$DISK_DEV" 2>/dev/null || echo "$DISK_DEV")")
+dev_stat() {
+  local f=/sys/class/block/$DISK_DEV/stat
+  if [[ -r $f ]]; then awk '{print $7, $10, ($16 == "" ? "na" : $16)}' "$f"; else echo "na na na"; fi
+}
+# bytes sent over the loopback interface (/proc/net/dev): every client and peer message
+lo_bytes() { awk '{sub(/^ */, "")} /^lo:/ {sub(/^lo: */, ""); print $1}' /proc/net/dev; }
+# resident memory of the servers, summed (KiB); a server that has exited counts
+# 0 here, and check_alive says so right after
+srv_rss_kib() {
+  local t=0 pid v
+  for pid in "${PIDS[@]}"; do
+    v=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null) || true
+    t=$((t + ${v:-0}))
+  done
+  echo "$t"
+}
+# log_syncs SYS -> "COUNT SECONDS": the members' durable log commits so far and
+# the time spent in them, summed (etcd: its WAL's fsyncs,
+# etcd_disk_wal_fsync_duration_seconds; edictkv: its log store's commits, each
+# one fdatasync, edictkv_fsyncs_total and edictkv_fsync_seconds_total); "na na"
+# unless every member answered with both (a BASE build from before the metric)
+log_syncs() {
+  local urls=() u
+  if [[ $1 == etcd ]]; then IFS=, read -ra urls <<<"$EPS"; else urls=("${HTTPS[@]}"); fi
+  for u in "${urls[@]}"; do curl -s --max-time 5 "http://$u/metrics" || true; done |
+    awk -v m="${#urls[@]}" '$1 == "etcd_disk_wal_fsync_duration_seconds_count" || $1 == "edictkv_fsyncs_total" {n += $2; cn++}
+      $1 == "etcd_disk_wal_fsync_duration_seconds_sum" || $1 == "edictkv_fsync_seconds_total" {s += $2; cs++}
+      END {if (cn == m && cs == m) printf "%d %.6f\n", n, s; else print "na na"}'
+}
 
 declare -A R   # R[round,sys,workload,metric] = value
 ERRORS=0
@@ -503,16 +581,22 @@ run_bench() {
 run_measured() {
   local round=$1 sys=$2 w=$3 nreq=$4 tmo=$5
   shift 5
-  local out="$WORK/r$round-$sys-$w.txt" c0 c1 h0 h1 k=$round,$sys,$w lc0 lc1 ok=1
+  local out="$WORK/r$round-$sys-$w.txt" c0 c1 h0 h1 k=$round,$sys,$w lc0 lc1 ok=1 fs0 fs1 io0 io1 lo0 lo1 t0 t1
   check_alive "$sys" "before $w"
   lc0=$(leader_changes "$sys")
+  fs0=$(log_syncs "$sys")
   hog_start
+  io0=$(dev_stat); lo0=$(lo_bytes); t0=$(date +%s%N)
   c0=$(srv_cpu_ticks); h0=$(host_ticks)
   /usr/bin/time -f '%U %S' -o "$out.time" \
     timeout "$tmo" "$@" >"$out" 2>&1 || ok=0
   c1=$(srv_cpu_ticks); h1=$(host_ticks)
+  t1=$(date +%s%N); io1=$(dev_stat); lo1=$(lo_bytes)
+  R[$k,rss_mib]=$(awk -v k="$(srv_rss_kib)" 'BEGIN{printf "%.0f", k/1024}')
   hog_stop
+  fs1=$(log_syncs "$sys")
   lc1=$(leader_changes "$sys")
+  resource_figures "$k" "$nreq" "$t0" "$t1" "$io0" "$io1" "$lo0" "$lo1" "$fs0" "$fs1"
   R[$k,leader_changes]=$(max_delta "$lc0" "$lc1")
   R[$k,failed]=$(failed_requests "$out")
   if [[ $ok == 0 ]]; then
@@ -535,11 +619,52 @@ run_measured() {
   R[$k,cpu_ms_per_req]=$(awk -v a="$c0" -v b="$c1" -v t="$CLK_TCK" -v n="$nreq" 'BEGIN{printf "%.4f", 1000*(b-a)/t/n}')
   R[$k,busy_pct]=$(echo "$h0 $h1" | awk '{printf "%.1f", 100*($3-$1)/($4-$2)}')
   R[$k,cli_cpu_s]=$(awk 'NF==2 {printf "%.2f", $1+$2}' "$out.time")
+  R[$k,srv_cores]=$(awk -v c="${R[$k,cpu_s]}" -v d="${R[$k,dur_s]}" 'BEGIN{printf "%.2f", c/d}')
+  R[$k,cli_cores]=$(awk -v c="${R[$k,cli_cpu_s]}" -v d="${R[$k,dur_s]}" 'BEGIN{printf "%.2f", c/d}')
+  # the rest of the host: other tenants, a hog, and kernel threads (the I/O and
+  # the loopback's softirqs the kernel runs outside the servers' and the client's time)
+  R[$k,other_cores]=$(awk -v b="${R[$k,busy_pct]}" -v n="$(nproc)" -v s="${R[$k,srv_cores]}" -v c="${R[$k,cli_cores]}" \
+    'BEGIN{o = b*n/100 - s - c; printf "%.2f", (o < 0 ? 0 : o)}')
   log "$(printf '%-8s %-10s %9.1f req/s  p50 %7s ms  p99 %7s ms  server CPU %6.2f s (%.4f ms/req)  host busy %s%%  failed %s  leader changes %s' \
     "$sys" "$w" "$rps" "$p50" "$p99" "${R[$k,cpu_s]}" "${R[$k,cpu_ms_per_req]}" "${R[$k,busy_pct]}" "${R[$k,failed]}" "${R[$k,leader_changes]}")"
   local f line=""
   for f in $(extra_figures "$w"); do line+=" $f=${R[$k,$f]:-na}"; done
   [[ -z $line ]] || log "$(printf '%-8s %-10s' "$sys" "$w")$line"
+}
+
+# resource_figures KEY NREQ T0_NS T1_NS "DEVSTAT0" "DEVSTAT1" LO0 LO1 "FSYNCS0 SECS0" "FSYNCS1 SECS1":
+# what the workload cost each resource, into R[KEY,...]:
+#   dur_s          wall time of the benchmark command
+#   disk_mib_s     writes reaching the block device under TMP_PARENT, MiB/s (all processes)
+#   disk_busy      the share of the run that device had I/O in flight (its io_ticks)
+#   flush_per_req  cache flushes the device completed, per request (all processes)
+#                  (the three "na" without a block device under TMP_PARENT, the
+#                  last also on a kernel that does not count flushes)
+#   lo_mib_s       loopback traffic (clients and peers), MiB/s; lo_kib_per_req per request
+#   fsync_per_req  durable log commits per request, all members together
+#   fsync_ms       their mean time (write and sync)
+#   fsync_busy     the share of the run each member spent in them, mean over members
+resource_figures() {
+  local k=$1 nreq=$2 t0=$3 t1=$4 lo0=$7 lo1=$8 n0 s0 n1 s1 w0 b0 f0 w1 b1 f1
+  read -r w0 b0 f0 <<<"$5"; read -r w1 b1 f1 <<<"$6"
+  read -r n0 s0 <<<"$9"; read -r n1 s1 <<<"${10}"
+  R[$k,dur_s]=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", (b-a)/1e9}')
+  R[$k,disk_mib_s]=na R[$k,disk_busy]=na R[$k,flush_per_req]=na
+  if num "$w0" && num "$w1"; then
+    R[$k,disk_mib_s]=$(awk -v a="$w0" -v b="$w1" -v d="${R[$k,dur_s]}" 'BEGIN{printf "%.1f", (b-a)*512/1048576/d}')
+    R[$k,disk_busy]=$(awk -v a="$b0" -v b="$b1" -v d="${R[$k,dur_s]}" 'BEGIN{printf "%.2f", (b-a)/1000/d}')
+  fi
+  if num "$f0" && num "$f1"; then
+    R[$k,flush_per_req]=$(awk -v a="$f0" -v b="$f1" -v n="$nreq" 'BEGIN{printf "%.3f", (b-a)/n}')
+  fi
+  R[$k,lo_mib_s]=$(awk -v a="$lo0" -v b="$lo1" -v d="${R[$k,dur_s]}" 'BEGIN{printf "%.1f", (b-a)/1048576/d}')
+  R[$k,lo_kib_per_req]=$(awk -v a="$lo0" -v b="$lo1" -v n="$nreq" 'BEGIN{printf "%.2f", (b-a)/1024/n}')
+  R[$k,fsync_per_req]=na R[$k,fsync_ms]=na R[$k,fsync_busy]=na
+  if num "$n0" && num "$n1"; then
+    R[$k,fsync_per_req]=$(awk -v a="$n0" -v b="$n1" -v n="$nreq" 'BEGIN{printf "%.3f", (b-a)/n}')
+    R[$k,fsync_ms]=$(awk -v a="$n0" -v b="$n1" -v x="$s0" -v y="$s1" 'BEGIN{printf "%.3f", (b>a) ? 1000*(y-x)/(b-a) : 0}')
+    R[$k,fsync_busy]=$(awk -v x="$s0" -v y="$s1" -v d="${R[$k,dur_s]}" -v m="$N" 'BEGIN{printf "%.2f", (y-x)/d/m}')
+  fi
 }
 
 # report_sections OUTFILE -> "section figure value" lines of the benchmark's
@@ -660,7 +785,8 @@ run_system() {
   local wrote_key=0
   for w in $WORKLOADS; do
     if [[ $w == range_* && $wrote_key == 0 ]]; then
-      ctl put "$key" "$val" >/dev/null || die "$sys: could not write the read key"
+      # from stdin: a value of more than 128 KiB cannot be one argument
+      printf '%s' "$val" | ctl put "$key" >/dev/null || die "$sys: could not write the read key"
       wrote_key=1
     fi
     # "to the leader" workloads: look the leader up right before, and say so if it
@@ -777,7 +903,7 @@ num() { [[ $1 =~ ^-?[0-9.]+$ ]]; }
 print_report() {
   local w e k cpu_e cpu_k ratio
   echo
-  echo "etcd $ETCD_VERSION vs edictkv ($(cd "$REPO_ROOT" && GOWORK=off go list -m) at $EDICTKV_REV), 3 members each on 127.0.0.1, fsync on;"
+  echo "etcd $ETCD_VERSION vs edictkv ($(cd "$REPO_ROOT" && GOWORK=off go list -m) at $EDICTKV_REV), $N members each on 127.0.0.1, fsync on;"
   echo "etcd's benchmark tool, keys $KEY_SIZE B, values $VAL_SIZE B; median of $ROUNDS round(s); $(nproc) CPUs; $(date -u +%F\ %H:%MZ);"
   echo "$(hog_label). Failed requests and leader changes: summed over the rounds."
   echo
@@ -794,6 +920,8 @@ print_report() {
       "$(sum_of etcd "$w" failed) | $(sum_of edictkv "$w" failed) | $(sum_of etcd "$w" leader_changes) | $(sum_of edictkv "$w" leader_changes) |"
   done
   echo
+  print_resource_table
+  [[ -z $BASE ]] || print_base_table
   print_watch_tables
 
   local res="RESULT rounds=$ROUNDS etcd_version=$ETCD_VERSION edictkv_rev=$EDICTKV_REV clients=$CLIENTS conns=$CONNS total=$TOTAL total1=$TOTAL1"
@@ -801,7 +929,8 @@ print_report() {
   local s m r changed
   for w in $WORKLOADS; do
     for s in "${SYSTEMS[@]}"; do
-      for m in rps p50_ms p99_ms cpu_s cpu_ms_per_req busy_pct cli_cpu_s; do
+      for m in rps p50_ms p99_ms cpu_s cpu_ms_per_req busy_pct cli_cpu_s dur_s srv_cores cli_cores other_cores fsync_per_req fsync_ms \
+        fsync_busy disk_mib_s disk_busy flush_per_req lo_mib_s lo_kib_per_req rss_mib; do
         res+=" ${s}_${w//-/_}_${m}=$(median_of "$s" "$w" "$m")"
       done
       res+=" ${s}_${w//-/_}_failed=$(sum_of "$s" "$w" failed) ${s}_${w//-/_}_leader_changes=$(sum_of "$s" "$w" leader_changes)"
@@ -819,12 +948,132 @@ print_report() {
     ratio=na
     if num "$e" && num "$k"; then ratio=$(awk -v a="$k" -v b="$e" 'BEGIN{printf "%.3f", a/b}'); fi
     res+=" ratio_${w//-/_}_rps=$ratio"
+    if [[ -n $BASE ]]; then
+      res+=" ratio_base_${w//-/_}_rps=$(ratio2 base etcd "$w" rps %.3f) head_base_${w//-/_}_rps=$(ratio2 edictkv base "$w" rps %.3f)"
+    fi
     for m in $(extra_figures "$w"); do
       case $m in p99_ok | mem_ok | pass) continue ;; esac
       res+=" ratio_${w//-/_}_${m}=$(ratio_of "$w" "$m" %.3f)"
     done
   done
-  echo "$res total_s=$((SECONDS - T_START))"
+  echo "$res${BASE:+ base_rev=$BASE_REV} members=$N total_s=$((SECONDS - T_START))"
+  print_ratios
+}
+
+# fmt3 VALUE -> a number with 3 decimals, anything else as it is
+fmt3() { if num "$1"; then fmt_num "$1" %.3f; else echo "$1"; fi; }
+
+# ratio2 SYS_A SYS_B WORKLOAD FIGURE FORMAT -> median of A / median of B, "na"
+# unless both are numbers and B's is positive
+ratio2() {
+  local a b
+  a=$(median_of "$1" "$3" "$4"); b=$(median_of "$2" "$3" "$4")
+  if num "$a" && num "$b" && awk -v x="$b" 'BEGIN{exit !(x > 0)}'; then
+    awk -v x="$a" -v y="$b" -v f="$5" 'BEGIN{printf f, x/y}'
+  else
+    echo na
+  fi
+}
+
+# print_resource_table: what each workload cost the machine, per system (medians)
+print_resource_table() {
+  local w s
+  echo "Resources (medians): cores busy, servers / benchmark client / the rest of the host (other tenants, a hog,"
+  echo "kernel threads) / whole host (of $(nproc)); durable log commits per request (all members), their mean time"
+  echo "(etcd: its WAL's fsync; edictkv: its log store's write and fdatasync), and the share of the run each member"
+  echo "spent in them; the device under $TMP_PARENT ($DISK_DEV, every process's I/O): writes, share of the run busy,"
+  echo "cache flushes per request; loopback traffic (clients and peers); servers' resident memory after the workload:"
+  echo
+  echo "| workload | system | cores: servers / client / rest / host | log commits per req | commit ms | in commits | disk MiB/s (busy) | flushes per req | loopback MiB/s (KiB/req) | RSS MiB |"
+  echo "|---|---|---|---:|---:|---:|---|---:|---|---:|"
+  for w in $WORKLOADS; do
+    for s in "${SYSTEMS[@]}"; do
+      echo "| $(label "$w") | $s | $(median_of "$s" "$w" srv_cores) / $(median_of "$s" "$w" cli_cores) / $(median_of "$s" "$w" other_cores) /" \
+        "$(awk -v b="$(median_of "$s" "$w" busy_pct)" -v n="$(nproc)" 'BEGIN{if (b ~ /^[0-9.]+$/) printf "%.2f", b*n/100; else print b}') |" \
+        "$(median_of "$s" "$w" fsync_per_req) | $(median_of "$s" "$w" fsync_ms) | $(median_of "$s" "$w" fsync_busy) |" \
+        "$(median_of "$s" "$w" disk_mib_s) ($(median_of "$s" "$w" disk_busy)) | $(median_of "$s" "$w" flush_per_req) |" \
+        "$(median_of "$s" "$w" lo_mib_s) ($(median_of "$s" "$w" lo_kib_per_req)) | $(median_of "$s" "$w" rss_mib) |"
+    done
+  done
+  echo
+}
+
+# print_base_table: edictkv at BASE beside etcd and beside this tree's edictkv,
+# the medians of the same rounds.
+print_base_table() {
+  local w
+  echo "edictkv at BASE $BASE_REV, in the same rounds (head: this tree's edictkv, $EDICTKV_REV):"
+  echo
+  echo "| workload | base req/s (p50/p99) | ratio base/etcd (req/s) | ratio head/etcd (req/s) | **head/base req/s** | p99 head/base | server CPU ms/req base | head | failed base | leader changes base |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
+  for w in $WORKLOADS; do
+    echo "| $(label "$w") | $(cell base "$w") | $(ratio2 base etcd "$w" rps %.2f) | $(ratio2 edictkv etcd "$w" rps %.2f) |" \
+      "$(ratio2 edictkv base "$w" rps %.2f) | $(ratio2 edictkv base "$w" p99_ms %.2f) | $(fmt3 "$(median_of base "$w" cpu_ms_per_req)") |" \
+      "$(fmt3 "$(median_of edictkv "$w" cpu_ms_per_req)") | $(sum_of base "$w" failed) | $(sum_of base "$w" leader_changes) |"
+  done
+  echo
+}
+
+# round_range SYS_A SYS_B WORKLOAD -> "[lo-hi]": the lowest and highest of the
+# rounds' own req/s ratios A/B (each round runs both), empty with one round. A
+# wide range says the machine moved under the run: one disturbed round of three
+# does not move the median, but shows here.
+round_range() {
+  ((ROUNDS > 1)) || return 0
+  local r a b vals=()
+  for ((r = 1; r <= ROUNDS; r++)); do
+    a=${R[$r,$1,$3,rps]:-} b=${R[$r,$2,$3,rps]:-}
+    if num "$a" && num "$b" && awk -v x="$b" 'BEGIN{exit !(x > 0)}'; then vals+=("$(awk -v x="$a" -v y="$b" 'BEGIN{printf "%.2f", x/y}')"); fi
+  done
+  ((${#vals[@]} > 1)) || return 0
+  printf '%s\n' "${vals[@]}" | sort -g | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "[%s-%s]", lo, hi}'
+}
+
+# print_ratios: one line for a commit message: per workload edictkv/etcd req/s,
+# the range of the rounds' own ratios, and (p99 edictkv/etcd); with BASE the
+# same for the base build, and head/base.
+print_ratios() {
+  local w line sys f c
+  line="RATIOS edictkv/etcd req/s (p99) at $EDICTKV_REV, $ROUNDS round(s)"
+  ((N == 3)) || line+=", $N members"
+  ((VAL_SIZE == 256)) || line+=", values $VAL_SIZE B"
+  ((CLIENTS == 64)) || line+=", $CLIENTS clients"
+  [[ $HOG == none ]] || line+=", hog $HOG"
+  line+=":"
+  for w in $WORKLOADS; do
+    line+=" $w $(ratio2 edictkv etcd "$w" rps %.2f)$(round_range edictkv etcd "$w") ($(ratio2 edictkv etcd "$w" p99_ms %.2f))"
+  done
+  if [[ -n $BASE ]]; then
+    line+=" | base $BASE_REV:"
+    for w in $WORKLOADS; do
+      line+=" $w $(ratio2 base etcd "$w" rps %.2f)$(round_range base etcd "$w") ($(ratio2 base etcd "$w" p99_ms %.2f))"
+    done
+    line+=" | head/base req/s:"
+    for w in $WORKLOADS; do line+=" $w $(ratio2 edictkv base "$w" rps %.2f)$(round_range edictkv base "$w")"; done
+  fi
+  line+=" | others' CPU up to $(max_of other_cores) cores"
+  for sys in "${SYSTEMS[@]}"; do
+    for w in $WORKLOADS; do
+      f=$(sum_of "$sys" "$w" failed) c=$(sum_of "$sys" "$w" leader_changes)
+      if [[ $f =~ ^[1-9] || $c =~ ^[1-9] ]]; then line+=" | $sys $w failed $f, leader changes $c"; fi
+    done
+  done
+  echo "$line"
+}
+
+# max_of FIGURE -> its highest value over every round, system and workload ("na" if none)
+max_of() {
+  local r s w v vals=()
+  for ((r = 1; r <= ROUNDS; r++)); do
+    for s in "${SYSTEMS[@]}"; do
+      for w in $WORKLOADS; do
+        v=${R[$r,$s,$w,$1]:-}
+        if num "$v"; then vals+=("$v"); fi
+      done
+    done
+  done
+  ((${#vals[@]} > 0)) || { echo na; return 0; }
+  printf '%s\n' "${vals[@]}" | sort -g | tail -n 1
 }
 
 # ratio_of WORKLOAD FIGURE FORMAT -> median edictkv / median etcd, "na" unless both numeric
@@ -906,13 +1155,14 @@ print_watch_tables() {
 # ---------------------------------------------------------------------------
 main() {
   T_START=$SECONDS
-  build_binaries
   WORK=$(mktemp -d "$TMP_PARENT/edictlog-etcd-compare.XXXXXX")
+  build_binaries
   log "work dir $WORK; ROUNDS=$ROUNDS WORKLOADS=\"$WORKLOADS\" HOG=$HOG"
-  local round order
+  local round order i
   for ((round = 1; round <= ROUNDS; round++)); do
     # alternate which system goes first
-    if ((round % 2 == 1)); then order=(etcd edictkv); else order=(edictkv etcd); fi
+    order=("${SYSTEMS[@]}")
+    if ((round % 2 == 0)); then order=(); for ((i = ${#SYSTEMS[@]} - 1; i >= 0; i--)); do order+=("${SYSTEMS[$i]}"); done; fi
     for s in "${order[@]}"; do run_system "$round" "$s"; done
   done
   print_report
