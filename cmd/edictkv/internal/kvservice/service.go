@@ -50,6 +50,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -155,6 +156,17 @@ type Service struct {
 	quota   *quota
 	timeout time.Duration
 	observe func(time.Duration)
+	// barrier is the read barrier AwaitRevision has in flight, shared
+	// by every call that waits meanwhile.
+	barrierMu sync.Mutex
+	barrier   *sharedBarrier
+}
+
+// sharedBarrier is one follower read barrier and its outcome, known once
+// done is closed.
+type sharedBarrier struct {
+	done chan struct{}
+	err  error
 }
 
 // New returns a Service for cfg.
@@ -420,13 +432,41 @@ func (s *Service) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmRespo
 // as its log holds it — covers every write the leader has answered. An
 // error says the state is not there yet, not that the write failed.
 func (s *Service) AwaitRevision(ctx context.Context, rev int64) error {
-	if s.state.Rev() >= rev {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	if _, err := s.log.Read(ctx, log.ReadFollower, nil); err != nil {
-		return s.failure("waiting to apply revision "+strconv.FormatInt(rev, 10), err)
+	// A barrier in flight is shared: under load most forwarded writes
+	// find their follower a little behind, and one barrier at a time
+	// serves them all. One that began before this write committed may
+	// return short of it: then the next one covers it.
+	for range 2 {
+		if s.state.Rev() >= rev {
+			return nil
+		}
+		s.barrierMu.Lock()
+		b, mine := s.barrier, false
+		if b == nil {
+			b, mine = &sharedBarrier{done: make(chan struct{})}, true
+			s.barrier = b
+		}
+		s.barrierMu.Unlock()
+		if mine {
+			// Not bound to this caller's context: the others share it.
+			go func() {
+				bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
+				_, b.err = s.log.Read(bctx, log.ReadFollower, nil)
+				cancel()
+				s.barrierMu.Lock()
+				s.barrier = nil
+				s.barrierMu.Unlock()
+				close(b.done)
+			}()
+		}
+		select {
+		case <-b.done:
+		case <-ctx.Done():
+			return s.failure("waiting to apply revision "+strconv.FormatInt(rev, 10), ctx.Err())
+		}
+		if b.err != nil {
+			return s.failure("waiting to apply revision "+strconv.FormatInt(rev, 10), b.err)
+		}
 	}
 	if now := s.state.Rev(); now < rev {
 		return fmt.Errorf("kvservice: the state is at revision %d after the read barrier, before %d", now, rev)

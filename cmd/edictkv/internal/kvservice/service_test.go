@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -367,4 +369,58 @@ func TestAwaitRevision(t *testing.T) {
 	require.ErrorContains(t, err, "after the read barrier")
 	fl.FailRead(kvservice.ErrTimeout)
 	require.ErrorIs(t, s.AwaitRevision(ctx, resp.Header.Revision+5), kvservice.ErrTimeout)
+}
+
+// heldLog's read barrier waits until released, counting the barriers.
+type heldLog struct {
+	*fakelog.Log
+	release chan struct{}
+	reads   atomic.Int32
+}
+
+func (l *heldLog) Read(ctx context.Context, level log.ReadLevel, q []byte) (log.ReadResult, error) {
+	l.reads.Add(1)
+	select {
+	case <-l.release:
+	case <-ctx.Done():
+		return log.ReadResult{}, ctx.Err()
+	}
+	return l.Log.Read(ctx, level, q)
+}
+
+// Calls that wait while a barrier is in flight share it; a caller whose
+// context ends stops waiting without ending the others' barrier.
+func TestAwaitRevisionSharesTheBarrier(t *testing.T) {
+	fl := fakelog.New()
+	t.Cleanup(func() { fl.Close() })
+	hl := &heldLog{Log: fl, release: make(chan struct{})}
+	s, err := kvservice.New(kvservice.Config{Log: hl, State: fl.State})
+	require.NoError(t, err)
+	resp, _ := put(t, s, "k", "1")
+	behind := resp.Header.Revision + 1
+
+	gone, cancel := context.WithCancel(context.Background())
+	cancelled := make(chan error)
+	go func() { cancelled <- s.AwaitRevision(gone, behind) }()
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = s.AwaitRevision(context.Background(), behind) }()
+	}
+	require.Eventually(t, func() bool { return hl.reads.Load() >= 1 }, 10*time.Second, time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-cancelled, context.Canceled)
+
+	// The write lands while the barrier is held; the barrier then shows it.
+	cmd, err := (&kvstate.Request{Put: &pb.PutRequest{Key: []byte("k"), Value: []byte("2")}}).Encode()
+	require.NoError(t, err)
+	_, err = fl.Apply(context.Background(), cmd)
+	require.NoError(t, err)
+	close(hl.release)
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "caller %d", i)
+	}
+	assert.Equal(t, int32(1), hl.reads.Load(), "one barrier for every caller")
 }
