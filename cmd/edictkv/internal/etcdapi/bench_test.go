@@ -12,6 +12,8 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/encoding/proto"
 
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/directory"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
@@ -128,6 +130,7 @@ func BenchmarkServerOptions(b *testing.B) {
 		{"shared-write-buffer", []grpc.ServerOption{grpc.SharedWriteBuffer(true)}},
 		{"buffers-128KiB", []grpc.ServerOption{grpc.WriteBufferSize(128 << 10), grpc.ReadBufferSize(128 << 10)}},
 		{"window-1MiB", []grpc.ServerOption{grpc.InitialWindowSize(1 << 20), grpc.InitialConnWindowSize(1 << 20)}},
+		{"grpc-proto-codec", []grpc.ServerOption{grpc.ForceServerCodecV2(encoding.GetCodecV2(proto.Name))}},
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			extraServerOptions = v.opts
