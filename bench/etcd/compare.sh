@@ -4,7 +4,7 @@
 #
 # For each round and each system (etcd MEMBERS members, then edictkv MEMBERS
 # processes, and with BASE= edictkv built from that commit too; the order is
-# reversed from round to round so none always runs on a "fresh" or a "tired"
+# rotated from round to round so none always runs on a "fresh" or a "tired"
 # machine), it:
 #   1. starts a fresh MEMBERS-member cluster on 127.0.0.1 in a new temp dir (free ports
 #      picked by a helper, default durability: fsync on), waits until every member
@@ -1158,11 +1158,12 @@ main() {
   WORK=$(mktemp -d "$TMP_PARENT/edictlog-etcd-compare.XXXXXX")
   build_binaries
   log "work dir $WORK; ROUNDS=$ROUNDS WORKLOADS=\"$WORKLOADS\" HOG=$HOG"
-  local round order i
+  local round order i n=${#SYSTEMS[@]}
   for ((round = 1; round <= ROUNDS; round++)); do
-    # alternate which system goes first
-    order=("${SYSTEMS[@]}")
-    if ((round % 2 == 0)); then order=(); for ((i = ${#SYSTEMS[@]} - 1; i >= 0; i--)); do order+=("${SYSTEMS[$i]}"); done; fi
+    # rotate which system goes first: with two, they alternate; with three
+    # (BASE), each takes every place once in three rounds
+    order=()
+    for ((i = 0; i < n; i++)); do order+=("${SYSTEMS[(round - 1 + i) % n]}"); done
     for s in "${order[@]}"; do run_system "$round" "$s"; done
   done
   print_report

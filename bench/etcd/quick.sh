@@ -4,11 +4,15 @@
 #
 # Runs every workload of the performance table (put64 put1 range_l64 range_s64
 # range_l1 range_s1) on etcd and on edictkv built from this working tree, in
-# QUICK_ROUNDS rounds (default 3, the order reversed every other round), each
-# workload 2 to 4 s long, and ends with compare.sh's one-line summary:
-#   RATIOS edictkv/etcd req/s (p99) at <commit>, 3 round(s): put64 0.85[0.80-0.91] (1.31) ...
+# QUICK_ROUNDS rounds (default 3, the order rotated every round), each workload
+# 1.5 to 4 s long (about 2.3 min in all, 3.5 with BASE), and ends with
+# compare.sh's one-line summary:
+#   RATIOS edictkv/etcd req/s (p99) at <commit>, 3 round(s): put64 0.85[0.80-0.91] (1.31)
+#     ... | others' CPU up to 0.10 cores
 # (each workload's edictkv/etcd req/s, the median of the rounds; the lowest and
-# highest of the rounds' own ratios; in brackets its p99 edictkv/etcd).
+# highest of the rounds' own ratios; in brackets its p99 edictkv/etcd; last the
+# most CPU the rest of the host took during any one benchmark: above a few
+# tenths of a core, another tenant was running and the figures say so).
 #
 # BASE=<commit> adds edictkv built from a clean clone at that commit as a third
 # system in the same rounds, beside the same etcd, and the line then also has
@@ -33,11 +37,12 @@ set -euo pipefail
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 export ROUNDS=${ROUNDS:-${QUICK_ROUNDS:-3}}
-# 2 to 4 s a workload on the 2-core machine, about 17 s of benchmark a round and
-# under a minute over the three rounds for each system (about 2.5 min in all). A
-# workload of under a second, as compare.sh's reads are, moved by 20-40% from run
-# to run; with two rounds, one round disturbed by another tenant moved the median
-# by as much, where the median of three leaves it out
+# 1.5 to 4 s a workload on the 2-core machine, about 15 s of benchmark a round
+# and under a minute over the three rounds for each system (about 2.3 min in all
+# with the clusters' starts and stops). A workload of under a second, as
+# compare.sh's reads are, moved by 20-40% from run to run; with two rounds, one
+# round disturbed by another tenant moved the median by as much, where the
+# median of three leaves it out
 export TOTAL=${TOTAL:-16000}
 export TOTAL1=${TOTAL1:-3500}
 export READ_TOTAL=${READ_TOTAL:-50000}
