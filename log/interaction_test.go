@@ -603,6 +603,12 @@ func (d *interaction) propose(t *testing.T, td *datadriven.TestData) {
 			continue
 		}
 		d.printf("p%d proposed %s at index %d\n", id, v, e.Index)
+		if arg, ok := td.Arg("for"); ok {
+			var from uint64
+			arg.Scan(t, 0, &from)
+			d.c.cores[id].TellCommitted(edict.ProcessID(from), e.Index)
+			d.printf("p%d tells p%d of its commit at once\n", id, from)
+		}
 		d.c.cores[id].Flush(d.c.reading(id))
 		d.c.collect(id)
 		d.report(id, "")

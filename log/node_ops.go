@@ -14,9 +14,12 @@ type proposal struct {
 	kind  wire.EntryKind
 	data  []byte
 	admin func(now edict.Time) (wire.Entry, error) // membership edicts
-	done  chan struct{}
-	res   ApplyResult
-	err   error
+	// forwarder is the process that forwarded the write here, told the
+	// commit at once (ApplyForwarded); edict.None for the others.
+	forwarder edict.ProcessID
+	done      chan struct{}
+	res       ApplyResult
+	err       error
 }
 
 func (p *proposal) finish(res ApplyResult, err error) {
@@ -42,6 +45,15 @@ type ApplyResult struct {
 // lead returns a *NotLeaderError naming the leader.
 func (n *Node) Apply(ctx context.Context, cmd []byte) (ApplyResult, error) {
 	return n.submit(ctx, &proposal{kind: wire.EntryCommand, data: cmd, done: make(chan struct{})})
+}
+
+// ApplyForwarded is Apply for a write that process from forwarded here
+// and answers its client once it has applied the write too, as etcd's
+// members do: once the write commits, this leader tells from so at once
+// (Core.TellCommitted) rather than with the next append or heartbeat,
+// which on an idle cluster may be a heartbeat away.
+func (n *Node) ApplyForwarded(ctx context.Context, cmd []byte, from edict.ProcessID) (ApplyResult, error) {
+	return n.submit(ctx, &proposal{kind: wire.EntryCommand, data: cmd, forwarder: from, done: make(chan struct{})})
 }
 
 // Barrier returns once every write committed before it has been applied
@@ -97,8 +109,14 @@ func (n *Node) propose(first *proposal) {
 		if p.admin != nil {
 			n.d.proposeAt(now, p.admin, p.finish)
 		} else {
-			kind, data := p.kind, p.data
-			n.d.proposeAt(now, func(now edict.Time) (wire.Entry, error) { return n.core.Propose(now, kind, data) }, p.finish)
+			kind, data, from := p.kind, p.data, p.forwarder
+			n.d.proposeAt(now, func(now edict.Time) (wire.Entry, error) {
+				e, err := n.core.Propose(now, kind, data)
+				if err == nil && from != edict.None {
+					n.core.TellCommitted(from, e.Index)
+				}
+				return e, err
+			}, p.finish)
 		}
 	}
 	n.d.flush()

@@ -159,6 +159,23 @@ func (c *Core) onReadIndex(now edict.Time, from edict.ProcessID, r *wire.ReadInd
 	c.send(wire.Message{To: from, ReadIndexReply: rep}, true)
 }
 
+// TellCommitted asks this leader to tell process to that index committed
+// as soon as it has and to's log is known to hold it, rather than with
+// the next append or heartbeat: to waits on it — a write it forwarded
+// here, which it answers once it has applied it too (Node.ApplyForwarded).
+// It is onReadIndex's promise without the read: the append that tells it
+// is a heartbeat's, vouching for no more than to is known to hold, so it
+// serves liveness only. A process that does not lead, or a to it has no
+// progress for, ignores it.
+func (c *Core) TellCommitted(to edict.ProcessID, index uint64) {
+	if c.lead == nil {
+		return
+	}
+	if pr := c.lead.progress[to]; pr != nil {
+		pr.readIndex = max(pr.readIndex, index)
+	}
+}
+
 // onReadIndexReply answers the follower reads of the request the reply
 // names by its id and the reading at which it was sent: ids restart with
 // every life of this process, readings do not (their incarnation), so a
