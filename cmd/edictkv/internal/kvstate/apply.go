@@ -54,6 +54,7 @@ type Result struct {
 // index is already applied (a start that replays entries the store holds)
 // and is skipped with ErrApplied.
 func (s *State) Apply(e fsm.Entry) any {
+	defer s.revMoved()
 	res := &Result{Index: e.Index}
 	if e.Index <= s.st.ConsistentIndex() {
 		res.Err, res.Rev = fmt.Errorf("%w: index %d, consistent index %d", ErrApplied, e.Index, s.st.ConsistentIndex()), s.Rev()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -365,4 +366,29 @@ func TestKindString(t *testing.T) {
 	assert.Equal(t, "Txn", KindTxn.String())
 	assert.Equal(t, "Kind(99)", Kind(99).String())
 	assert.True(t, errors.Is(fmt.Errorf("x: %w", ErrBadRequest), ErrBadRequest))
+}
+
+// AwaitRev returns at once for a revision the state is at, waits for one
+// it is not at until an entry makes it, and gives up when its context
+// ends; an entry that changes nothing leaves it waiting.
+func TestAwaitRev(t *testing.T) {
+	h := newHarness(t)
+	rev := h.put("a", "1").Rev
+	ctx := context.Background()
+	require.NoError(t, h.s.AwaitRev(ctx, rev))
+
+	done := make(chan error, 1)
+	go func() { done <- h.s.AwaitRev(ctx, rev+1) }()
+	h.entry(nil) // the log's own entry: no new revision
+	select {
+	case err := <-done:
+		t.Fatalf("AwaitRev(%d) returned %v at revision %d", rev+1, err, h.s.Rev())
+	case <-time.After(20 * time.Millisecond):
+	}
+	h.put("b", "2")
+	require.NoError(t, <-done)
+
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, h.s.AwaitRev(short, rev+5), context.DeadlineExceeded)
 }

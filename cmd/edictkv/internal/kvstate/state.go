@@ -70,6 +70,46 @@ type State struct {
 	// collected at (-1 before any): see collectStamps. Apply goroutine
 	// only.
 	stampsFrom int64
+
+	// revMu guards revCh, which AwaitRev's callers wait on and which is
+	// closed (and forgotten) whenever the revision may have moved: after
+	// every Apply, Restore and InstallStaged.
+	revMu sync.Mutex
+	revCh chan struct{}
+}
+
+// AwaitRev returns once the state is at revision rev or past it, or with
+// ctx's error if ctx ends first.
+func (s *State) AwaitRev(ctx context.Context, rev int64) error {
+	for {
+		s.revMu.Lock()
+		if s.Rev() >= rev {
+			s.revMu.Unlock()
+			return nil
+		}
+		if s.revCh == nil {
+			s.revCh = make(chan struct{})
+		}
+		ch := s.revCh
+		s.revMu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// revMoved wakes AwaitRev's callers to look at the revision again. It
+// runs after the store's revision changed, so a caller that looked before
+// has its channel closed, and one that looks after sees the change.
+func (s *State) revMoved() {
+	s.revMu.Lock()
+	if s.revCh != nil {
+		close(s.revCh)
+		s.revCh = nil
+	}
+	s.revMu.Unlock()
 }
 
 // OpenFile opens (or creates) the state kept in the bbolt file at path.
@@ -202,6 +242,7 @@ func (s *State) Restore(r io.Reader) error {
 		}
 		return loadSystem(s.st)
 	}()
+	defer s.revMoved()
 	if err != nil {
 		return fmt.Errorf("kvstate: restore: %w", err)
 	}
@@ -228,6 +269,7 @@ func (s *State) Stage(index uint64, r io.Reader) error {
 // staged (for a bbolt file, renamed over the file), then the system
 // namespace is read from it. On error the state is as it was.
 func (s *State) InstallStaged(index uint64) error {
+	defer s.revMoved()
 	if err := s.st.InstallStaged(index, checkSystem); err != nil {
 		return fmt.Errorf("kvstate: install: %w", err)
 	}
