@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/status"
 
+	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/route"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/log"
@@ -27,8 +28,14 @@ func atLeader[R any](s *Server, ctx context.Context, method string, req any, wri
 	local func(context.Context) (*R, error)) (*R, error) {
 	var out *R
 	forwarded := false
+	from := route.ForwarderGRPC(ctx)
 	err := s.cfg.Router.Do(ctx, route.ForwardedGRPC(ctx),
 		func(ctx context.Context) error {
+			if write && from != edict.None {
+				// The forwarder answers once it has applied the write:
+				// the log tells it of the commit at once.
+				ctx = kvservice.ForwardedBy(ctx, from)
+			}
 			o, err := local(ctx)
 			var nle *log.NotLeaderError
 			if errors.As(err, &nle) {

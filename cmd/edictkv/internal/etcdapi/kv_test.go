@@ -65,6 +65,7 @@ func TestReadsAtAFollower(t *testing.T) {
 	_, err := kv.Put(ctx, &pb.PutRequest{Key: []byte("a"), Value: []byte("1")})
 	require.NoError(t, err)
 	require.Equal(t, 1.0, forwarded("Put"), "a write goes to the leader")
+	assert.Equal(t, []edict.ProcessID{2}, leader.log.Forwarders(), "which tells the follower of its commit at once")
 
 	got, err := kv.Range(ctx, &pb.RangeRequest{Key: []byte("a")})
 	require.NoError(t, err)

@@ -35,6 +35,8 @@ type Log struct {
 	applyErr error
 	readErr  error
 	applied  []Applied
+	// forwarders are the processes ApplyForwarded named, in order.
+	forwarders []edict.ProcessID
 }
 
 // Applied is one command Apply took, with its index.
@@ -139,6 +141,23 @@ func (l *Log) Apply(ctx context.Context, cmd []byte) (log.ApplyResult, error) {
 // Read implements log.Node.Read's contract: a lease read needs this
 // process to lead, a follower read a leader known; a stale read is always
 // answered, from whatever is applied. The query goes to the state's
+
+// ApplyForwarded applies as Apply does, and records from (Forwarders).
+func (l *Log) ApplyForwarded(ctx context.Context, cmd []byte, from edict.ProcessID) (log.ApplyResult, error) {
+	l.mu.Lock()
+	l.forwarders = append(l.forwarders, from)
+	l.mu.Unlock()
+	return l.Apply(ctx, cmd)
+}
+
+// Forwarders are the processes ApplyForwarded was told forwarded its
+// writes, in order.
+func (l *Log) Forwarders() []edict.ProcessID {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]edict.ProcessID(nil), l.forwarders...)
+}
+
 // Query (the empty one is the read barrier).
 func (l *Log) Read(ctx context.Context, level log.ReadLevel, query []byte) (log.ReadResult, error) {
 	if err := ctx.Err(); err != nil {

@@ -66,6 +66,10 @@ type Log interface {
 	// Apply replicates an encoded request and returns once the state has
 	// applied it, with its *kvstate.Result (log.Node.Apply).
 	Apply(ctx context.Context, cmd []byte) (log.ApplyResult, error)
+	// ApplyForwarded is Apply for a write process from forwarded here,
+	// which the log tells of the commit at once
+	// (log.Node.ApplyForwarded).
+	ApplyForwarded(ctx context.Context, cmd []byte, from edict.ProcessID) (log.ApplyResult, error)
 	// Read returns once a read at level may be answered from this
 	// process's state (log.Node.Read with the empty query: the read
 	// barrier).
@@ -80,6 +84,8 @@ type State interface {
 	// ReadTxn answers a txn that only reads (kvstate.ReadOnlyTxn).
 	ReadTxn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, map[int64]edict.Stamp, error)
 	ReadTxnUnstamped(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error)
+	// AwaitRev returns once the state is at revision rev or past it.
+	AwaitRev(ctx context.Context, rev int64) error
 	Rev() int64
 	CompactRev() int64
 	// Alarms are the active alarms of a type (NONE: all).
@@ -140,6 +146,9 @@ type Config struct {
 	// that asks nothing of the log (RangeUnstamped at the stale level) is
 	// bounded by the caller's context alone, as etcd's serializable read.
 	Timeout time.Duration
+	// ApplyWait is how long AwaitRevision waits for the leader's notice
+	// of a commit before it asks the leader (zero: 10ms).
+	ApplyWait time.Duration
 	// ObserveCommit, if set, is told how long each write took from its
 	// proposal to its apply here (at the leader): the latency a client
 	// waits for, beyond the network.
@@ -149,13 +158,14 @@ type Config struct {
 // Service is the KV service of one process. It is safe for concurrent
 // use.
 type Service struct {
-	log     Log
-	state   State
-	nextID  atomic.Uint64
-	limits  Limits
-	quota   *quota
-	timeout time.Duration
-	observe func(time.Duration)
+	log       Log
+	state     State
+	nextID    atomic.Uint64
+	limits    Limits
+	quota     *quota
+	timeout   time.Duration
+	applyWait time.Duration
+	observe   func(time.Duration)
 	// barrier is the read barrier AwaitRevision has in flight, shared
 	// by every call that waits meanwhile.
 	barrierMu sync.Mutex
@@ -177,11 +187,14 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
 	}
+	if cfg.ApplyWait <= 0 {
+		cfg.ApplyWait = 10 * time.Millisecond
+	}
 	observe := cfg.ObserveCommit
 	if observe == nil {
 		observe = func(time.Duration) {}
 	}
-	s := &Service{log: cfg.Log, state: cfg.State, limits: cfg.Limits.withDefaults(), quota: newQuota(cfg.Quota), timeout: cfg.Timeout, observe: observe}
+	s := &Service{log: cfg.Log, state: cfg.State, limits: cfg.Limits.withDefaults(), quota: newQuota(cfg.Quota), timeout: cfg.Timeout, applyWait: cfg.ApplyWait, observe: observe}
 	// Request ids tell one process's requests apart in traces; starting
 	// from the clock keeps a restarted process's apart from before.
 	s.nextID.Store(uint64(time.Now().UnixNano()))
@@ -427,11 +440,28 @@ func (s *Service) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmRespo
 // past it, as etcd's member answers a write it proposed only once it has
 // applied it there itself: a write answered through a follower is then
 // seen by a serializable read at that follower. At once if the state is;
-// else after the log's read barrier at the follower level, whose index —
-// the leader's commit index, which the leader tells this follower as soon
-// as its log holds it — covers every write the leader has answered. An
-// error says the state is not there yet, not that the write failed.
+// else once it gets there, the leader having told this process of the
+// commit at once (ForwardedBy); and if that takes over Config.ApplyWait
+// (the notice lost), after the log's read barrier at the follower level,
+// whose index — the leader's commit index, which the leader then tells
+// this process as soon as its log holds it — covers every write the
+// leader has answered. An error says the state is not there yet, not that
+// the write failed.
 func (s *Service) AwaitRevision(ctx context.Context, rev int64) error {
+	if s.state.Rev() >= rev {
+		return nil
+	}
+	// The leader tells this process of the commit at once (ForwardedBy):
+	// it is usually here with the leader's answer, or soon after.
+	wctx, cancel := context.WithTimeout(ctx, s.applyWait)
+	err := s.state.AwaitRev(wctx, rev)
+	cancel()
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return s.failure("waiting to apply revision "+strconv.FormatInt(rev, 10), ctx.Err())
+	}
 	// A barrier in flight is shared: under load most forwarded writes
 	// find their follower a little behind, and one barrier at a time
 	// serves them all. One that began before this write committed may
@@ -503,7 +533,12 @@ func write[T any](s *Service, ctx context.Context, req *kvstate.Request, rev int
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	start := time.Now()
-	res, err := s.log.Apply(ctx, data)
+	var res log.ApplyResult
+	if from := forwarder(ctx); from != edict.None {
+		res, err = s.log.ApplyForwarded(ctx, data, from)
+	} else {
+		res, err = s.log.Apply(ctx, data)
+	}
 	if err != nil {
 		return zero, Info{}, s.failure("write", err)
 	}
@@ -569,4 +604,21 @@ func (s *Service) failure(what string, err error) error {
 		return err
 	}
 	return fmt.Errorf("kvservice: %s: %w", what, err)
+}
+
+// forwardedByKey is the context key of ForwardedBy.
+type forwardedByKey struct{}
+
+// ForwardedBy returns ctx for a write that process from forwarded here:
+// the log then tells from of its commit at once (Log.ApplyForwarded),
+// since from answers its client only once it has applied the write too
+// (AwaitRevision).
+func ForwardedBy(ctx context.Context, from edict.ProcessID) context.Context {
+	return context.WithValue(ctx, forwardedByKey{}, from)
+}
+
+// forwarder is the process ForwardedBy named in ctx, or edict.None.
+func forwarder(ctx context.Context) edict.ProcessID {
+	from, _ := ctx.Value(forwardedByKey{}).(edict.ProcessID)
+	return from
 }

@@ -424,3 +424,30 @@ func TestAwaitRevisionSharesTheBarrier(t *testing.T) {
 	}
 	assert.Equal(t, int32(1), hl.reads.Load(), "one barrier for every caller")
 }
+
+// A write another process forwarded goes to the log as such, naming it;
+// AwaitRevision waits for the state to get there without asking the log
+// when it does within ApplyWait.
+func TestForwardedWrites(t *testing.T) {
+	fl := fakelog.New()
+	t.Cleanup(func() { fl.Close() })
+	hl := &heldLog{Log: fl, release: make(chan struct{})}
+	s, err := kvservice.New(kvservice.Config{Log: hl, State: fl.State, ApplyWait: time.Minute})
+	require.NoError(t, err)
+	ctx := context.Background()
+	resp, _, err := s.Put(kvservice.ForwardedBy(ctx, 3), &pb.PutRequest{Key: []byte("k"), Value: []byte("1")})
+	require.NoError(t, err)
+	_, _, err = s.Put(ctx, &pb.PutRequest{Key: []byte("k"), Value: []byte("2")})
+	require.NoError(t, err)
+	assert.Equal(t, []edict.ProcessID{3}, fl.Forwarders(), "only the forwarded write names its forwarder")
+
+	rev := resp.Header.Revision + 2
+	done := make(chan error, 1)
+	go func() { done <- s.AwaitRevision(ctx, rev) }()
+	cmd, err := (&kvstate.Request{Put: &pb.PutRequest{Key: []byte("k"), Value: []byte("3")}}).Encode()
+	require.NoError(t, err)
+	_, err = fl.Apply(ctx, cmd)
+	require.NoError(t, err)
+	require.NoError(t, <-done)
+	assert.Zero(t, hl.reads.Load(), "the state got there: no barrier")
+}

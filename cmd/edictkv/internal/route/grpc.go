@@ -38,6 +38,21 @@ func ForwardedGRPC(ctx context.Context) bool {
 	return len(metadata.ValueFromIncomingContext(ctx, forwardedBy)) > 0
 }
 
+// ForwarderGRPC is the process that forwarded the call of ctx here, as
+// its metadata names it; edict.None if none did, or if the name is not a
+// process id.
+func ForwarderGRPC(ctx context.Context) edict.ProcessID {
+	v := metadata.ValueFromIncomingContext(ctx, forwardedBy)
+	if len(v) == 0 {
+		return edict.None
+	}
+	id, err := strconv.ParseUint(v[0], 10, 64)
+	if err != nil {
+		return edict.None
+	}
+	return edict.ProcessID(id)
+}
+
 // GRPCForwarder sends unary gRPC calls on to the leader, by full method
 // name, over one connection per process kept open between calls. It is
 // safe for concurrent use; Close it when done.
