@@ -385,11 +385,12 @@ wait_ready() {
 }
 
 # leader_ep -> the endpoint whose status says it is the leader (same rule as etcd's
-# own tooling: .Status.leader == .Status.header.member_id). Exactly one, or die.
+# own tooling: .Status.leader == .Status.header.member_id). Exactly one, or it
+# says what it got and fails.
 leader_ep() {
   local l
-  l=$(ctl endpoint status -w json | jq -r '.[] | select(.Status.leader == .Status.header.member_id) | .Endpoint')
-  [[ -n $l && $l != *$'\n'* ]] || die "could not determine a single leader (got: '${l//$'\n'/ }')"
+  l=$(ctl endpoint status -w json | jq -r '.[] | select(.Status.leader == .Status.header.member_id) | .Endpoint') || true
+  [[ -n $l && $l != *$'\n'* ]] || { log "could not determine a single leader (got: '${l//$'\n'/ }')"; return 1; }
   echo "$l"
 }
 
@@ -480,11 +481,13 @@ hog_stop() {
 # Measuring.
 # ---------------------------------------------------------------------------
 srv_cpu_ticks() { # utime+stime of the running cluster's servers, in clock ticks
-  local t=0 pid
+  local t=0 pid v
   for pid in "${PIDS[@]}"; do
     # fields after the ")" of comm: utime is field 12, stime field 13 (1-based),
-    # so a comm with spaces cannot shift them
-    t=$((t + $(sed 's/^.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}')))
+    # so a comm with spaces cannot shift them; a server that has exited counts
+    # 0 here, and check_alive says so right after
+    v=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{print $12 + $13}') || true
+    t=$((t + ${v:-0}))
   done
   echo "$t"
 }
@@ -597,6 +600,16 @@ run_measured() {
   fs1=$(log_syncs "$sys")
   lc1=$(leader_changes "$sys")
   resource_figures "$k" "$nreq" "$t0" "$t1" "$io0" "$io1" "$lo0" "$lo1" "$fs0" "$fs1"
+  # what the run cost, also for a failed one (its resource row says what it did)
+  R[$k,cpu_s]=$(awk -v a="$c0" -v b="$c1" -v t="$CLK_TCK" 'BEGIN{printf "%.2f", (b-a)/t}')
+  R[$k,busy_pct]=$(echo "$h0 $h1" | awk '{printf "%.1f", 100*($3-$1)/($4-$2)}')
+  R[$k,cli_cpu_s]=$(awk 'NF==2 {printf "%.2f", $1+$2}' "$out.time" 2>/dev/null)
+  R[$k,srv_cores]=$(awk -v c="${R[$k,cpu_s]}" -v d="${R[$k,dur_s]}" 'BEGIN{printf "%.2f", c/d}')
+  R[$k,cli_cores]=$(awk -v c="${R[$k,cli_cpu_s]:-0}" -v d="${R[$k,dur_s]}" 'BEGIN{printf "%.2f", c/d}')
+  # the rest of the host: other tenants, a hog, and kernel threads (the I/O and
+  # the loopback's softirqs the kernel runs outside the servers' and the client's time)
+  R[$k,other_cores]=$(awk -v b="${R[$k,busy_pct]}" -v n="$(nproc)" -v s="${R[$k,srv_cores]}" -v c="${R[$k,cli_cores]}" \
+    'BEGIN{o = b*n/100 - s - c; printf "%.2f", (o < 0 ? 0 : o)}')
   R[$k,leader_changes]=$(max_delta "$lc0" "$lc1")
   R[$k,failed]=$(failed_requests "$out")
   if [[ $ok == 0 ]]; then
@@ -615,16 +628,7 @@ run_measured() {
   fi
   parse_figures "$w" "$out" "$k" || { bench_failed "$sys" "$w" "$PARSE_ERROR" "$out" "$k"; return 0; }
   local rps=${R[$k,rps]} p50=${R[$k,p50_ms]} p99=${R[$k,p99_ms]}
-  R[$k,cpu_s]=$(awk -v a="$c0" -v b="$c1" -v t="$CLK_TCK" 'BEGIN{printf "%.2f", (b-a)/t}')
   R[$k,cpu_ms_per_req]=$(awk -v a="$c0" -v b="$c1" -v t="$CLK_TCK" -v n="$nreq" 'BEGIN{printf "%.4f", 1000*(b-a)/t/n}')
-  R[$k,busy_pct]=$(echo "$h0 $h1" | awk '{printf "%.1f", 100*($3-$1)/($4-$2)}')
-  R[$k,cli_cpu_s]=$(awk 'NF==2 {printf "%.2f", $1+$2}' "$out.time")
-  R[$k,srv_cores]=$(awk -v c="${R[$k,cpu_s]}" -v d="${R[$k,dur_s]}" 'BEGIN{printf "%.2f", c/d}')
-  R[$k,cli_cores]=$(awk -v c="${R[$k,cli_cpu_s]}" -v d="${R[$k,dur_s]}" 'BEGIN{printf "%.2f", c/d}')
-  # the rest of the host: other tenants, a hog, and kernel threads (the I/O and
-  # the loopback's softirqs the kernel runs outside the servers' and the client's time)
-  R[$k,other_cores]=$(awk -v b="${R[$k,busy_pct]}" -v n="$(nproc)" -v s="${R[$k,srv_cores]}" -v c="${R[$k,cli_cores]}" \
-    'BEGIN{o = b*n/100 - s - c; printf "%.2f", (o < 0 ? 0 : o)}')
   log "$(printf '%-8s %-10s %9.1f req/s  p50 %7s ms  p99 %7s ms  server CPU %6.2f s (%.4f ms/req)  host busy %s%%  failed %s  leader changes %s' \
     "$sys" "$w" "$rps" "$p50" "$p99" "${R[$k,cpu_s]}" "${R[$k,cpu_ms_per_req]}" "${R[$k,busy_pct]}" "${R[$k,failed]}" "${R[$k,leader_changes]}")"
   local f line=""
@@ -768,6 +772,17 @@ bench_failed() {
   R[$k,rps]=ERR R[$k,p50_ms]=ERR R[$k,p99_ms]=ERR R[$k,cpu_ms_per_req]=ERR
 }
 
+# not_measured ROUND SYS WORKLOAD WHY: the cluster could not run the workload (it
+# lost its leader in the one before, say): fail loudly, or with
+# CONTINUE_ON_ERROR=1 mark its figures ERR and carry on, as bench_failed does.
+not_measured() {
+  local k=$1,$2,$3
+  ERRORS=$((ERRORS + 1))
+  [[ $CONTINUE_ON_ERROR == 1 ]] || die "$2 / $3: $4 (set CONTINUE_ON_ERROR=1 to carry on)"
+  log "ERROR: $2 / $3: $4; not measured"
+  R[$k,rps]=ERR R[$k,p50_ms]=ERR R[$k,p99_ms]=ERR R[$k,cpu_ms_per_req]=ERR
+}
+
 # run_system ROUND SYS: fresh cluster, all workloads, teardown.
 run_system() {
   local round=$1 sys=$2 leader before after w
@@ -776,7 +791,7 @@ run_system() {
   local t0=$SECONDS
   "start_$sys"
   wait_ready "$sys"
-  leader=$(leader_ep)
+  leader=$(leader_ep) || die "$sys: no single leader once ready"
   log "round $round: $sys ready after $((SECONDS - t0))s, endpoints $EPS, leader $leader"
 
   local key val all=(--endpoints="$EPS" --clients="$CLIENTS" --conns="$CONNS")
@@ -786,12 +801,18 @@ run_system() {
   for w in $WORKLOADS; do
     if [[ $w == range_* && $wrote_key == 0 ]]; then
       # from stdin: a value of more than 128 KiB cannot be one argument
-      printf '%s' "$val" | ctl put "$key" >/dev/null || die "$sys: could not write the read key"
-      wrote_key=1
+      if printf '%s' "$val" | ctl put "$key" >/dev/null; then wrote_key=1; else wrote_key=failed; fi
+    fi
+    if [[ $w == range_* && $wrote_key == failed ]]; then
+      not_measured "$round" "$sys" "$w" "could not write the key it reads"
+      continue
     fi
     # "to the leader" workloads: look the leader up right before, and say so if it
     # moved during the workload (the figure then mixes leader and follower service)
-    before=$(leader_ep)
+    if ! before=$(leader_ep); then
+      not_measured "$round" "$sys" "$w" "no single leader before it"
+      continue
+    fi
     local one=(--endpoints="$before" --clients=1 --conns=1)
     case $w in
       put64) run_bench "$round" "$sys" "$w" "$TOTAL" "${all[@]}" put --key-size="$KEY_SIZE" --val-size="$VAL_SIZE" \
@@ -813,7 +834,7 @@ run_system() {
                --watchers="$WGET_WATCHERS" --streams="$WGET_STREAMS" --events="$WGET_EVENTS" ;;
       slow-watch) run_slow_watch "$round" "$sys" "$before" ;;
     esac
-    after=$(leader_ep)
+    after=$(leader_ep) || after="no single leader"
     if [[ $after != "$before" ]]; then
       log "WARNING: $sys / $w: leader changed during the workload ($before -> $after)"
       R[$round,$sys,$w,leader_changed]=1

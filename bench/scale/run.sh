@@ -554,12 +554,33 @@ restart_follower() {
     "ready ${R[$SYS,restart_ready_s]} s, applied revision $rev ${R[$SYS,restart_applied_s]} s after its start"
 }
 
-# add_member: a 4th member, started empty; timed from the first step.
+# pid_ticks PID -> utime+stime of a process, clock ticks (0 if gone)
+pid_ticks() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $12 + $13}' || echo 0; }
+# dev_stat -> "SECTORS_WRITTEN IO_MS" of the block device under TMP_PARENT
+# (/sys/class/block/DEV/stat), every process's, "na na" without one (tmpfs,
+# overlay); /proc/PID/io's write_bytes is no measure (the kernel counts a whole
+# large folio for each one it dirties)
+DISK_DEV=$(df --output=source "$TMP_PARENT" 2>/dev/null | tail -n 1)
+DISK_DEV=$(basename "$(readlink -f "$DISK_DEV" 2>/dev/null || echo "$DISK_DEV")")
+dev_stat() {
+  local f=/sys/class/block/$DISK_DEV/stat
+  if [[ -r $f ]]; then awk '{print $7, $10}' "$f"; else echo "na na"; fi
+}
+# lo_bytes -> bytes sent over the loopback interface so far
+lo_bytes() { awk '{sub(/^ */, "")} /^lo:/ {sub(/^lo: */, ""); print $1}' /proc/net/dev; }
+
+# add_member: a 4th member, started empty; timed from the first step. Beside
+# the times, what the catch-up cost from the first step until the new member
+# applied the revision: the leader's CPU, the new member's (since its start),
+# the writes that reached the disk and its busy share (every process's: the new
+# member's, and the others' compactions and snapshots meanwhile), the loopback
+# traffic, and the host's busy share.
 add_member() {
-  local l rev t0 i=$N out deadline
+  local l rev t0 i=$N out deadline lt0 lo0 h0 h1 d0 d1
   l=$(leader)
   rev=$(rev_at "$l")
   log "$SYS: adding member $i (revision $rev)"
+  lt0=$(pid_ticks "${PID[l]}") lo0=$(lo_bytes) h0=$(host_ticks) d0=$(dev_stat)
   t0=$(date +%s%N)
   case $SYS in
     etcd)
@@ -572,6 +593,7 @@ add_member() {
         grep -q 'unhealthy cluster' "$CDIR/member-add.txt" && ((SECONDS < deadline)) ||
           { cat "$CDIR/member-add.txt" >&2; die "etcd: member add failed"; }
         sleep 0.5
+        lt0=$(pid_ticks "${PID[l]}") lo0=$(lo_bytes) h0=$(host_ticks) d0=$(dev_stat)
         t0=$(date +%s%N)
       done
       ETCD_CLUSTER[i]="${ETCD_CLUSTER[0]},$(etcd_peer "$i")" ETCD_STATE[i]=existing
@@ -591,10 +613,19 @@ add_member() {
         { echo "$out" >&2; die "edictkv: add-learner failed"; } ;;
   esac
   probe_wait "$i" "$t0" "$rev" new_member
+  h1=$(host_ticks) d1=$(dev_stat)
+  R[$SYS,new_member_leader_cpu_s]=$(awk -v a="$lt0" -v b="$(pid_ticks "${PID[l]}")" -v t="$CLK_TCK" 'BEGIN{printf "%.2f", (b-a)/t}')
+  R[$SYS,new_member_cpu_s]=$(awk -v b="$(pid_ticks "${PID[i]}")" -v t="$CLK_TCK" 'BEGIN{printf "%.2f", b/t}')
+  R[$SYS,new_member_written_mib]=$(echo "$d0 $d1" | awk '$1 == "na" {print "na"; exit} {printf "%.1f", ($3-$1)*512/1048576}')
+  R[$SYS,new_member_disk_busy_pct]=$(echo "$d0 $d1" | awk -v s="${R[$SYS,new_member_applied_s]}" '$1 != "na" && s+0 > 0 {printf "%.0f", 100*($4-$2)/1000/s; exit} {print "na"}')
+  R[$SYS,new_member_loopback_mib]=$(mib $(($(lo_bytes) - lo0)))
+  R[$SYS,new_member_host_busy_pct]=$(echo "$h0 $h1" | awk '{printf "%.0f", 100*($3-$1)/($4-$2)}')
   check_alive "after adding a member"
   R[$SYS,new_member_dir_mib]=$(mib "$(du_b "${DDIR[i]}")")
   log "$SYS: member $i: ready ${R[$SYS,new_member_ready_s]} s, applied revision $rev" \
-    "${R[$SYS,new_member_applied_s]} s after the first step; its data dir ${R[$SYS,new_member_dir_mib]} MiB"
+    "${R[$SYS,new_member_applied_s]} s after the first step; its data dir ${R[$SYS,new_member_dir_mib]} MiB;" \
+    "CPU leader ${R[$SYS,new_member_leader_cpu_s]} s, new member ${R[$SYS,new_member_cpu_s]} s; the disk took" \
+    "${R[$SYS,new_member_written_mib]} MiB (busy ${R[$SYS,new_member_disk_busy_pct]}%); loopback ${R[$SYS,new_member_loopback_mib]} MiB; host busy ${R[$SYS,new_member_host_busy_pct]}%"
   if [[ $SYS == edictkv ]] && num "${R[$SYS,new_member_applied_s]}"; then
     t0=$(date +%s%N)
     if out=$("$EDICTKV" promote --addr "127.0.0.1:${HPORT[l]}" --id $((i + 1)) 2>&1); then
@@ -649,12 +680,18 @@ ROWS=(
   "new_member_ready_s|new member: to ready (s)"
   "new_member_applied_s|new member: to leader's revision applied (s)"
   "new_member_dir_mib|new member: its data dir then (MiB)"
+  "new_member_leader_cpu_s|new member: the leader's CPU meanwhile (s)"
+  "new_member_cpu_s|new member: its own CPU, start to applied (s)"
+  "new_member_written_mib|new member: writes reaching the disk meanwhile, all processes (MiB)"
+  "new_member_disk_busy_pct|new member: disk busy meanwhile (%)"
+  "new_member_loopback_mib|new member: loopback traffic meanwhile, all processes (MiB)"
+  "new_member_host_busy_pct|new member: host busy meanwhile (%)"
 )
 
 # ratio KEY A B -> B/A, or — when either is not a number, A is 0, or the
 # figure is not one to divide (the host's busy %, a noise indicator)
 ratio() {
-  [[ $1 != load_host_busy_pct ]] || { echo "—"; return 0; }
+  [[ $1 != *busy_pct ]] || { echo "—"; return 0; }
   shift
   if num "$1" && num "$2" && awk -v a="$1" 'BEGIN{exit !(a > 0)}'; then
     awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b/a}'
