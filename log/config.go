@@ -64,7 +64,7 @@ type Config struct {
 	// Rho is ρ, the drift bound every clock of the cluster must meet
 	// (default 1e-3; see elect.Config.Rho for what it assumes).
 	Rho float64
-	// RoundTrip is d (default 10ms), RenewInterval is i (default 200ms),
+	// RoundTrip is d (default 10ms), RenewInterval is i (default 300ms),
 	// MaxLease bounds δ and sets the restart quarantine (default
 	// 2·(RoundTrip+RenewInterval)); see elect.Config.
 	RoundTrip, RenewInterval, MaxLease time.Duration
