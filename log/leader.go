@@ -67,6 +67,10 @@ type progress struct {
 	// (onReadIndex): while readIndex is ahead, it learns each advance of
 	// the commit index at once rather than at the next heartbeat.
 	sentCommit, readIndex uint64
+	// tellIndex is the highest index of a write it forwarded
+	// (TellCommitted): once no append is in flight to it that the next
+	// one would follow, it learns the commit of it at once.
+	tellIndex uint64
 }
 
 // startReign runs when a lease completes that starts a reign (DESIGN §6):
@@ -275,6 +279,12 @@ func (c *Core) sendAppends(now edict.Time) {
 		case !pr.probing && pr.readIndex > pr.sentCommit && min(c.commit, pr.match) > pr.sentCommit:
 			// A follower read waits there for a commit index it has
 			// not been told: tell it now.
+			c.sendAppend(now, p, pr, pr.match, false)
+		case !pr.probing && pr.inflight == 0 && pr.tellIndex > pr.sentCommit && min(c.commit, pr.match) > pr.sentCommit:
+			// A write it forwarded committed, and it waits to apply it
+			// before it answers: tell it now. With appends in flight,
+			// the one that follows their replies carries the news, at
+			// no extra message.
 			c.sendAppend(now, p, pr, pr.match, false)
 		case !pr.probing && !now.Before(pr.lastSend.Add(c.cfg.Heartbeat)):
 			// A heartbeat matches from what the follower is known to

@@ -163,16 +163,17 @@ func (c *Core) onReadIndex(now edict.Time, from edict.ProcessID, r *wire.ReadInd
 // as soon as it has and to's log is known to hold it, rather than with
 // the next append or heartbeat: to waits on it — a write it forwarded
 // here, which it answers once it has applied it too (Node.ApplyForwarded).
-// It is onReadIndex's promise without the read: the append that tells it
-// is a heartbeat's, vouching for no more than to is known to hold, so it
-// serves liveness only. A process that does not lead, or a to it has no
-// progress for, ignores it.
+// While appends to it are in flight the next one, sent as their replies
+// come, carries the news; when none is, an empty append tells it. That
+// append is a heartbeat's, vouching for no more than to is known to hold,
+// so this serves liveness only. A process that does not lead, or a to it
+// has no progress for, ignores it.
 func (c *Core) TellCommitted(to edict.ProcessID, index uint64) {
 	if c.lead == nil {
 		return
 	}
 	if pr := c.lead.progress[to]; pr != nil {
-		pr.readIndex = max(pr.readIndex, index)
+		pr.tellIndex = max(pr.tellIndex, index)
 	}
 }
 
