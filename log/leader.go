@@ -280,11 +280,13 @@ func (c *Core) sendAppends(now edict.Time) {
 			// A follower read waits there for a commit index it has
 			// not been told: tell it now.
 			c.sendAppend(now, p, pr, pr.match, false)
-		case !pr.probing && pr.inflight == 0 && pr.tellIndex > pr.sentCommit && min(c.commit, pr.match) > pr.sentCommit:
+		case !pr.probing && pr.inflight == 0 && c.commit == c.log.lastIndex() &&
+			pr.tellIndex > pr.sentCommit && min(c.commit, pr.match) > pr.sentCommit:
 			// A write it forwarded committed, and it waits to apply it
-			// before it answers: tell it now. With appends in flight,
-			// the one that follows their replies carries the news, at
-			// no extra message.
+			// before it answers: tell it now, if nothing else will. An
+			// append in flight, or an entry not committed yet, means
+			// another append follows soon and carries the news at no
+			// extra message: under load, always.
 			c.sendAppend(now, p, pr, pr.match, false)
 		case !pr.probing && !now.Before(pr.lastSend.Add(c.cfg.Heartbeat)):
 			// A heartbeat matches from what the follower is known to

@@ -163,8 +163,8 @@ func (c *Core) onReadIndex(now edict.Time, from edict.ProcessID, r *wire.ReadInd
 // as soon as it has and to's log is known to hold it, rather than with
 // the next append or heartbeat: to waits on it — a write it forwarded
 // here, which it answers once it has applied it too (Node.ApplyForwarded).
-// While appends to it are in flight the next one, sent as their replies
-// come, carries the news; when none is, an empty append tells it. That
+// While appends to it are in flight, or entries wait to commit, the next
+// append carries the news; once neither is left, an empty append tells it. That
 // append is a heartbeat's, vouching for no more than to is known to hold,
 // so this serves liveness only. A process that does not lead, or a to it
 // has no progress for, ignores it.
