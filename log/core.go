@@ -30,12 +30,19 @@ type CoreConfig struct {
 	ID edict.ProcessID
 	// MaxAppendEntries bounds the entries of one Append (default 256).
 	MaxAppendEntries int
+	// MaxAppendBytes bounds the entry data of one Append, and of one
+	// FetchReply, beyond the first entry, which always goes (default
+	// 4 MiB): well under the transport's frame limit (16 MiB by
+	// default), which refuses a larger message, so that a run of large
+	// entries never makes an append that can never be sent.
+	MaxAppendBytes int
 	// MaxInflight bounds the Appends in flight to one follower, the
 	// pipelining window (default 64).
 	MaxInflight int
 	// EagerInflight is how many Appends may be in flight to a follower
 	// before the leader holds back one that would not be full
-	// (MaxAppendEntries entries) until a reply comes (default 2): entries
+	// (MaxAppendEntries entries, or MaxAppendBytes of data) until a reply
+	// comes (default 2): entries
 	// proposed meanwhile then share it. A follower writes what arrives
 	// while it is busy in one fsync anyway, so an append held back is
 	// written no later than one sent at once would be, and one append of
@@ -52,6 +59,9 @@ type CoreConfig struct {
 func (c *CoreConfig) setDefaults() {
 	if c.MaxAppendEntries == 0 {
 		c.MaxAppendEntries = 256
+	}
+	if c.MaxAppendBytes == 0 {
+		c.MaxAppendBytes = 4 << 20
 	}
 	if c.MaxInflight == 0 {
 		c.MaxInflight = 64

@@ -144,7 +144,7 @@ func (c *Core) answerFetch(r *wire.FetchReply, f *wire.Fetch, upTo uint64) {
 			if n <= 0 || n > wire.MaxAppendEntries {
 				n = c.cfg.MaxAppendEntries
 			}
-			r.Entries = slices.Clone(c.log.slice(f.PrevIndex+1, end, n))
+			r.Entries = slices.Clone(c.log.sliceBytes(f.PrevIndex+1, end, n, c.cfg.MaxAppendBytes))
 		}
 	}
 }
@@ -264,7 +264,8 @@ func (c *Core) sendAppends(now edict.Time) {
 		}
 		sent := false
 		for pr.inflight < window && pr.next <= c.log.lastIndex() {
-			if pr.inflight >= c.cfg.EagerInflight && c.log.lastIndex()+1-pr.next < uint64(c.cfg.MaxAppendEntries) {
+			if pr.inflight >= c.cfg.EagerInflight && c.log.lastIndex()+1-pr.next < uint64(c.cfg.MaxAppendEntries) &&
+				!c.log.holdsBytes(pr.next, c.cfg.MaxAppendBytes) {
 				break // held back for a fuller append (CoreConfig.EagerInflight)
 			}
 			if !c.sendAppend(now, p, pr, pr.next-1, true) {
@@ -308,7 +309,7 @@ func (c *Core) sendAppend(now edict.Time, p edict.ProcessID, pr *progress, prev 
 	}
 	a := &wire.Append{Epoch: l.epoch, Reign: l.reign, LeaderCommit: c.commit, PrevIndex: prev, PrevStamp: prevStamp}
 	if entries {
-		es := c.log.slice(prev+1, c.log.lastIndex()+1, c.cfg.MaxAppendEntries)
+		es := c.log.sliceBytes(prev+1, c.log.lastIndex()+1, c.cfg.MaxAppendEntries, c.cfg.MaxAppendBytes)
 		a.Entries = slices.Clone(es)
 		pr.next = prev + 1 + uint64(len(es))
 		pr.inflight++

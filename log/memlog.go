@@ -63,6 +63,36 @@ func (l *memLog) slice(lo, hi uint64, max int) []wire.Entry {
 	return l.entries[lo-l.first() : hi-l.first()]
 }
 
+// sliceBytes is the longest prefix of slice(lo, hi, max) whose entries'
+// data stays within maxBytes, and at least one entry if the range holds
+// one.
+func (l *memLog) sliceBytes(lo, hi uint64, max, maxBytes int) []wire.Entry {
+	es := l.slice(lo, hi, max)
+	total := 0
+	for i, e := range es {
+		if i > 0 && total+len(e.Data) > maxBytes {
+			return es[:i]
+		}
+		total += len(e.Data)
+	}
+	return es
+}
+
+// holdsBytes reports whether the entries from index lo on hold maxBytes
+// of data or more: enough for a full append (sliceBytes).
+func (l *memLog) holdsBytes(lo uint64, maxBytes int) bool {
+	if lo < l.first() || lo > l.lastIndex() {
+		return false
+	}
+	total := 0
+	for _, e := range l.entries[lo-l.first():] {
+		if total += len(e.Data); total >= maxBytes {
+			return true
+		}
+	}
+	return false
+}
+
 // truncate removes entries from index i on.
 func (l *memLog) truncate(i uint64) {
 	if i <= l.snap.Index {

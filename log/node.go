@@ -352,7 +352,14 @@ func (e nodeEnv) Event(ev Event)                    { e.n.onEvent(ev) }
 func (n *Node) sendAll(ms []wire.Message) {
 	for _, m := range ms {
 		if err := n.cfg.Transport.Send(nonBlocking, m.To, m); err != nil {
-			n.log.Debug("send dropped", "to", uint64(m.To), "kind", m.Kind().String(), "err", err)
+			if errors.Is(err, context.Canceled) {
+				// No room: sent again later, by design.
+				n.log.Debug("send dropped", "to", uint64(m.To), "kind", m.Kind().String(), "err", err)
+				continue
+			}
+			// Refused for itself (too large to frame, an unknown peer):
+			// sending it again fails again.
+			n.log.Warn("send refused", "to", uint64(m.To), "kind", m.Kind().String(), "err", err)
 		}
 	}
 }
