@@ -22,12 +22,20 @@ var (
 // inbox hands received messages to the runtime, control messages first.
 // Two queues, not one: a lease message that arrives behind a thousand
 // queued appends must not wait for the runtime to work through them.
+//
+// A message that finds the runtime waiting on out and nothing queued
+// before it is handed over at once by its receiving goroutine (handOver):
+// through the queues and the goroutine that drains them it costs one more
+// goroutine switch, on the path of every append and every reply.
 type inbox struct {
 	control chan wire.Message
 	appends chan wire.Message
 	out     chan wire.Message
 	done    chan struct{}
 	stop    sync.Once
+	// outMu keeps a hand-over from sending on out once run closes it.
+	outMu     sync.RWMutex
+	outClosed bool
 }
 
 func newInbox(controlCap, appendCap int) *inbox {
@@ -53,12 +61,38 @@ func (b *inbox) queue(m wire.Message) chan wire.Message {
 // deliver queues m, waiting for room until stop or the inbox closes. It
 // reports whether m was queued.
 func (b *inbox) deliver(m wire.Message, stop <-chan struct{}) bool {
+	if b.handOver(m) {
+		return true
+	}
 	select {
 	case b.queue(m) <- m:
 		return true
 	case <-stop:
 		return false
 	case <-b.done:
+		return false
+	}
+}
+
+// handOver gives m to the runtime if it is waiting for a message and
+// none that should go first is queued: a control message goes before any
+// append, and neither before one of its own kind queued earlier. The
+// drainer may hold one message it took, on its way to out; a message
+// handed over now passes it, as it could pass a message that arrived a
+// moment later.
+func (b *inbox) handOver(m wire.Message) bool {
+	if len(b.control) > 0 || m.Kind().Bulk() && len(b.appends) > 0 {
+		return false
+	}
+	b.outMu.RLock()
+	defer b.outMu.RUnlock()
+	if b.outClosed {
+		return false
+	}
+	select {
+	case b.out <- m:
+		return true
+	default:
 		return false
 	}
 }
@@ -70,6 +104,9 @@ func (b *inbox) tryDeliver(m wire.Message) bool {
 		return false
 	default:
 	}
+	if b.handOver(m) {
+		return true
+	}
 	select {
 	case b.queue(m) <- m:
 		return true
@@ -79,7 +116,12 @@ func (b *inbox) tryDeliver(m wire.Message) bool {
 }
 
 func (b *inbox) run() {
-	defer close(b.out)
+	defer func() {
+		b.outMu.Lock()
+		b.outClosed = true
+		close(b.out)
+		b.outMu.Unlock()
+	}()
 	for {
 		var m wire.Message
 		select {
