@@ -32,7 +32,7 @@
 //     frames are bounded, reads time out, a bad frame closes only its
 //     connection, with a log line saying why.
 //
-// # Wire format (FrameVersion 8)
+// # Wire format (FrameVersion 9)
 //
 // Every frame is a 4-byte big-endian length n, then n bytes: the version
 // byte FrameVersion and a body. The body is msgpack, with structs as
@@ -42,13 +42,15 @@
 // TCPConfig.MaxFrameSize, and at most 1 KiB until the handshake is done.
 //
 // A dialer opens a connection per lane and sends a hello (cluster id,
-// sender, intended receiver, lane); the acceptor answers with acceptance or
-// a refusal and its reason. Then:
+// sender, intended receiver, lane, and on the bulk lane its window); the
+// acceptor answers with acceptance or a refusal and its reason. Then:
 //
 //   - control lane: message frames, one way;
 //   - bulk lane: Append and FetchReply frames one way, cumulative acks (the
 //     count of frames delivered so far) the other, bounding the frames in
-//     flight to TCPConfig.AppendWindow;
+//     flight to the window the hello declared (TCPConfig.AppendWindow); the
+//     receiver acks once an eighth of it is delivered unacked and its
+//     input is drained, and at half of it at once;
 //   - snapshot lane: a SnapshotMeta frame, chunk frames, an empty end
 //     frame; then the receiver's result frame.
 //

@@ -18,7 +18,8 @@ const (
 	// laneControl carries every message but the bulk ones, one way.
 	laneControl lane = iota + 1
 	// laneBulk carries Append and FetchReply one way and cumulative acks
-	// back, which bound the frames in flight (TCPConfig.AppendWindow).
+	// back, which bound the frames in flight to the window the dialer's
+	// hello declares (TCPConfig.AppendWindow).
 	laneBulk
 	// laneSnapshot carries one SnapshotMeta, the stream, and the result.
 	laneSnapshot
@@ -53,6 +54,10 @@ type hello struct {
 	From    uint64
 	To      uint64 // whom the dialer believes it reached
 	Lane    uint8
+	// Window is, on the bulk lane, how many frames the dialer sends
+	// before it waits for an ack (its AppendWindow); 0 on the others. The
+	// receiver acks often enough for it (ackEvery).
+	Window uint32
 }
 
 func (h *hello) validate() error {
@@ -69,9 +74,21 @@ func (h *hello) validate() error {
 		return errors.New("hello without a receiver")
 	case lane(h.Lane) < laneControl || lane(h.Lane) > laneSnapshot:
 		return fmt.Errorf("hello for unknown lane %d", h.Lane)
+	case lane(h.Lane) == laneBulk && h.Window == 0:
+		return errors.New("hello for the bulk lane without a window")
+	case lane(h.Lane) != laneBulk && h.Window != 0:
+		return fmt.Errorf("hello for the %s lane with a window", lane(h.Lane))
 	}
 	return nil
 }
+
+// ackEvery is how many delivered bulk frames a receiver lets go unacked
+// while more are coming, for a dialer whose window is window: an eighth
+// of it. An ack per frame was a write and a read, and a wake-up of the
+// dialer's ack reader, for every append; an eighth leaves the dialer at
+// least seven eighths of its window, and a dialer that waits on a full
+// window has sent more than that, so it always gets one.
+func ackEvery(window uint32) uint64 { return max(1, uint64(window)/8) }
 
 func decodeHello(body []byte) (hello, error) {
 	var h hello

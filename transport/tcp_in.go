@@ -80,6 +80,7 @@ type inConn struct {
 	fr     *frameReader
 	from   edict.ProcessID
 	lane   lane
+	window uint32 // the dialer's, on the bulk lane
 	remote string
 }
 
@@ -159,7 +160,7 @@ func (t *TCP) handshake(raw net.Conn, remote string) (*inConn, error) {
 	dc.armed.Store(true)
 	fr := newFrameReader(br, t.cfg.MaxFrameSize)
 	fr.onFrame = func(in bool) { dc.inFrame.Store(in) }
-	return &inConn{c: c, dc: dc, br: br, fr: fr, from: edict.ProcessID(h.From), lane: lane(h.Lane), remote: remote}, nil
+	return &inConn{c: c, dc: dc, br: br, fr: fr, from: edict.ProcessID(h.From), lane: lane(h.Lane), window: h.Window, remote: remote}, nil
 }
 
 // checkHello returns why a hello is refused, or "".
@@ -179,13 +180,15 @@ func (t *TCP) checkHello(h hello) string {
 }
 
 // readMessages delivers the messages of a control or bulk lane. On the
-// bulk lane it acks delivered frames whenever it has drained what the
-// network gave it: acks lag by at most a buffer, and a sender whose window
-// is full always gets one once the receiver catches up.
+// bulk lane it acks delivered frames once ackEvery of the dialer's window
+// are unacked and it has drained what the network gave it, or at once at
+// half the window: a dialer whose window is full has sent more than that,
+// so it always gets an ack once the receiver catches up.
 func (t *TCP) readMessages(ic *inConn) error {
 	var delivered, ackedSent uint64
+	every := ackEvery(ic.window)
 	for {
-		if ic.lane == laneBulk && delivered != ackedSent && ic.br.Buffered() == 0 {
+		if ic.lane == laneBulk && (delivered-ackedSent >= every && ic.br.Buffered() == 0 || delivered-ackedSent >= 4*every) {
 			if err := t.sendAck(ic, delivered); err != nil {
 				return err
 			}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -418,6 +419,9 @@ func (t *TCP) dial(ctx context.Context, to edict.ProcessID, addr string, ln lane
 		c = tc
 	}
 	h := hello{Cluster: t.cfg.ClusterID, From: uint64(t.cfg.ID), To: uint64(to), Lane: uint8(ln)}
+	if ln == laneBulk {
+		h.Window = uint32(min(t.cfg.AppendWindow, math.MaxUint32))
+	}
 	f, err := encodeFrame("hello", &h, maxHandshakeFrame)
 	if err == nil {
 		_, err = c.Write(f)

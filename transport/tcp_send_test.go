@@ -69,8 +69,8 @@ func TestTCPWriteLeftToTheWriter(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no connection")
 	}
-	if h := <-hellos; lane(h.Lane) != laneBulk {
-		t.Fatalf("hello %+v, want the bulk lane", h)
+	if h := <-hellos; lane(h.Lane) != laneBulk || h.Window != 64 {
+		t.Fatalf("hello %+v, want the bulk lane with window 64", h)
 	}
 	fr := newFrameReader(br, DefaultMaxFrameSize)
 	first, err := fr.next()
@@ -113,6 +113,76 @@ func nonBlockingCtx() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	return ctx
+}
+
+// TestTCPAcksEveryEighthOfTheWindow: the receiver acks a dialer with a
+// window of 64 once 8 frames are delivered, not each one, and the acks
+// give the window back.
+func TestTCPAcksEveryEighthOfTheWindow(t *testing.T) {
+	t.Parallel()
+	n := newTCPNodes(t, 2, func(c *TCPConfig) { c.AppendWindow = 64 })
+	held := func() int {
+		n[0].mu.Lock()
+		p := n[0].peers[2]
+		n[0].mu.Unlock()
+		return len(p.appends.window)
+	}
+	for i := range 7 {
+		if err := n[0].Send(ctxT(t, 5*time.Second), 2, wire.Message{Append: wiretest.Append(uint64(i), 1, 16)}); err != nil {
+			t.Fatal(err)
+		}
+		recv(t, n[1], 5*time.Second)
+	}
+	time.Sleep(50 * time.Millisecond) // an ack per frame would have come by now
+	if h := held(); h != 7 {
+		t.Fatalf("%d of the window held after 7 frames delivered, want 7 (no ack yet)", h)
+	}
+	if err := n[0].Send(ctxT(t, 5*time.Second), 2, wire.Message{Append: wiretest.Append(7, 1, 16)}); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, n[1], 5*time.Second)
+	for deadline := time.Now().Add(5 * time.Second); held() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the window still held after the 8th frame was delivered", held())
+		}
+	}
+}
+
+// TestTCPAckWindowOfOne: a dialer with a window smaller than 8 is acked
+// for every frame, so it never waits for an ack that does not come.
+func TestTCPAckWindowOfOne(t *testing.T) {
+	t.Parallel()
+	n := newTCPNodes(t, 2, func(c *TCPConfig) { c.AppendWindow = 1 })
+	for i := range 20 {
+		if err := n[0].Send(ctxT(t, 5*time.Second), 2, wire.Message{Append: wiretest.Append(uint64(i), 1, 16)}); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		if m := recv(t, n[1], 5*time.Second); m.Append.PrevIndex != uint64(i) {
+			t.Fatalf("got %v", m)
+		}
+	}
+}
+
+func TestHelloWindow(t *testing.T) {
+	for _, tc := range []struct {
+		h  hello
+		ok bool
+	}{
+		{hello{Cluster: "c", From: 1, To: 2, Lane: uint8(laneBulk), Window: 64}, true},
+		{hello{Cluster: "c", From: 1, To: 2, Lane: uint8(laneBulk)}, false},
+		{hello{Cluster: "c", From: 1, To: 2, Lane: uint8(laneControl)}, true},
+		{hello{Cluster: "c", From: 1, To: 2, Lane: uint8(laneControl), Window: 8}, false},
+		{hello{Cluster: "c", From: 1, To: 2, Lane: uint8(laneSnapshot), Window: 8}, false},
+	} {
+		if err := tc.h.validate(); (err == nil) != tc.ok {
+			t.Errorf("%+v: %v", tc.h, err)
+		}
+	}
+	for w, want := range map[uint32]uint64{1: 1, 7: 1, 8: 1, 16: 2, 64: 8, 1 << 20: 1 << 17} {
+		if got := ackEvery(w); got != want {
+			t.Errorf("ackEvery(%d) = %d, want %d", w, got, want)
+		}
+	}
 }
 
 // TestTCPSenderWritesAfterIdle: a lane idle for longer than WriteTimeout
