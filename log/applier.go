@@ -96,6 +96,13 @@ func newApplier(n *Node, at wire.Entry, snap uint64) *applier {
 }
 
 func (a *applier) enqueue(j applyJob) {
+	a.hold(j)
+	a.wake()
+}
+
+// hold queues j without waking the applier: the loop wakes it once its
+// step is done (Node.wake).
+func (a *applier) hold(j applyJob) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
@@ -111,7 +118,12 @@ func (a *applier) enqueue(j applyJob) {
 		return
 	}
 	a.queue = append(a.queue, j)
+}
+
+func (a *applier) wake() {
+	a.mu.Lock()
 	a.cond.Signal()
+	a.mu.Unlock()
 }
 
 func (a *applier) close() {

@@ -102,7 +102,11 @@ type Node struct {
 
 	applier   *applier
 	persister *persister
-	fsync     fsyncStats
+	// wakeApplier and wakePersister: the step handed them work (wake).
+	// Loop only.
+	wakeApplier, wakePersister bool
+
+	fsync fsyncStats
 
 	// pending are the events of the loop's current step, sent to the
 	// observers once its status is published (announce). Loop only.
@@ -307,6 +311,26 @@ func (n *Node) run() {
 			n.d.Tick()
 		}
 		n.resetTimer(timer, n.handleReady())
+		n.wake()
+	}
+}
+
+// wake wakes the persister and the applier for what the step handed them,
+// once the step is done, the persister last: the goroutine woken last runs
+// first when the loop waits again, on this processor, and the disk's write
+// is what the step's replies wait for. Woken as it is handed its work, the
+// persister comes before the applier the same step hands the commit's
+// entries, and waits for the apply and for the loop to step its report
+// (a follower's fdatasync then starts 10 us later at the median, 40-80 at
+// p90, on 2 cores).
+func (n *Node) wake() {
+	if n.wakeApplier {
+		n.wakeApplier = false
+		n.applier.wake()
+	}
+	if n.wakePersister {
+		n.wakePersister = false
+		n.persister.signal()
 	}
 }
 
@@ -338,8 +362,12 @@ type nodeEnv struct{ n *Node }
 func (e nodeEnv) Send(m wire.Message) { e.n.sendAll([]wire.Message{m}) }
 func (e nodeEnv) Persist(seq uint64, b wire.Batch, after []wire.Message) {
 	e.n.persister.enqueue(persistJob{seq: seq, batch: b, after: after})
+	e.n.wakePersister = true
 }
-func (e nodeEnv) Apply(es []wire.Entry)             { e.n.applier.enqueue(applyJob{entries: es}) }
+func (e nodeEnv) Apply(es []wire.Entry) {
+	e.n.applier.hold(applyJob{entries: es})
+	e.n.wakeApplier = true
+}
 func (e nodeEnv) SendSnapshot(peer edict.ProcessID) { e.n.sendSnapshot(peer) }
 func (e nodeEnv) Event(ev Event)                    { e.n.onEvent(ev) }
 

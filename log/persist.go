@@ -45,7 +45,8 @@ func newPersister(n *Node) *persister {
 	return &persister{n: n, wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
-// enqueue hands a batch over without waiting.
+// enqueue hands a batch over without waiting; the caller then wakes the
+// persister (signal).
 func (p *persister) enqueue(j persistJob) {
 	for _, e := range j.batch.Entries {
 		j.bytes += len(e.Data)
@@ -55,7 +56,6 @@ func (p *persister) enqueue(j persistJob) {
 	p.mu.Lock()
 	p.queue = append(p.queue, j)
 	p.mu.Unlock()
-	p.signal()
 }
 
 // full reports whether the backlog has reached a bound of the Config's:
