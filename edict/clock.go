@@ -19,7 +19,7 @@ type Clock interface {
 	// caller takes one with Now first, as log.Driver does on every input;
 	// it need not read the clock again, which on Linux costs three system
 	// calls. A leader treats its lease as expired when it does: a leader
-	// must never see time pass slower than it does (DESIGN §3). Granters
+	// must never see time pass slower than it does (docs/protocol.md, "Clocks"). Granters
 	// ignore it: a granter whose clock stops only holds its grant longer.
 	Suspended(since Time) bool
 }

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// SystemClock is the real clock of DESIGN §3 on Linux. Readings come from
+// SystemClock is the real clock of docs/protocol.md, "Clocks" on Linux. Readings come from
 // CLOCK_MONOTONIC_RAW: the oscillator's own rate, never slewed by NTP or
 // chrony (which may slew CLOCK_MONOTONIC by several percent) and never
 // stepped, so the drift bound ρ of eq. 15 is a property of the hardware.

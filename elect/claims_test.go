@@ -127,7 +127,7 @@ func writeLogRows(t *testing.T, doc *bytes.Buffer) {
 	doc.WriteString("\nThe default is `lowest-live`, for now. It sends no message of its own — it reads the lease\n" +
 		"protocol's traffic, and in edictkv memberlist's gossip — so its steady-state cost is the lease's alone\n" +
 		"(its messages per second above are all lease traffic), and it keeps a healthy leader when a\n" +
-		"lower id returns (DESIGN §4). But the table shows its price: after a crash several processes\n" +
+		"lower id returns (the stability rule, docs/protocol.md). But the table shows its price: after a crash several processes\n" +
 		"campaign at once (failed attempts: followers do not hear each other, and each suspects the others\n" +
 		"by silence). A candidate told of a campaign its detector now prefers gives its own up and grants\n" +
 		"it (`yieldCampaign`), so the lowest survivor usually wins as soon as the dead leader's grants\n" +

@@ -43,8 +43,9 @@ type EpochConfig struct {
 	// stop edict that began it may not be in the log here. The process
 	// grants and wedges in it, but does not campaign in it: a leader's
 	// first reign in an epoch must hold every entry its predecessor
-	// committed, and only a log that holds the stop edict does (DESIGN
-	// §7). AddEpoch of the same epoch without Heard lifts the mark.
+	// committed, and only a log that holds the stop edict does
+	// (docs/protocol.md, "Epochs and wedging"). AddEpoch of the same
+	// epoch without Heard lifts the mark.
 	Heard bool
 	// StopIndex and StopStamp name the committed stop edict that began
 	// the epoch, when the caller knows it (zero otherwise); the news

@@ -92,7 +92,7 @@ type Core struct {
 // New returns a Core starting at reading now. records are the EpochRecords
 // persisted by earlier incarnations. A process whose incarnation is above 1
 // has run before and may have granted leases it no longer remembers, so it
-// starts in quarantine (DESIGN §3).
+// starts in quarantine (docs/protocol.md, "Clocks").
 func New(cfg Config, records []EpochRecord, now edict.Time) (*Core, error) {
 	cfg.ApplyDefaults()
 	if err := cfg.validate(); err != nil {
@@ -372,14 +372,14 @@ func (c *Core) emit(m Message) {
 		switch {
 		case m.Type == MsgGrant:
 			// A grant reports the granter's durable log, so that a new
-			// reign starts from its quorum's most up-to-date one (DESIGN
-			// §6); what is not yet on disk may be lost to a crash and then
-			// could not be fetched.
+			// reign starts from its quorum's most up-to-date one
+			// (docs/protocol.md, "The replicated log"); what is not yet on
+			// disk may be lost to a crash and then could not be fetched.
 			m.LastIndex, m.LastStamp = c.cfg.Log.Durable()
 		case m.Type == MsgGrantRequest && m.Wedge:
 			// A wedge names the stop edict its sender knows committed, so
 			// that a granter whose log holds it learns it committed
-			// (DESIGN §7).
+			// (docs/protocol.md, "Epochs and wedging").
 			m.LastIndex, m.LastStamp = c.cfg.Log.StopProof()
 		}
 	}
@@ -387,7 +387,7 @@ func (c *Core) emit(m Message) {
 }
 
 // hearNews learns from the epoch news every message carries (§10.6 as
-// DESIGN §7 extends it). An epoch newer than any known is learned as
+// docs/protocol.md, "Epochs and wedging" extends it). An epoch newer than any known is learned as
 // Heard: its configuration comes from a committed stop edict somewhere,
 // so it is the epoch's one true configuration, but this log may not hold
 // that edict, so this process may grant and wedge in it and not lead it.

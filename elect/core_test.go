@@ -99,7 +99,7 @@ func TestNackNamesTheGrantee(t *testing.T) {
 }
 
 // After a restart a granter has forgotten its grants; it grants nothing
-// for (1+ρ)·MaxLease (DESIGN §3).
+// for (1+ρ)·MaxLease (docs/protocol.md, "Clocks").
 func TestRestartQuarantine(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
 	cfg := testConfig(3, []edict.ProcessID{1, 2, 3}, nil)
@@ -219,7 +219,7 @@ func TestLeaderVerificationBound(t *testing.T) {
 	assert.Zero(t, c.queue[0].Delta)
 }
 
-// The leader of epoch 0 wedges its own grantees at once (§10.6, DESIGN §7);
+// The leader of epoch 0 wedges its own grantees at once (§10.6, docs/protocol.md, "Epochs and wedging");
 // wedged state is persisted and further grants in epoch 0 are refused.
 func TestWedgeTerminatesEpoch(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)

@@ -19,7 +19,7 @@ const (
 	// Heard: a message arrived from the process.
 	Heard
 	// LeaseLapsed: this process granted to the process and the grant
-	// expired unrenewed; DESIGN §4 counts that as a suspicion until the
+	// expired unrenewed; docs/protocol.md, "Leases" counts that as a suspicion until the
 	// process asks for the lease again (Campaigned).
 	LeaseLapsed
 	// LeaderSeen: the process holds (or was just granted) the lease.
@@ -73,7 +73,7 @@ type Detector interface {
 // harmless, because a live lower id that campaigns is heard, and is then
 // no longer suspected. To keep the election stable, a live process known
 // to hold the lease stays weak leader even if a lower-id process comes
-// back (DESIGN §4).
+// back (docs/protocol.md, "Leases").
 type LowestLive struct {
 	self    edict.ProcessID
 	members []edict.ProcessID

@@ -19,7 +19,7 @@
 //     the renewal starts earlier, and δ is longer (never past MaxLease),
 //     while this process has seen renewals stall lately (the adaptive
 //     lead: liveness only, safety rests on δ ≤ MaxLease alone);
-//   - the restart quarantine of DESIGN §3, which stands in for a persisted
+//   - the restart quarantine of docs/protocol.md, "Clocks", which stands in for a persisted
 //     grant: after a restart a process grants nothing (and wedges nothing)
 //     for (1+ρ)·MaxLease, and refuses requests for δ > MaxLease;
 //   - epochs and wedging, grantRequest(⊥, ∞) (§10.6), with per-epoch state.

@@ -71,7 +71,7 @@ func (c *Core) Terminated(epoch uint64) bool {
 // Wedge starts terminating epoch: grantRequest(⊥, ∞) to each of its
 // members, retried until the wedged members meet every quorum (blocking). A leader of the epoch first
 // gives up its lease (E_p := C_p), which lets its own grantees wedge at
-// once instead of waiting the lease out (DESIGN §7).
+// once instead of waiting the lease out (docs/protocol.md, "Epochs and wedging").
 func (c *Core) Wedge(now edict.Time, epoch uint64) error {
 	c.advance(now)
 	es, ok := c.epochs[epoch]

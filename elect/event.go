@@ -12,7 +12,7 @@ type EventKind uint8
 
 const (
 	// LeaseAcquired: an OQwBD/OQwBS instance completed (step 8); E_p moved.
-	// NewReign is set when it starts a reign (DESIGN §6): the process was
+	// NewReign is set when it starts a reign (docs/protocol.md, "The replicated log"): the process was
 	// not leader at completion and the instance started after its previous
 	// lease lapsed. Otherwise it renewed the current reign.
 	LeaseAcquired EventKind = iota + 1

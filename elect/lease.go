@@ -85,7 +85,7 @@ func (c *Core) Lease(now edict.Time) (epoch uint64, expiry edict.Time, reign edi
 // then on, so a suspend of the host at any moment since (which the raw
 // clock does not count) may have outlived it. The runtime asks its clock
 // whether it was suspended since this reading, before it lets anything
-// that rests on the lease happen (DESIGN §3).
+// that rests on the lease happen (docs/protocol.md, "Clocks").
 func (c *Core) LeaseSince(now edict.Time) (edict.Time, bool) {
 	if !c.lease.valid(now) {
 		return edict.Time{}, false
@@ -168,7 +168,7 @@ func (c *Core) chooseDelta(now edict.Time) time.Duration {
 	return min(delta, c.cfg.MaxLease)
 }
 
-// maybeStart applies the stability rule (DESIGN §4, the prose of §9): a
+// maybeStart applies the stability rule (docs/protocol.md, "Leases", the prose of §9): a
 // leader renews whatever the detector says; a non-leader starts only if it
 // is the weak leader and grants to no other process — or, the campaign
 // fallback, if it has seen no leader for FallbackAfter.
@@ -273,7 +273,7 @@ func (c *Core) drawFallbackJitter() {
 
 // Campaign starts an attempt at once, bypassing the detector and back-off
 // but not the stability rule's safety parts: it is how a leadership
-// transfer's target takes over (DESIGN §6).
+// transfer's target takes over (docs/protocol.md, "The replicated log").
 func (c *Core) Campaign(now edict.Time) {
 	c.advance(now)
 	// A lease that ended is reported first, so that its standing aside
@@ -397,7 +397,7 @@ func (c *Core) complete(now edict.Time, a *attempt, qt edict.QT) {
 	wasLeader := c.lease.valid(now) && c.lease.epoch == a.epoch
 	if !wasLeader && c.lease.qt != nil && a.start.Before(c.lease.expiry) {
 		// Started while leader, completed after the lease lapsed: it can
-		// neither continue the reign nor start one (DESIGN §6). Try
+		// neither continue the reign nor start one (docs/protocol.md, "The replicated log"). Try
 		// again, unless this process is standing aside (standAsideIfLate):
 		// then its grants run out at their granters, who see the lapse.
 		// The end is reported first: a process starved through its

@@ -93,7 +93,7 @@ type Message struct {
 	// LastIndex and LastStamp carry a log position for the log the lease
 	// protocol serves (Config.Log): in a grant, the granter's durable log
 	// (Log.Durable), so that a new reign starts from the most up-to-date
-	// log of its quorum (DESIGN §6; Event.Positions); in a wedge request,
+	// log of its quorum (docs/protocol.md, "The replicated log"; Event.Positions); in a wedge request,
 	// the stop edict its sender knows committed (Log.StopProof; the
 	// StopNamed event). The lease protocol itself never reads them.
 	LastIndex uint64      `codec:"li"`
@@ -110,7 +110,7 @@ type Message struct {
 	// (Heard); one that runs in an older epoch and is told the newer one
 	// runs learns its own terminated. Every member of a running epoch so
 	// comes to know it from any peer that does, without waiting for a
-	// leader of the epoch to replicate the stop edict (DESIGN §7).
+	// leader of the epoch to replicate the stop edict (docs/protocol.md, "Epochs and wedging").
 	Newest        uint64            `codec:"n"`
 	NewestMembers []edict.ProcessID `codec:"nm"`
 	NewestRan     bool              `codec:"nr"`

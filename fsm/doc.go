@@ -9,7 +9,7 @@
 // What the log guarantees an FSM, and what it asks in return:
 //
 //   - Apply is called from one goroutine, in log index order — which is edict
-//     order (DESIGN §6) — exactly once per committed entry. After Restore the
+//     order (docs/protocol.md, "The replicated log") — exactly once per committed entry. After Restore the
 //     log applies only the entries after the snapshot's index.
 //   - Apply must be deterministic: the new state and the response are a
 //     function of the previous state and the entry alone. No clock, no

@@ -64,7 +64,7 @@ type BatchFSM interface {
 }
 
 // Querier is an FSM that answers read-only queries against its applied
-// state, for the log's reads (DESIGN §6): the log decides when answering
+// state, for the log's reads (docs/protocol.md, "The replicated log"): the log decides when answering
 // is linearizable, the FSM answers.
 //
 // Query must be safe for concurrent use with Apply, ApplyBatch, Restore and

@@ -13,7 +13,7 @@ import (
 )
 
 // applier owns the FSM: it applies committed entries off the replication
-// path (DESIGN §9), takes snapshots, and restores installed ones. Its
+// path (docs/architecture.md, "Performance principles"), takes snapshots, and restores installed ones. Its
 // queue is unbounded so the loop goroutine never waits for it.
 type applier struct {
 	n *Node

@@ -100,7 +100,7 @@ type State struct {
 	SnapshotConfig wire.EpochConfig
 }
 
-// Core is the replicated log as a deterministic state machine (DESIGN §2):
+// Core is the replicated log as a deterministic state machine (docs/architecture.md, "Deterministic cores"):
 // it wraps the lease core, and adds reigns, replication, commit, reads,
 // snapshots and epochs. Every call takes the current clock reading; the
 // caller does the I/O that Ready asks for. Not safe for concurrent use.

@@ -58,7 +58,7 @@ func TestReplicateAndRead(t *testing.T) {
 
 // The leader crashes after replicating an entry to only one follower; the
 // next leader's quorum includes that follower, so the reign start fetches
-// the entry (DESIGN §6) and it commits.
+// the entry (docs/protocol.md, "The replicated log") and it commits.
 func TestNewReignFetchesWhatItLacks(t *testing.T) {
 	c := newTCluster(t, 1, 2, 3)
 	c.settle(50*time.Millisecond, nil)

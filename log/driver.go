@@ -37,9 +37,9 @@ type Env interface {
 
 // Driver is the replicated log's runtime on one goroutine: it carries out
 // a Core's Ready with the I/O its Env provides, and keeps every write and
-// read until it can say what became of it. It is the one driver (DESIGN
-// §11): log.Node runs it with a real clock, bbolt, TCP and a state machine
-// on a goroutine of its own; the simulator runs the same Driver with
+// read until it can say what became of it. It is the one driver: log.Node
+// runs it with a real clock, bbolt, TCP and a state machine on a goroutine
+// of its own; the simulator runs the same Driver with
 // in-memory stores, virtual time and a synchronous state machine, so what
 // the simulator checks is what runs.
 //
@@ -129,7 +129,7 @@ func NewDriver(core *Core, clock edict.Clock, env Env, applied uint64) *Driver {
 func (d *Driver) Core() *Core { return d.core }
 
 // Now reads the clock for a call into the Core, and first gives up a lease
-// the host's suspend may have outlived (DESIGN §3): a leader must never see
+// the host's suspend may have outlived (docs/protocol.md, "Clocks"): a leader must never see
 // time pass slower than it does. It measures from the reign's first lease
 // attempt (Core.LeaseSince), not from when the runtime noticed it leads,
 // so a suspend in between counts too (issue 13, hole 5).
@@ -364,7 +364,7 @@ func (d *Driver) onReadState(rs ReadState) {
 
 // serveReads lets go the reads whose index is applied. A lease read — a
 // follower read the leader answered itself is one — is let go only if
-// C_p < E_p at the step's reading, no suspend included (DESIGN §3, §6):
+// C_p < E_p at the step's reading, no suspend included (docs/protocol.md, "Clocks" and "The replicated log"):
 // every read waiting here was started by an earlier input, so that
 // reading was taken after the read arrived.
 func (d *Driver) serveReads() {

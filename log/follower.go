@@ -5,7 +5,7 @@ import (
 	"github.com/edictlog/edictlog/wire"
 )
 
-// mayAccept is DESIGN §6's acceptance rule: appends (and snapshots) come
+// mayAccept is docs/protocol.md, "The replicated log"'s acceptance rule: appends (and snapshots) come
 // from the process this one grants to — granting to p is the promise that
 // makes p's catch-up complete — or from anyone while it grants to no one;
 // and only for a reign no older than the highest it accepted (the analogue
@@ -19,7 +19,7 @@ import (
 // it crashed. Accepting another leader's append now would let that leader
 // commit an entry the candidate's catch-up, taken from the reported
 // position, never sees (issue 13, hole 2). The quarantine outlasts every
-// grant made before the restart, as it does for grants (DESIGN §3).
+// grant made before the restart, as it does for grants (docs/protocol.md, "Clocks").
 func (c *Core) mayAccept(now edict.Time, from edict.ProcessID, epoch uint64, reign edict.Stamp) bool {
 	active := c.el.ActiveEpoch()
 	if epoch < active {

@@ -17,7 +17,7 @@ const (
 	// it lacks.
 	phaseFetching phase = iota + 1
 	// phaseStarting: the reign-start edict is appended, not yet committed;
-	// nothing else commits and no read is served (DESIGN §6).
+	// nothing else commits and no read is served (docs/protocol.md, "The replicated log").
 	phaseStarting
 	// phaseReady: the reign-start edict is committed.
 	phaseReady
@@ -73,7 +73,7 @@ type progress struct {
 	tellIndex uint64
 }
 
-// startReign runs when a lease completes that starts a reign (DESIGN §6):
+// startReign runs when a lease completes that starts a reign (docs/protocol.md, "The replicated log"):
 // take the most up-to-date log among the granting quorum's durable
 // positions and this process's own, fetch what is missing, then append the
 // reign-start edict.
@@ -397,7 +397,7 @@ func (c *Core) onAppendReply(now edict.Time, from edict.ProcessID, r *wire.Appen
 // maybeCommit advances the commit index to the highest index of the
 // current reign that a quorum of the epoch holds durably — the leader
 // counting itself only after its own fsync — and only while C_p < E_p
-// (DESIGN §6).
+// (docs/protocol.md, "The replicated log").
 func (c *Core) maybeCommit(now edict.Time) {
 	l := c.lead
 	if l == nil || l.phase == phaseFetching || !c.el.IsLeader(now) {
@@ -531,7 +531,7 @@ func (c *Core) Flush(now edict.Time) {
 	}
 }
 
-// Issue creates a stamped edict for use outside the log (DESIGN §5): a
+// Issue creates a stamped edict for use outside the log (docs/protocol.md, "Clocks"): a
 // fencing token valid while this process leads.
 func (c *Core) Issue(now edict.Time) (edict.Stamp, error) {
 	c.advanceClock(now)
@@ -541,7 +541,7 @@ func (c *Core) Issue(now edict.Time) (edict.Stamp, error) {
 	return c.el.Issue(now)
 }
 
-// TransferLeadership hands leadership to target (DESIGN §6): stop taking
+// TransferLeadership hands leadership to target (docs/protocol.md, "The replicated log"): stop taking
 // writes, bring target up to date, then tell it to campaign and release.
 func (c *Core) TransferLeadership(now edict.Time, target edict.ProcessID) error {
 	c.advanceClock(now)
@@ -582,7 +582,7 @@ func (c *Core) handOver(target edict.ProcessID, epoch uint64, reign edict.Stamp)
 }
 
 // Resign gives leadership up for good, as a process that shuts down does
-// (DESIGN §8): it releases its lease and hands over to the member whose
+// (docs/architecture.md): it releases its lease and hands over to the member whose
 // log is the most up to date as far as it knows. Without the handover no
 // one would campaign until its failure detector suspected this process —
 // a released grant does not lapse, so that takes longer than waiting out

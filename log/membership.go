@@ -239,7 +239,7 @@ func (c *Core) currentConfig() (wire.EpochConfig, error) {
 }
 
 // AddLearner adds a process that receives the log but does not count in
-// quorums, until it is promoted (DESIGN §7). addr is how to reach it.
+// quorums, until it is promoted (docs/protocol.md, "Epochs and wedging"). addr is how to reach it.
 func (c *Core) AddLearner(now edict.Time, id edict.ProcessID, addr string) (wire.Entry, error) {
 	cfg, err := c.currentConfig()
 	if err != nil {

@@ -21,7 +21,7 @@ var (
 	// ErrOutcomeUnknown: the write may or may not commit — the context
 	// ended after the write was appended and before its index was
 	// applied here, or a snapshot covered its index. Never reported as a
-	// failure (DESIGN §6).
+	// failure (docs/protocol.md, "The replicated log").
 	ErrOutcomeUnknown = errors.New("log: outcome unknown")
 	// ErrNotCommitted: the write was appended, and then another edict
 	// committed at its index — a new reign replaced it before it

@@ -122,7 +122,7 @@ func (n *Node) propose(first *proposal) {
 	n.d.flush()
 }
 
-// Issue creates a stamped edict to send outside the log (DESIGN §5): the
+// Issue creates a stamped edict to send outside the log (docs/protocol.md, "Clocks"): the
 // receiver fences stale leaders with edict.Fence. It succeeds only while
 // this process leads.
 func (n *Node) Issue(ctx context.Context, payload []byte) (Edict, error) {

@@ -40,7 +40,7 @@ func (r *readRequest) finish(res ReadResult, err error) {
 var ErrNoQuerier = errors.New("log: the FSM does not answer queries (fsm.Querier)")
 
 // Read answers query from the state machine at the given consistency
-// level (DESIGN §6). The context's deadline covers the whole read.
+// level (docs/protocol.md, "The replicated log"). The context's deadline covers the whole read.
 func (n *Node) Read(ctx context.Context, level ReadLevel, query []byte) (ReadResult, error) {
 	q, ok := n.cfg.FSM.(fsm.Querier)
 	if !ok {

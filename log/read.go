@@ -32,7 +32,7 @@ type readBatch struct {
 // comes as a ReadState in a later Ready (for lease and stale reads, the
 // next one): serve the read once the state machine has applied its Index.
 // A lease read must then also pass CanServeLease at the moment of the
-// answer (C_p < E_p when it answers, DESIGN §6).
+// answer (C_p < E_p when it answers, docs/protocol.md, "The replicated log").
 //
 // Follower reads share requests (etcd's linearizable read loop): at most
 // one ReadIndexRequest is in flight to a leader at a time, and a read

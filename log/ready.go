@@ -7,7 +7,7 @@ import (
 
 // Ready is what the caller must do after driving the Core, in this order
 // (etcd-raft's Ready with AsyncStorageWrites, the leader's own write in
-// parallel, DESIGN §6):
+// parallel, docs/protocol.md, "The replicated log"):
 //
 //  1. send Immediate — the leader's appends, and lease messages, need not
 //     wait for any disk;
@@ -42,7 +42,7 @@ func (r *Ready) IsEmpty() bool {
 		len(r.Reads) == 0 && len(r.Snapshots) == 0 && len(r.Events) == 0
 }
 
-// ReadLevel is the consistency of a read (DESIGN §6).
+// ReadLevel is the consistency of a read (docs/protocol.md, "The replicated log").
 type ReadLevel uint8
 
 const (

@@ -39,7 +39,7 @@ type Recovery struct {
 
 // Recover prepares a start from the stores, in the order safety needs.
 // First the incarnation is bumped durably, so that every reading of this
-// life is above every earlier life's (DESIGN §3; the restart quarantine
+// life is above every earlier life's (docs/protocol.md, "Clocks"; the restart quarantine
 // keys on it too): the caller must send nothing before Recover returns.
 // Then the epochs, lease records and accepted reign are loaded — on a
 // first start (no epoch known) epoch 0 is bootstrapped from peers, without

@@ -53,7 +53,7 @@ type StableStore interface {
 	Keys(prefix string) ([]string, error)
 	// BumpIncarnation increments the incarnation (from 0 on a new store)
 	// and stores it durably before returning the new value. A process calls
-	// it on every start before it sends anything (DESIGN §3).
+	// it on every start before it sends anything (docs/protocol.md, "Clocks").
 	BumpIncarnation() (uint64, error)
 }
 

@@ -17,7 +17,7 @@ import (
 // it is never altered, never delivered to the wrong process, never
 // accepted from a process other than its sender, and the lease protocol
 // does not rely on order (it orders a sender's messages by the sender's
-// own clock readings, DESIGN §4).
+// own clock readings, docs/protocol.md, "Leases").
 type Transport interface {
 	// ID is the local process.
 	ID() edict.ProcessID

@@ -15,10 +15,10 @@ const (
 	// EntryCommand carries a client command for the FSM in Data.
 	EntryCommand EntryKind = 1
 	// EntryReignStart is the edict a new leader appends when its reign
-	// starts (DESIGN §6). It commits the entries before it; Data is empty or
+	// starts (docs/protocol.md, "The replicated log"). It commits the entries before it; Data is empty or
 	// leader metadata.
 	EntryReignStart EntryKind = 2
-	// EntryStop is the stop edict of DESIGN §7: the last edict of its epoch.
+	// EntryStop is the stop edict of docs/protocol.md, "Epochs and wedging": the last edict of its epoch.
 	// Data is the encoded EpochConfig of the next epoch.
 	EntryStop EntryKind = 3
 	// EntryConfig records an epoch configuration that takes effect without a

@@ -21,14 +21,14 @@ const (
 	// KindAppendReply: a follower answers an Append.
 	KindAppendReply
 	// KindReadIndex: a follower asks the leader for its commit index to
-	// serve a follower read (DESIGN §6).
+	// serve a follower read (docs/protocol.md, "The replicated log").
 	KindReadIndex
 	// KindReadIndexReply: the leader's answer, given under its lease.
 	KindReadIndexReply
 	// KindTimeoutNow: leadership transfer — the target starts OQwBD at once.
 	KindTimeoutNow
 	// KindFetch: a new leader asks the holder of its quorum's most
-	// up-to-date log for the entries it lacks (DESIGN §6, starting a reign).
+	// up-to-date log for the entries it lacks (docs/protocol.md, "The replicated log", starting a reign).
 	KindFetch
 	// KindFetchReply: the entries asked for.
 	KindFetchReply
@@ -263,7 +263,7 @@ type AppendReply struct {
 	Accepted edict.Stamp
 	Success  bool
 	// Refused, on failure, says the follower did not consider the append
-	// at all (DESIGN §6's acceptance rule: it grants to another process,
+	// at all (docs/protocol.md, "The replicated log"'s acceptance rule: it grants to another process,
 	// or Reign is newer than the append's): not a log mismatch, so the
 	// leader must not back up.
 	Refused bool
@@ -300,7 +300,7 @@ func (r *AppendReply) Validate() error {
 }
 
 // ReadIndexRequest asks the leader for its commit index (a follower read,
-// DESIGN §6). ID and Sent, the requester's reading when it asked, name the
+// docs/protocol.md, "The replicated log"). ID and Sent, the requester's reading when it asked, name the
 // request: readings increase across restarts (the incarnation), so a reply
 // meant for an earlier life of the requester never answers a new read.
 type ReadIndexRequest struct {
@@ -341,7 +341,7 @@ func (r *ReadIndexReply) Validate() error {
 	return checkStamps(r.Reign)
 }
 
-// TimeoutNow tells a transfer target to start OQwBD at once (DESIGN §6,
+// TimeoutNow tells a transfer target to start OQwBD at once (docs/protocol.md, "The replicated log",
 // leadership transfer). Reign is the transferring leader's, so a target can
 // ignore a transfer from a superseded reign.
 type TimeoutNow struct {
@@ -359,7 +359,7 @@ func (t *TimeoutNow) Validate() error {
 
 // Fetch asks for up to Max entries after (PrevIndex, PrevStamp): a new
 // leader fetching what its quorum's most up-to-date log has and its own
-// lacks, before it appends its reign-start edict (DESIGN §6). ID correlates
+// lacks, before it appends its reign-start edict (docs/protocol.md, "The replicated log"). ID correlates
 // the reply.
 //
 // A Committed fetch comes instead from a process catching up on committed

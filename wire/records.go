@@ -21,7 +21,7 @@ const (
 	KeyIncarnation = "incarnation"
 	// KeyAcceptedReign holds the highest reign the process has accepted
 	// appends for (a stamp record): the analogue of Raft's currentTerm
-	// (DESIGN §6).
+	// (docs/protocol.md, "The replicated log").
 	KeyAcceptedReign = "reign/accepted"
 	// KeyCurrentEpoch holds the newest epoch the process knows (a uint64
 	// record).
@@ -35,7 +35,7 @@ const (
 func EpochConfigKey(e uint64) string { return EpochKeyPrefix + fmt.Sprintf("%016x/config", e) }
 
 // EpochWedgeKey is where the log layer records that epoch e is wedged:
-// that it accepted grantRequest(⊥, ∞) (DESIGN §7), which must survive a
+// that it accepted grantRequest(⊥, ∞) (docs/protocol.md, "Epochs and wedging"), which must survive a
 // restart (opaque to storage).
 func EpochWedgeKey(e uint64) string { return EpochKeyPrefix + fmt.Sprintf("%016x/wedge", e) }
 
@@ -79,7 +79,7 @@ func DecodeStamp(key string, b []byte) (edict.Stamp, error) {
 // configuration.
 const MaxConfigMembers = 1024
 
-// EpochConfig is the process set of one epoch (DESIGN §7). Its codec tags
+// EpochConfig is the process set of one epoch (docs/protocol.md, "Epochs and wedging"). Its codec tags
 // name its fields in the records that hold it: the ones below write them
 // by hand, storage's snapshot metadata through go-msgpack.
 type EpochConfig struct {

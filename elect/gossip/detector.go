@@ -16,7 +16,7 @@ import (
 	"github.com/hashicorp/memberlist"
 )
 
-// Detector is the default weak-leader detector (DESIGN §4): memberlist
+// Detector is the default weak-leader detector (docs/protocol.md, "Leases"): memberlist
 // says who is alive, the lease core says whose leases lapsed and who
 // leads, and WeakLeader combines them (view.weakLeader). It is safe for
 // concurrent use.

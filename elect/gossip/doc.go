@@ -1,4 +1,4 @@
-// Package gossip is the default weak-leader detector of DESIGN §4: an
+// Package gossip is the default weak-leader detector of docs/protocol.md, "Leases": an
 // elect.Detector built on hashicorp/memberlist.
 //
 // Memberlist's gossip tells each node which others seem alive and carries a

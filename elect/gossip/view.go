@@ -78,7 +78,7 @@ func (v *view) member(p edict.ProcessID) bool {
 // eligible: p may be the weak leader — a member of the epoch that
 // memberlist considers alive, that gossips the current epoch, and that is
 // not suspected: not reported down, and no lease of ours to it lapsed
-// unrenewed since we last heard from it (DESIGN §4). This process is
+// unrenewed since we last heard from it (docs/protocol.md, "Leases"). This process is
 // always alive to itself.
 func (v *view) eligible(p edict.ProcessID) bool {
 	if p == edict.None || !v.member(p) {

@@ -40,7 +40,7 @@ var mh = func() *codec.MsgpackHandle {
 
 // Encoders and decoders are pooled: building a go-msgpack Encoder or
 // Decoder costs more than coding a small command, and Apply and Query are
-// hot paths (DESIGN §9).
+// hot paths (docs/architecture.md, "Performance principles").
 type pooledEncoder struct {
 	enc *codec.Encoder
 	buf []byte

@@ -17,7 +17,7 @@ import (
 	"github.com/edictlog/edictlog/log"
 )
 
-// TestMutations is the log's negative control (DESIGN §10, §11): every
+// TestMutations is the log's negative control (docs/protocol.md, "The simulator"): every
 // safety rule of log, elect and the simulator's own driver is switched off
 // in turn, and the simulator must then find a violation: TestLog's
 // scenarios for every rule, and for elect's rules TestNerio's scenarios as

@@ -18,7 +18,7 @@ import (
 // is 420 ms), so grant replies, appends and their replies of earlier
 // attempts and reigns arrive after newer ones, and duplicates of them
 // later still: the lease and log protocols must ignore what is stale, as
-// they claim to without trusting the transport for order (DESIGN §4).
+// they claim to without trusting the transport for order (docs/protocol.md, "Leases").
 //
 // It cycles through whose incoming messages are delayed: every member's;
 // the leader's only (its granters' replies and acknowledgements come

@@ -131,7 +131,7 @@ func (fx *fuzzNode) serve(method, target, headers string, body []byte) (rec *htt
 	return rec, true
 }
 
-// checkAnswer holds every answer to the properties of DESIGN §10: a valid
+// checkAnswer holds every answer to the properties of docs/protocol.md, "The simulator": a valid
 // status, and a 4xx is a JSON {"error","code"} that changed nothing.
 // lastBefore and keysBefore are the log's last index and the key count
 // before the request.
