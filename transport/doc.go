@@ -32,7 +32,7 @@
 //     frames are bounded, reads time out, a bad frame closes only its
 //     connection, with a log line saying why.
 //
-// # Wire format (FrameVersion 9)
+// # Wire format (FrameVersion 10)
 //
 // Every frame is a 4-byte big-endian length n, then n bytes: the version
 // byte FrameVersion and a body. The body is msgpack, with structs as
@@ -42,8 +42,9 @@
 // TCPConfig.MaxFrameSize, and at most 1 KiB until the handshake is done.
 //
 // A dialer opens a connection per lane and sends a hello (cluster id,
-// sender, intended receiver, lane, and on the bulk lane its window); the
-// acceptor answers with acceptance or a refusal and its reason. Then:
+// sender, intended receiver, lane, on the bulk lane its window, and the
+// address it listens at with its incarnation); the acceptor answers with
+// acceptance or a refusal and its reason. Then:
 //
 //   - control lane: message frames, one way;
 //   - bulk lane: Append and FetchReply frames one way, cumulative acks (the
@@ -53,6 +54,20 @@
 //     input is drained, and at half of it at once;
 //   - snapshot lane: a SnapshotMeta frame, chunk frames, an empty end
 //     frame; then the receiver's result frame.
+//
+// # Addresses
+//
+// A hello says where its dialer listens, so that a process restarted on a
+// new address is found again by every peer it connects to, before any
+// operator or replicated change names the address: the acceptor reports
+// it (TCP.WatchAddresses; log.Node re-dials the peer there at once and,
+// while it leads, makes the address the cluster's, Node.SetAddress). An
+// address is reported only from a peer that proves its identity as far as
+// the transport can: with mutual TLS, only when the peer's certificate
+// names the node id the hello claims (TLSFiles, node ids in certificates);
+// without TLS, from any peer that knows the cluster id, as etcd's members
+// trust their network without TLS. A peer's address from an earlier life
+// (a lower incarnation than one heard from it) is not reported.
 //
 // Any change to a message encoding (message_wire.go, msgpack.go) or to
 // this layout bumps FrameVersion; peers of different versions refuse each

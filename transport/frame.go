@@ -10,7 +10,7 @@ import (
 // FrameVersion is the version byte of every frame. A receiver refuses a
 // frame of any other version and closes the connection: guessing at an
 // unknown layout is how corrupt data gets accepted.
-const FrameVersion byte = 9
+const FrameVersion byte = 10
 
 // DefaultMaxFrameSize bounds a frame (version byte and body) unless
 // configured otherwise.

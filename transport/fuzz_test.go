@@ -45,8 +45,14 @@ func FuzzDecodeFrame(f *testing.F) {
 }
 
 func FuzzDecodeHello(f *testing.F) {
-	b, _ := encodeFrame("hello", &hello{Cluster: "test", From: 1, To: 2, Lane: 1}, maxHandshakeFrame)
-	f.Add(b[frameHeaderSize:])
+	for _, h := range []hello{
+		{Cluster: "test", From: 1, To: 2, Lane: 1},
+		{Cluster: "test", From: 1, To: 2, Lane: 2, Window: 64, Addr: "10.0.0.1:7000", Incarnation: 12},
+		{Cluster: "test", From: 3, To: 1, Lane: 3, Addr: "[::1]:7000", Incarnation: 1 << 40},
+	} {
+		b, _ := encodeFrame("hello", &h, maxHandshakeFrame)
+		f.Add(b[frameHeaderSize:])
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		h, err := decodeHello(body)
 		if err != nil {

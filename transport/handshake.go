@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // lane is what a TCP connection carries, declared in its handshake. Each
@@ -58,6 +59,16 @@ type hello struct {
 	// before it waits for an ack (its AppendWindow); 0 on the others. The
 	// receiver acks often enough for it (ackEvery).
 	Window uint32
+	// Addr is where the dialer listens for its peers (TCP.LocalAddr, when
+	// peers can dial it), so that a process restarted on a new address is
+	// found by the peers it connects to; empty when it listens on an
+	// address no peer could dial (an unspecified host and no
+	// TCPConfig.AdvertiseAddr). Incarnation is the dialer's life
+	// (TCP.Announce), higher in every later life of the same store: a
+	// receiver that heard a higher one for the same process ignores the
+	// address, which is an earlier life's. 0 before Announce.
+	Addr        string
+	Incarnation uint64
 }
 
 func (h *hello) validate() error {
@@ -78,6 +89,10 @@ func (h *hello) validate() error {
 		return errors.New("hello for the bulk lane without a window")
 	case lane(h.Lane) != laneBulk && h.Window != 0:
 		return fmt.Errorf("hello for the %s lane with a window", lane(h.Lane))
+	case len(h.Addr) > wire.MaxAddrLen:
+		return fmt.Errorf("hello with an address of %d bytes, limit %d", len(h.Addr), wire.MaxAddrLen)
+	case !utf8.ValidString(h.Addr):
+		return errors.New("hello with an address that is not UTF-8")
 	}
 	return nil
 }

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -26,7 +28,10 @@ type TCPConfig struct {
 	// LocalAddr). Required.
 	BindAddr string
 	// AdvertiseAddr is what LocalAddr reports, if the listen address is
-	// not how peers reach this node.
+	// not how peers reach this node. It is also what this node tells the
+	// peers it connects to about where it listens (see Announce): set it
+	// when BindAddr has an unspecified host (":7000", "0.0.0.0:7000"),
+	// or a restart on a new address is not learned from the connections.
 	AdvertiseAddr string
 	// Peers are the initial peer addresses.
 	Peers map[edict.ProcessID]string
@@ -138,6 +143,11 @@ type TCP struct {
 	inbox *inbox
 	snaps chan *wire.IncomingSnapshot
 	addr  string
+	// announced is the address hellos carry (hello.Addr): addr, or "" if
+	// no peer could dial it. incarnation goes with it (Announce).
+	announced   string
+	incarnation atomic.Uint64
+	watch       atomic.Pointer[func(edict.ProcessID, string, uint64)]
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -147,6 +157,14 @@ type TCP struct {
 	mu    sync.Mutex
 	peers map[edict.ProcessID]*peer
 	conns map[net.Conn]struct{} // accepted and snapshot connections, for Close
+	// heard is the newest address each peer announced, by incarnation.
+	heard map[edict.ProcessID]announcement
+}
+
+// announcement is where a peer said it listens, and in which life.
+type announcement struct {
+	addr        string
+	incarnation uint64
 }
 
 // NewTCP listens on cfg.BindAddr and returns a running transport.
@@ -164,6 +182,7 @@ func NewTCP(cfg TCPConfig) (*TCP, error) {
 		inbound: make(chan struct{}, c.MaxInboundConns),
 		peers:   map[edict.ProcessID]*peer{},
 		conns:   map[net.Conn]struct{}{},
+		heard:   map[edict.ProcessID]announcement{},
 	}
 	if c.TLS != nil {
 		if t.tls, err = loadTLS(c.TLS); err != nil {
@@ -176,8 +195,12 @@ func NewTCP(cfg TCPConfig) (*TCP, error) {
 		return nil, fmt.Errorf("transport: listen on %s: %w", c.BindAddr, err)
 	}
 	t.addr = c.AdvertiseAddr
+	t.announced = c.AdvertiseAddr
 	if t.addr == "" {
 		t.addr = t.ln.Addr().String()
+		if ap, err := netip.ParseAddrPort(t.addr); err == nil && !ap.Addr().IsUnspecified() {
+			t.announced = t.addr
+		}
 	}
 	for id, addr := range c.Peers {
 		t.AddPeer(id, addr)
@@ -206,6 +229,75 @@ func (t *TCP) PeerAddr(id edict.ProcessID) (string, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.addr, true
+}
+
+// Announce sets the incarnation that this node's hellos carry beside its
+// address from now on (a number higher in every later life of the node,
+// such as log.Node.Incarnation), and connects to every known peer at
+// once, so that each learns where this node listens without waiting for
+// a message to it: a peer that had it at an older address reaches it at
+// the new one from then on. Connections already open keep the hello they
+// were opened with. log.Node calls it when it starts, before it sends
+// anything.
+func (t *TCP) Announce(incarnation uint64) {
+	t.incarnation.Store(incarnation)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.isClosing() {
+		return
+	}
+	for _, p := range t.peers {
+		t.wg.Add(1)
+		go func() {
+			defer t.wg.Done()
+			p.control.connectNow()
+		}()
+	}
+}
+
+// WatchAddresses has f called with the address a peer says it listens at
+// and the incarnation it says it is in, from the hello of a connection
+// it opened to this node, whenever they differ from the last it said:
+// only for a peer that proves the id it claims (without TLS any peer; with
+// mutual TLS, one whose certificate names the id, TLSFiles), and never for
+// an incarnation below one heard from the same id. f runs on the
+// connection's goroutine before the connection carries anything: it must
+// be quick and must not call the transport. A later call replaces f; nil
+// stops the calls.
+func (t *TCP) WatchAddresses(f func(id edict.ProcessID, addr string, incarnation uint64)) {
+	if f == nil {
+		t.watch.Store(nil)
+		return
+	}
+	t.watch.Store(&f)
+}
+
+// heardAddress takes the address in an accepted hello from a peer of
+// identity pi (WatchAddresses).
+func (t *TCP) heardAddress(h hello, pi peerIdentity) {
+	from := edict.ProcessID(h.From)
+	if h.Addr == "" {
+		return
+	}
+	if !pi.proves(from) {
+		t.log.Debug("address not believed: the peer's certificate does not name its id", "peer", from, "addr", h.Addr)
+		return
+	}
+	a := announcement{addr: h.Addr, incarnation: h.Incarnation}
+	t.mu.Lock()
+	prev, ok := t.heard[from]
+	if ok && (a == prev || a.incarnation < prev.incarnation) {
+		t.mu.Unlock()
+		if a != prev {
+			t.log.Info("address of an earlier life ignored", "peer", from, "addr", a.addr, "incarnation", a.incarnation, "newest", prev.incarnation)
+		}
+		return
+	}
+	t.heard[from] = a
+	t.mu.Unlock()
+	if f := t.watch.Load(); f != nil {
+		(*f)(from, a.addr, a.incarnation)
+	}
 }
 
 // Receive implements Transport.

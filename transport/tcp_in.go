@@ -140,7 +140,8 @@ func (t *TCP) handshake(raw net.Conn, remote string) (*inConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if reason := t.checkHello(h); reason != "" {
+	pi := identityOf(c)
+	if reason := t.checkHello(h, pi); reason != "" {
 		if f, err := encodeFrame("hello reply", &helloReply{Reason: truncateReason(reason)}, maxHandshakeFrame); err == nil {
 			c.Write(f) // best effort: the refusal is logged here either way
 		}
@@ -156,6 +157,7 @@ func (t *TCP) handshake(raw net.Conn, remote string) (*inConn, error) {
 	if err := raw.SetDeadline(time.Time{}); err != nil {
 		return nil, err
 	}
+	t.heardAddress(h, pi)
 	// From here on dc sets its own deadlines, and frames may be full size.
 	dc.armed.Store(true)
 	fr := newFrameReader(br, t.cfg.MaxFrameSize)
@@ -163,8 +165,9 @@ func (t *TCP) handshake(raw net.Conn, remote string) (*inConn, error) {
 	return &inConn{c: c, dc: dc, br: br, fr: fr, from: edict.ProcessID(h.From), lane: lane(h.Lane), window: h.Window, remote: remote}, nil
 }
 
-// checkHello returns why a hello is refused, or "".
-func (t *TCP) checkHello(h hello) string {
+// checkHello returns why a hello from a peer of identity pi is refused,
+// or "".
+func (t *TCP) checkHello(h hello, pi peerIdentity) string {
 	switch {
 	case h.Cluster != t.cfg.ClusterID:
 		// The log line on this side names both; the reply only tells the
@@ -175,6 +178,8 @@ func (t *TCP) checkHello(h hello) string {
 		return fmt.Sprintf("wrong node: this is %v, not %v", t.cfg.ID, edict.ProcessID(h.To))
 	case edict.ProcessID(h.From) == t.cfg.ID:
 		return fmt.Sprintf("peer claims this node's own id %v", t.cfg.ID)
+	case !pi.mayClaim(edict.ProcessID(h.From)):
+		return fmt.Sprintf("the certificate names nodes %v, not %v", pi.ids, edict.ProcessID(h.From))
 	}
 	return ""
 }

@@ -86,11 +86,14 @@ type outLane struct {
 	// wmu is held by whoever writes to the connection: the writer
 	// goroutine for a batch, a keepalive or a dial, a sender for its own
 	// frame. It guards the fields below.
-	wmu       sync.Mutex
-	conn      *outConn
-	failures  int
-	retryAt   time.Time
-	lastWrite time.Time
+	wmu      sync.Mutex
+	conn     *outConn
+	failures int
+	retryAt  time.Time
+	// failedAddr is the address the failures are of: a new address is
+	// dialed at once, not after the old one's back-off.
+	failedAddr string
+	lastWrite  time.Time
 	// rest is what a sender's write left of its frame when the socket's
 	// buffer was full; the writer goroutine writes it before anything
 	// else on the connection.
@@ -300,6 +303,13 @@ func (l *outLane) sendBatch(f []byte) {
 	l.lastWrite = time.Now()
 }
 
+// connectNow dials the lane's connection if it has none (TCP.Announce).
+func (l *outLane) connectNow() {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.connect() // a failure is logged, and retried with the next frame
+}
+
 func (l *outLane) keepalive() {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
@@ -368,12 +378,16 @@ func (l *outLane) connect() (*outConn, error) {
 		l.conn = nil
 		l.clearRest()
 	}
+	if addr != l.failedAddr {
+		l.failures, l.retryAt = 0, time.Time{}
+	}
 	if time.Now().Before(l.retryAt) {
 		return nil, ErrUnreachable
 	}
 	c, br, err := l.t.dial(l.p.ctx, l.p.id, addr, l.kind)
 	if err != nil {
 		l.failures++
+		l.failedAddr = addr
 		l.retryAt = time.Now().Add(min(50*time.Millisecond<<min(l.failures-1, 5), time.Second))
 		level := l.t.log.Debug
 		if l.failures == 1 {
@@ -417,8 +431,13 @@ func (t *TCP) dial(ctx context.Context, to edict.ProcessID, addr string, ln lane
 			return nil, nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
 		}
 		c = tc
+		if pi := identityOf(tc); !pi.mayClaim(to) {
+			raw.Close()
+			return nil, nil, fmt.Errorf("%s's certificate names nodes %v, not %v", addr, pi.ids, to)
+		}
 	}
-	h := hello{Cluster: t.cfg.ClusterID, From: uint64(t.cfg.ID), To: uint64(to), Lane: uint8(ln)}
+	h := hello{Cluster: t.cfg.ClusterID, From: uint64(t.cfg.ID), To: uint64(to), Lane: uint8(ln),
+		Addr: t.announced, Incarnation: t.incarnation.Load()}
 	if ln == laneBulk {
 		h.Window = uint32(min(t.cfg.AppendWindow, math.MaxUint32))
 	}

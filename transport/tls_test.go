@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -58,6 +59,20 @@ func newTestCA(t testing.TB, name string) *testCA {
 // issue returns TLSFiles for a member certificate valid for 127.0.0.1.
 func (ca *testCA) issue(t testing.TB, name string) *TLSFiles {
 	t.Helper()
+	return ca.issueNaming(t, name)
+}
+
+// issueNaming is issue for a certificate that names node ids (NodeURN).
+func (ca *testCA) issueNaming(t testing.TB, name string, ids ...edict.ProcessID) *TLSFiles {
+	t.Helper()
+	var uris []*url.URL
+	for _, id := range ids {
+		u, err := url.Parse(NodeURN(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		uris = append(uris, u)
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -70,6 +85,7 @@ func (ca *testCA) issue(t testing.TB, name string) *TLSFiles {
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		URIs:         uris,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
