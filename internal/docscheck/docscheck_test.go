@@ -1,0 +1,56 @@
+package docscheck
+
+import (
+	"path"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func repoIndex(t *testing.T) *Index {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := NewIndex(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ix
+}
+
+// Every package, identifier, file and test that README.md and docs/*.md
+// name in backquotes exists in the repository.
+func TestDocsNameWhatExists(t *testing.T) {
+	ix := repoIndex(t)
+	docs := []string{"README.md"}
+	for _, f := range ix.Files() {
+		if path.Dir(f) == "docs" && strings.HasSuffix(f, ".md") {
+			docs = append(docs, f)
+		}
+	}
+	if len(docs) < 2 {
+		t.Fatalf("found no docs/*.md under %s", ix.Root)
+	}
+	problems, err := ix.Check(docs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+// The repository's code and documents cite no document outside it: the
+// design notes they once cited by section are not part of it, and what
+// they hold that a reader needs is in docs/.
+func TestNothingCitesTheDesignNotes(t *testing.T) {
+	problems, err := repoIndex(t).DesignCitations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
