@@ -1,0 +1,575 @@
+package edictlogtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/log"
+	"github.com/edictlog/edictlog/storage"
+)
+
+// Timings the Cluster gives its Nodes unless ClusterConfig.Tune sets
+// others: short enough that a failover takes about a second rather than
+// the defaults' several, long enough that a leader on a busy 2-core
+// machine running the race detector keeps its lease through the usual
+// stalls. A stall longer than that costs an election, never correctness:
+// nothing in the kit waits on a timing assumption except through a
+// context the caller gives.
+const (
+	RoundTrip     = 20 * time.Millisecond
+	RenewInterval = 150 * time.Millisecond
+	MaxLease      = 2 * (RoundTrip + RenewInterval)
+)
+
+// ClusterConfig configures a Cluster.
+type ClusterConfig struct {
+	// Nodes is how many processes bootstrap the cluster, with ids 1 to
+	// Nodes (default 3).
+	Nodes int
+	// FSM returns the state machine of a process's new incarnation:
+	// called at every start and restart. dir is the process's own
+	// directory, which lives as long as the Cluster (a DiskFSM keeps its
+	// store there, and finds it again on a restart). If the FSM is an
+	// io.Closer, the Cluster closes it once its Node has stopped.
+	// Required.
+	FSM func(id edict.ProcessID, dir string) (fsm.FSM, error)
+	// Bolt keeps each process's log in a bbolt file and its snapshots in
+	// a FileSnapshotStore, in its directory, as a deployment does; by
+	// default they are a storage.MemStore and a storage.MemSnapshotStore.
+	Bolt bool
+	// Network carries the messages (default: a new Network with no
+	// faults, closed with the Cluster).
+	Network *Network
+	// Tune, if set, adjusts every Node's Config before it starts, after
+	// the Cluster filled it in (ID, Peers, Join, stores, transport, FSM,
+	// Logger, and the timings above).
+	Tune func(*log.Config)
+	// Logger receives the Nodes' logs (default: warnings and errors, to
+	// the test's log, until the Cluster closes).
+	Logger *slog.Logger
+}
+
+// Cluster is a cluster of Nodes in one process over an in-memory Network,
+// for tests: each process has its own store, snapshot store, transport
+// and state machine, which it keeps across Kill and Restart. Its methods
+// are safe for concurrent use; those that report failures with t.Fatal
+// (NewCluster, Kill, Stop, Restart, Join) must be called from the test's
+// goroutine.
+type Cluster struct {
+	t      testing.TB
+	cfg    ClusterConfig
+	net    *Network
+	ownNet bool
+	dir    string
+	logger *slog.Logger
+	quiet  func() // stops logging to t
+
+	mu    sync.Mutex
+	procs map[edict.ProcessID]*process
+	peers map[edict.ProcessID]string
+}
+
+// process is one process of the cluster, across its incarnations.
+type process struct {
+	id   edict.ProcessID
+	dir  string
+	join bool
+
+	// Kept across incarnations (a MemStore's state is the process's
+	// disk; a bbolt file is reopened).
+	mem      *storage.MemStore
+	memSnaps *storage.MemSnapshotStore
+
+	// The running incarnation; node is nil while the process is down.
+	node  *log.Node
+	fsm   fsm.FSM
+	tr    *Transport
+	store log.Store
+	snaps log.SnapshotStore
+	// starts counts incarnations.
+	starts int
+}
+
+// NewCluster starts cfg.Nodes Nodes bootstrapping one cluster, and
+// arranges for t's cleanup to stop them. It does not wait for a leader
+// (WaitLeader does).
+func NewCluster(t testing.TB, cfg ClusterConfig) *Cluster {
+	t.Helper()
+	if cfg.FSM == nil {
+		t.Fatal("edictlogtest: ClusterConfig.FSM is required")
+	}
+	if cfg.Nodes == 0 {
+		cfg.Nodes = 3
+	}
+	if cfg.Nodes < 1 {
+		t.Fatalf("edictlogtest: ClusterConfig.Nodes %d", cfg.Nodes)
+	}
+	c := &Cluster{t: t, cfg: cfg, net: cfg.Network, dir: t.TempDir(),
+		procs: map[edict.ProcessID]*process{}, peers: map[edict.ProcessID]string{}}
+	if c.net == nil {
+		c.net, c.ownNet = NewNetwork(NetworkConfig{}), true
+	}
+	c.logger = cfg.Logger
+	c.quiet = func() {}
+	if c.logger == nil {
+		w := &tbWriter{t: t}
+		c.logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		c.quiet = w.close
+	}
+	t.Cleanup(c.Close)
+	for i := 1; i <= cfg.Nodes; i++ {
+		id := edict.ProcessID(i)
+		c.peers[id] = DefaultAddr(id)
+	}
+	for i := 1; i <= cfg.Nodes; i++ {
+		c.start(c.newProcess(edict.ProcessID(i), false))
+	}
+	return c
+}
+
+// tbWriter writes the Nodes' log lines to the test's log until closed:
+// after the test ends, t.Log panics.
+type tbWriter struct {
+	mu     sync.Mutex
+	t      testing.TB
+	closed bool
+}
+
+func (w *tbWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (w *tbWriter) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+}
+
+// Network is the network the Cluster's processes talk over: partition,
+// delay and drop through it.
+func (c *Cluster) Network() *Network { return c.net }
+
+func (c *Cluster) newProcess(id edict.ProcessID, join bool) *process {
+	c.t.Helper()
+	dir := filepath.Join(c.dir, fmt.Sprintf("node%d", id))
+	if err := os.MkdirAll(filepath.Join(dir, "fsm"), 0o755); err != nil {
+		c.t.Fatalf("edictlogtest: %v", err)
+	}
+	p := &process{id: id, dir: dir, join: join}
+	if !c.cfg.Bolt {
+		p.mem = storage.NewMemStore()
+		var err error
+		if p.memSnaps, err = storage.NewMemSnapshotStore(2); err != nil {
+			c.t.Fatalf("edictlogtest: %v", err)
+		}
+	}
+	c.mu.Lock()
+	c.procs[id] = p
+	c.mu.Unlock()
+	return p
+}
+
+// start starts p's next incarnation.
+func (c *Cluster) start(p *process) {
+	c.t.Helper()
+	if err := c.tryStart(p); err != nil {
+		c.t.Fatalf("edictlogtest: start %v: %v", p.id, err)
+	}
+}
+
+func (c *Cluster) tryStart(p *process) (err error) {
+	var closers []func() error
+	defer func() {
+		if err != nil {
+			for _, f := range slices.Backward(closers) {
+				_ = f()
+			}
+		}
+	}()
+	if c.cfg.Bolt {
+		bs, err := storage.OpenBolt(filepath.Join(p.dir, "log.db"), nil)
+		if err != nil {
+			return err
+		}
+		closers = append(closers, bs.Close)
+		fs, err := storage.NewFileSnapshotStore(filepath.Join(p.dir, "snapshots"), 2)
+		if err != nil {
+			return err
+		}
+		p.store, p.snaps = bs, fs
+	} else {
+		p.store, p.snaps = p.mem, p.memSnaps
+	}
+	f, err := c.cfg.FSM(p.id, filepath.Join(p.dir, "fsm"))
+	if err != nil {
+		return fmt.Errorf("ClusterConfig.FSM: %w", err)
+	}
+	if cl, ok := f.(io.Closer); ok {
+		closers = append(closers, cl.Close)
+	}
+	c.mu.Lock()
+	addr := c.peers[p.id]
+	peers := maps.Clone(c.peers)
+	c.mu.Unlock()
+	tr, err := c.net.NewTransport(p.id, addr)
+	if err != nil {
+		return err
+	}
+	closers = append(closers, tr.Close)
+	cfg := log.Config{
+		ID: p.id, Peers: peers, Join: p.join,
+		Store: p.store, Snapshots: p.snaps, Transport: tr, FSM: f,
+		RoundTrip: RoundTrip, RenewInterval: RenewInterval, MaxLease: MaxLease,
+		Logger: c.logger,
+	}
+	if c.cfg.Tune != nil {
+		c.cfg.Tune(&cfg)
+	}
+	n, err := log.Start(cfg)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	p.node, p.fsm, p.tr = n, f, tr
+	p.starts++
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Cluster) proc(id edict.ProcessID) *process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.procs[id]
+}
+
+// IDs returns the processes of the cluster, running or not, in order.
+func (c *Cluster) IDs() []edict.ProcessID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Sorted(maps.Keys(c.procs))
+}
+
+// Running returns the processes whose Node runs, in order.
+func (c *Cluster) Running() []edict.ProcessID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []edict.ProcessID
+	for id, p := range c.procs {
+		if p.node != nil {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Node returns the running Node of process id, or nil if it is down.
+func (c *Cluster) Node(id edict.ProcessID) *log.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.procs[id]; p != nil {
+		return p.node
+	}
+	return nil
+}
+
+// FSM returns the state machine of process id's current (or last)
+// incarnation, or nil if it never started.
+func (c *Cluster) FSM(id edict.ProcessID) fsm.FSM {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.procs[id]; p != nil {
+		return p.fsm
+	}
+	return nil
+}
+
+// Transport returns the transport of process id's running incarnation,
+// or nil if it is down.
+func (c *Cluster) Transport(id edict.ProcessID) *Transport {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.procs[id]; p != nil && p.node != nil {
+		return p.tr
+	}
+	return nil
+}
+
+// Kill stops process id as a crash of the process would, as far as one
+// process can: its transport closes first, so that it sends nothing
+// more — no lease release, no hand-over, and what it had queued or in
+// flight is lost — and its Node stops without the graceful Shutdown's
+// Resign; the writes its Node had queued for the store and not yet
+// handed to it are lost. What the store had taken is kept, as a killed
+// process's writes are in the operating system's hands: a MemStore keeps
+// all of it, a bbolt file what was committed. (A power failure, which
+// also loses what was written and not synced, is not modelled.) The
+// FSM's memory is lost with the incarnation; Restart builds a new one.
+func (c *Cluster) Kill(id edict.ProcessID) {
+	c.t.Helper()
+	if err := c.stop(id, false); err != nil {
+		c.t.Fatalf("edictlogtest: kill %v: %v", id, err)
+	}
+}
+
+// Stop stops process id gracefully: Shutdown, which releases its lease
+// and hands leadership over, then its transport.
+func (c *Cluster) Stop(id edict.ProcessID) {
+	c.t.Helper()
+	if err := c.stop(id, true); err != nil {
+		c.t.Fatalf("edictlogtest: stop %v: %v", id, err)
+	}
+}
+
+func (c *Cluster) stop(id edict.ProcessID, graceful bool) error {
+	c.mu.Lock()
+	p := c.procs[id]
+	if p == nil || p.node == nil {
+		c.mu.Unlock()
+		return fmt.Errorf("process %v is not running", id)
+	}
+	n, f, tr, store := p.node, p.fsm, p.tr, p.store
+	p.node = nil
+	c.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var errs []error
+	if graceful {
+		if err := n.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("shutdown: %w", err))
+		}
+		tr.Close()
+	} else {
+		stopped := make(chan log.Event, 1)
+		o := n.Observe(stopped, func(e log.Event) bool { return e.Kind == log.Stopped })
+		// The closed transport closes Receive, on which the Node's loop
+		// stops; only then is Shutdown called, to wait for the applier
+		// and persister, with no loop left to run its Resign.
+		tr.Close()
+		select {
+		case <-stopped:
+		case <-ctx.Done():
+			errs = append(errs, errors.New("the node did not stop when its transport closed"))
+		}
+		o.Cancel()
+		if err := n.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("shutdown: %w", err))
+		}
+	}
+	if cl, ok := f.(io.Closer); ok {
+		if err := cl.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close FSM: %w", err))
+		}
+	}
+	if c.cfg.Bolt {
+		if err := store.(io.Closer).Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close store: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Restart starts a new incarnation of process id, which must be down,
+// on the store and snapshot store it had, with a new FSM, at the same
+// address.
+func (c *Cluster) Restart(id edict.ProcessID) {
+	c.t.Helper()
+	p := c.proc(id)
+	switch {
+	case p == nil:
+		c.t.Fatalf("edictlogtest: restart %v: no such process", id)
+	case c.Node(id) != nil:
+		c.t.Fatalf("edictlogtest: restart %v: it is running", id)
+	}
+	c.start(p)
+}
+
+// Join starts a new process id with log.Config.Join, which a leader then
+// makes a learner (Node.AddLearner with DefaultAddr(id)) and a member
+// (Node.Promote). The running processes learn its address from the log,
+// as in a deployment.
+func (c *Cluster) Join(id edict.ProcessID) {
+	c.t.Helper()
+	if c.proc(id) != nil {
+		c.t.Fatalf("edictlogtest: join %v: process exists", id)
+	}
+	c.mu.Lock()
+	c.peers[id] = DefaultAddr(id)
+	c.mu.Unlock()
+	c.start(c.newProcess(id, true))
+}
+
+// Partition cuts every link between a process of a and one of b.
+func (c *Cluster) Partition(a, b []edict.ProcessID) { c.net.Partition(a, b) }
+
+// Isolate cuts process id off from every other.
+func (c *Cluster) Isolate(id edict.ProcessID) { c.net.Isolate(id) }
+
+// Heal removes every fault of the network.
+func (c *Cluster) Heal() { c.net.Heal() }
+
+// Leader returns the running process that leads now (holds its lease and
+// has started its reign), or edict.None.
+func (c *Cluster) Leader() edict.ProcessID {
+	for _, id := range c.Running() {
+		n := c.Node(id)
+		if n == nil {
+			continue
+		}
+		s := n.Status()
+		// Status is as of the Node's last step: a leader cut off and
+		// idle may still say it leads after its lease ran out.
+		if s.IsLeader && n.Clock().Now().Before(s.LeaseExpiry) {
+			return id
+		}
+	}
+	return edict.None
+}
+
+// poll calls f every few milliseconds until it reports true or ctx ends.
+func poll(ctx context.Context, f func() bool) error {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !f() {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// WaitLeader waits until a running process leads, and returns it.
+func (c *Cluster) WaitLeader(ctx context.Context) (edict.ProcessID, error) {
+	var id edict.ProcessID
+	err := poll(ctx, func() bool { id = c.Leader(); return id != edict.None })
+	if err != nil {
+		return edict.None, fmt.Errorf("edictlogtest: no leader among %v: %w", c.Running(), err)
+	}
+	return id, nil
+}
+
+// retryable reports whether a refused call is safe to try again: it was
+// refused before anything was written, or its edict was replaced.
+func retryable(err error) bool {
+	var nl *log.NotLeaderError
+	switch {
+	case errors.Is(err, log.ErrOutcomeUnknown):
+		return false
+	case errors.As(err, &nl), errors.Is(err, log.ErrNotCommitted), errors.Is(err, log.ErrShutdown):
+		return true
+	}
+	return false
+}
+
+// Apply writes cmd through whichever process leads, waiting for one and
+// trying again wherever leads next for as long as the write was refused
+// before it was written (a *log.NotLeaderError, a Node that stopped
+// before taking it) or replaced by a new reign (log.ErrNotCommitted).
+// A write whose outcome is unknown (log.ErrOutcomeUnknown) is not tried
+// again: it may have committed.
+func (c *Cluster) Apply(ctx context.Context, cmd []byte) (log.ApplyResult, error) {
+	for {
+		id, err := c.WaitLeader(ctx)
+		if err != nil {
+			return log.ApplyResult{}, err
+		}
+		n := c.Node(id)
+		if n == nil {
+			continue
+		}
+		res, err := n.Apply(ctx, cmd)
+		if err == nil || !retryable(err) || ctx.Err() != nil {
+			return res, err
+		}
+	}
+}
+
+// Read reads query at level from process id, or from whichever process
+// leads if id is edict.None, trying again while it is refused with a
+// *log.NotLeaderError (a read writes nothing, so trying again is always
+// safe) until ctx ends.
+func (c *Cluster) Read(ctx context.Context, id edict.ProcessID, level log.ReadLevel, query []byte) (log.ReadResult, error) {
+	for {
+		target := id
+		if target == edict.None {
+			var err error
+			if target, err = c.WaitLeader(ctx); err != nil {
+				return log.ReadResult{}, err
+			}
+		}
+		n := c.Node(target)
+		if n == nil {
+			if id != edict.None {
+				return log.ReadResult{}, fmt.Errorf("edictlogtest: read from %v: %w", id, log.ErrShutdown)
+			}
+			continue
+		}
+		res, err := n.Read(ctx, level, query)
+		var nl *log.NotLeaderError
+		if err == nil || !errors.As(err, &nl) || ctx.Err() != nil {
+			return res, err
+		}
+		select {
+		case <-time.After(5 * time.Millisecond):
+		case <-ctx.Done():
+			return log.ReadResult{}, ctx.Err()
+		}
+	}
+}
+
+// WaitApplied waits until process id has applied every entry up to index.
+func (c *Cluster) WaitApplied(ctx context.Context, id edict.ProcessID, index uint64) error {
+	var last uint64
+	err := poll(ctx, func() bool {
+		n := c.Node(id)
+		if n == nil {
+			return false
+		}
+		last = n.Status().Applied
+		return last >= index
+	})
+	if err != nil {
+		return fmt.Errorf("edictlogtest: process %v applied up to %d, not %d: %w", id, last, index, err)
+	}
+	return nil
+}
+
+// Close kills every running process, then closes the network if the
+// Cluster made it. NewCluster registers it with t.Cleanup; calling it
+// again does nothing.
+func (c *Cluster) Close() {
+	var errs []error
+	for _, id := range c.Running() {
+		if err := c.stop(id, false); err != nil {
+			errs = append(errs, fmt.Errorf("stop %v: %w", id, err))
+		}
+	}
+	if c.ownNet {
+		c.net.Close()
+	}
+	if err := errors.Join(errs...); err != nil {
+		c.t.Errorf("edictlogtest: close: %v", err)
+	}
+	c.quiet()
+}
