@@ -2,7 +2,7 @@
 // edictlog's log.Node and of hashicorp/raft with raft-boltdb, on the same
 // machine in one run: three nodes in one process each, fsync on, TCP over
 // loopback, 256-byte values, writers calling the leader's Apply and
-// waiting for it (the setup of shared/anchors' hashicorp-raft figures).
+// waiting for it, hashicorp/raft in its default configuration.
 // It lives in the bench module so the library does not depend on raft.
 package logcmp
 

@@ -2,9 +2,8 @@
 // Garcia-Molina, "Elections in a Distributed Computing System", IEEE
 // Trans. Computers C-31(1), 1982) as elect.Protocol state machines: the
 // Bully Algorithm for synchronous systems and the Invitation Algorithm for
-// asynchronous ones. The sources are P. Souto's slides "Elections"
-// (/work/shared/papers/souto-garcia-molina-elections-slides.md, cited by
-// slide title) and S. Stoller, "Leader Election in Distributed Systems
+// asynchronous ones. The sources are P. Souto's lecture slides
+// "Elections" (cited by slide title) and S. Stoller, "Leader Election in Distributed Systems
 // with Crash Failures" (1997), §1, §4, §5, §7 and Appendix A, which
 // corrects Garcia-Molina's specification.
 //

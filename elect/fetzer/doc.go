@@ -1,6 +1,6 @@
 // Package fetzer is Fetzer and Cristian's highly available local leader
 // election service ("A Highly Available Local Leader Election Service",
-// /work/shared/papers/fetzer-cristian-local-leader-election.md) as an
+// IEEE Transactions on Software Engineering, 1999) as an
 // elect.Protocol: a deterministic state machine, ticked and fed messages
 // by the runtime or by the simulator (internal/sim/fetzersim checks it
 // against the paper).

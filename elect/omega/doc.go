@@ -1,6 +1,6 @@
 // Package omega implements the Ω leader elections of Aguilera,
 // Delporte-Gallet, Fauconnier and Toueg, "Stable Leader Election" (DISC
-// 2001; /work/shared/papers/aguilera-stable-leader-election.md), as
+// 2001), as
 // elect.Protocol state machines for edictlog's weak leader election:
 //
 //   - Fig1 (NewFig1): the basic algorithm of §4, Fig. 1. Rounds r = 0, 1,

@@ -25,6 +25,7 @@ var fixture = map[string]string{
 	"bench/etcd/run.sh":  "#!/bin/sh\n",
 	"docs/protocol.md":   "# protocol\n",
 	"elect/lease.go":     "package elect\n\n// The grant lasts (DESIGN " + "§4.2).\nfunc grant() {}\n",
+	"elect/doc.go":       "// Package elect is the paper's (see /work/" + "shared/" + "papers/p.md).\npackage elect\n",
 }
 
 func fixtureIndex(t *testing.T) *Index {
@@ -110,13 +111,21 @@ func TestCheckerRefusesWhatIsMissing(t *testing.T) {
 	}
 }
 
-func TestDesignCitationsFound(t *testing.T) {
-	got, err := fixtureIndex(t).DesignCitations()
+func TestOutsideCitationsFound(t *testing.T) {
+	problems, err := fixtureIndex(t).OutsideCitations()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "elect/lease.go:3: `DESIGN " + "§`: cites design notes that are not in the repository; cite docs/ instead"
-	if len(got) != 1 || got[0].String() != want {
-		t.Errorf("citations: %v, want [%s]", got, want)
+	var got []string
+	for _, p := range problems {
+		got = append(got, p.String())
+	}
+	want := []string{
+		"elect/doc.go:1: `/work/" + "shared`: cites a document that is not in the repository",
+		"elect/doc.go:1: `shared/" + "papers`: cites a document that is not in the repository",
+		"elect/lease.go:3: `DESIGN " + "§`: cites a document that is not in the repository",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("citations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

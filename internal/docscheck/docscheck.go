@@ -1,6 +1,8 @@
 // Package docscheck keeps the repository's documents true to its code: every
 // Go identifier, package, file and directory that README.md and docs/*.md
-// name in backquotes must exist in one of the repository's four modules.
+// name in backquotes must exist in one of the repository's four modules,
+// and no source file or document may cite a document outside the
+// repository (OutsideCitations).
 //
 // What a span is taken to name, and so what is checked (anything else is
 // prose in code type, or another project's name, and is left alone):
@@ -431,14 +433,18 @@ func (ix *Index) typeHomes(name string) string {
 	return "declared in " + strings.Join(dirs, ", ")
 }
 
-// designCites are the ways the code once cited design notes that are not in
-// the repository (written in two pieces so that this file does not match).
-var designCites = [][]byte{[]byte("DESIGN " + "§"), []byte("DESIGN" + ".md")}
+// outsideCites are the ways the code and documents once cited documents
+// that are not in the repository: the design notes by section, and the
+// papers and reference figures by a path on the machine they were written
+// on (each written in two pieces so that this file does not match).
+var outsideCites = []string{"DESIGN " + "§", "DESIGN" + ".md", "/work/" + "shared", "shared/" + "papers", "shared/" + "anchors"}
 
-// DesignCitations returns every line of the repository's source and
-// documents that cites the design notes, which are not part of it: what
-// they hold that a reader needs is in docs/, and a citation must name that.
-func (ix *Index) DesignCitations() ([]Problem, error) {
+// OutsideCitations returns every line of the repository's source and
+// documents that cites a document outside it: the design notes (what they
+// hold that a reader needs is in docs/, and a citation must name that), or
+// a file of the machine a paper or a figure was read on (a paper is cited
+// by its authors and title).
+func (ix *Index) OutsideCitations() ([]Problem, error) {
 	var out []Problem
 	for _, f := range ix.Files() {
 		switch path.Ext(f) {
@@ -458,10 +464,10 @@ func (ix *Index) DesignCitations() ([]Problem, error) {
 			continue // a binary: a built program, not a document
 		}
 		for i, line := range bytes.Split(b, []byte("\n")) {
-			for _, c := range designCites {
-				if bytes.Contains(line, c) {
-					out = append(out, Problem{Doc: f, Line: i + 1, Span: string(c),
-						Why: "cites design notes that are not in the repository; cite docs/ instead"})
+			for _, c := range outsideCites {
+				if bytes.Contains(line, []byte(c)) {
+					out = append(out, Problem{Doc: f, Line: i + 1, Span: c,
+						Why: "cites a document that is not in the repository"})
 				}
 			}
 		}

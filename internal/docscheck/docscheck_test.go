@@ -42,11 +42,10 @@ func TestDocsNameWhatExists(t *testing.T) {
 	}
 }
 
-// The repository's code and documents cite no document outside it: the
-// design notes they once cited by section are not part of it, and what
-// they hold that a reader needs is in docs/.
-func TestNothingCitesTheDesignNotes(t *testing.T) {
-	problems, err := repoIndex(t).DesignCitations()
+// The repository's code and documents cite no document outside it, so
+// that they stand alone.
+func TestNothingCitesOutsideTheRepository(t *testing.T) {
+	problems, err := repoIndex(t).OutsideCitations()
 	if err != nil {
 		t.Fatal(err)
 	}
