@@ -86,6 +86,7 @@ func TestCheckerRefusesWhatIsMissing(t *testing.T) {
 		"```",
 		"log.Stopped(ctx)", // 13
 		"```",
+		"What issue 16 asked for.", // 15
 	}, "\n")
 	want := []string{
 		"doc.md:1: `log.Stop`: package log (log) declares no Stop",
@@ -101,6 +102,7 @@ func TestCheckerRefusesWhatIsMissing(t *testing.T) {
 		"doc.md:8: `elect/nosuch.Thing`: no package elect/nosuch in the repository",
 		"doc.md:8: `github.com/edictlog/edictlog/log.Gone`: package log (log) declares no Gone",
 		"doc.md:13: `log.Stopped`: package log (log) declares no Stopped",
+		"doc.md:15: `issue 16`: cites an issue: say what the text is about, not which issue it served",
 	}
 	var got []string
 	for _, p := range ix.CheckDoc("doc.md", doc) {

@@ -31,6 +31,9 @@
 //     unless it is one of the names of other projects listed in
 //     foreignNames.
 //
+// A document also cites no issue by number ("issue 16"): it says what is
+// true now, and the history is in git.
+//
 // In fenced code blocks (commands, diagrams, sketches of the API) only the
 // exported names that a repository package qualifies (log.Start,
 // storage.OpenBolt) are checked: the rest is other programs' text. The
@@ -44,6 +47,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -199,9 +203,19 @@ func (ix *Index) Check(docs ...string) ([]Problem, error) {
 	return out, nil
 }
 
+// issueRef is a reference to the project's issue tracker: history, which a
+// document that says what is true now does not need.
+var issueRef = regexp.MustCompile(`\b[Ii]ssues? #?[0-9]+`)
+
 // CheckDoc checks one document's text; doc names it in the problems.
 func (ix *Index) CheckDoc(doc, text string) []Problem {
 	var out []Problem
+	for i, line := range strings.Split(text, "\n") {
+		if m := issueRef.FindString(line); m != "" {
+			out = append(out, Problem{Doc: doc, Line: i + 1, Span: m,
+				Why: "cites an issue: say what the text is about, not which issue it served"})
+		}
+	}
 	goFile := "" // the Go file that the spans after it name declarations of
 	for _, s := range Spans(text) {
 		t := strings.TrimSpace(s.text)
@@ -225,6 +239,7 @@ func (ix *Index) CheckDoc(doc, text string) []Problem {
 			goFile = file
 		}
 	}
+	slices.SortStableFunc(out, func(a, b Problem) int { return a.Line - b.Line })
 	return out
 }
 
