@@ -1,0 +1,243 @@
+package edictlogtest_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/edictlogtest"
+	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/log"
+)
+
+func countersCluster(t *testing.T, cfg edictlogtest.ClusterConfig) *edictlogtest.Cluster {
+	t.Helper()
+	cfg.FSM = func(edict.ProcessID, string) (fsm.FSM, error) { return NewCounters(), nil }
+	return edictlogtest.NewCluster(t, cfg)
+}
+
+func longCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// add writes "add hits 1" n times and returns the last result.
+func add(t *testing.T, ctx context.Context, c *edictlogtest.Cluster, n int) log.ApplyResult {
+	t.Helper()
+	var res log.ApplyResult
+	for i := range n {
+		var err error
+		if res, err = c.Apply(ctx, []byte("add hits 1")); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	return res
+}
+
+// hits reads the counter at process id, once it applied index.
+func hits(t *testing.T, ctx context.Context, c *edictlogtest.Cluster, id edict.ProcessID, index uint64) int {
+	t.Helper()
+	if err := c.WaitApplied(ctx, id, index); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Read(ctx, id, log.ReadStale, []byte("hits"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(string(r.Data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestClusterOnBolt(t *testing.T) {
+	ctx := longCtx(t)
+	c := countersCluster(t, edictlogtest.ClusterConfig{Bolt: true})
+	add(t, ctx, c, 5)
+	leader, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Kill(leader)
+	res := add(t, ctx, c, 5)
+	if res.Response != int64(10) {
+		t.Fatalf("the tenth write answered %v", res.Response)
+	}
+	c.Restart(leader)
+	if got := hits(t, ctx, c, leader, res.Index); got != 10 {
+		t.Fatalf("restarted %v reads %d hits, want 10", leader, got)
+	}
+	// Every process down at once, then up: all from their files.
+	for _, id := range c.IDs() {
+		c.Kill(id)
+	}
+	for _, id := range c.IDs() {
+		c.Restart(id)
+	}
+	res = add(t, ctx, c, 1)
+	if res.Response != int64(11) {
+		t.Fatalf("after a restart of every process the counter answered %v, want 11", res.Response)
+	}
+}
+
+// A leader cut off from the majority is replaced there; once healed, it
+// follows and catches up.
+func TestClusterPartitionedLeader(t *testing.T) {
+	ctx := longCtx(t)
+	c := countersCluster(t, edictlogtest.ClusterConfig{})
+	add(t, ctx, c, 3)
+	old, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rest []edict.ProcessID
+	for _, id := range c.IDs() {
+		if id != old {
+			rest = append(rest, id)
+		}
+	}
+	c.Partition([]edict.ProcessID{old}, rest)
+	// Leader reports only a process within its lease: once the majority
+	// has a leader, the old one's lease has run out.
+	var now edict.ProcessID
+	err = poll(ctx, func() bool { now = c.Leader(); return slices.Contains(rest, now) })
+	if err != nil {
+		t.Fatalf("no leader among %v: %v", rest, err)
+	}
+	res := add(t, ctx, c, 3)
+	if res.Response != int64(6) {
+		t.Fatalf("the majority's write answered %v, want 6", res.Response)
+	}
+	c.Heal()
+	if got := hits(t, ctx, c, old, res.Index); got != 6 {
+		t.Fatalf("the old leader reads %d after the heal, want 6", got)
+	}
+}
+
+func poll(ctx context.Context, f func() bool) error {
+	for !f() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// A process that missed entries the leader compacted catches up from a
+// snapshot, streamed over the in-memory network.
+func TestClusterSnapshotCatchUp(t *testing.T) {
+	ctx := longCtx(t)
+	c := countersCluster(t, edictlogtest.ClusterConfig{Tune: func(cfg *log.Config) {
+		cfg.SnapshotEvery, cfg.TrailingEntries = 16, 4
+	}})
+	add(t, ctx, c, 2)
+	leader, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var behind edict.ProcessID
+	for _, id := range c.Running() {
+		if id != leader {
+			behind = id
+			break
+		}
+	}
+	c.Kill(behind)
+	res := add(t, ctx, c, 100)
+	c.Restart(behind)
+	if got := hits(t, ctx, c, behind, res.Index); got != 102 {
+		t.Fatalf("process %v reads %d after catching up, want 102", behind, got)
+	}
+	var streams uint64
+	for _, id := range c.IDs() {
+		streams += c.Network().Stats(id, behind).Snapshots
+	}
+	if streams == 0 {
+		t.Fatalf("process %v caught up without a snapshot: the leader did not compact", behind)
+	}
+}
+
+// Writes commit over a network that loses and delays messages.
+func TestClusterLossyNetwork(t *testing.T) {
+	ctx := longCtx(t)
+	c := countersCluster(t, edictlogtest.ClusterConfig{})
+	c.Network().SetDefault(edictlogtest.Link{Drop: 0.05, MaxDelay: 2 * time.Millisecond})
+	for i := 1; i <= 30; i++ {
+		res, err := c.Apply(ctx, []byte("add hits 1"))
+		if err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		if res.Response != int64(i) {
+			t.Fatalf("write %d answered %v", i, res.Response)
+		}
+	}
+	var dropped uint64
+	for _, a := range c.IDs() {
+		for _, b := range c.IDs() {
+			dropped += c.Network().Stats(a, b).Dropped
+		}
+	}
+	if dropped == 0 {
+		t.Fatal("the network dropped nothing")
+	}
+	r, err := c.Read(ctx, edict.None, log.ReadLease, []byte("hits"))
+	if err != nil || string(r.Data) != "30" {
+		t.Fatalf("lease read: %s, %v", r.Data, err)
+	}
+}
+
+// A new process joins as a learner and receives the log.
+func TestClusterJoin(t *testing.T) {
+	ctx := longCtx(t)
+	c := countersCluster(t, edictlogtest.ClusterConfig{})
+	add(t, ctx, c, 4)
+	c.Join(4)
+	for {
+		leader, err := c.WaitLeader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Node(leader).AddLearner(ctx, 4, edictlogtest.DefaultAddr(4))
+		var nl *log.NotLeaderError
+		if err == nil {
+			break
+		}
+		if !errors.As(err, &nl) {
+			t.Fatalf("AddLearner: %v", err)
+		}
+	}
+	res := add(t, ctx, c, 1)
+	if got := hits(t, ctx, c, 4, res.Index); got != 5 {
+		t.Fatalf("the learner reads %d, want 5", got)
+	}
+}
+
+// A graceful Stop hands leadership over.
+func TestClusterStop(t *testing.T) {
+	ctx := longCtx(t)
+	c := countersCluster(t, edictlogtest.ClusterConfig{})
+	leader, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Stop(leader)
+	if c.Node(leader) != nil || c.Transport(leader) != nil || slices.Contains(c.Running(), leader) {
+		t.Fatal("a stopped process still runs")
+	}
+	res := add(t, ctx, c, 1)
+	if res.Response != int64(1) {
+		t.Fatalf("answered %v", res.Response)
+	}
+	c.Restart(leader)
+	if got := hits(t, ctx, c, leader, res.Index); got != 1 {
+		t.Fatalf("read %d", got)
+	}
+}
