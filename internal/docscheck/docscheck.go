@@ -169,7 +169,7 @@ var (
 var fileExts = map[string]bool{
 	"go": true, "sh": true, "md": true, "txt": true, "json": true, "yaml": true, "yml": true,
 	"mod": true, "sum": true, "work": true, "db": true, "staged": true, "proto": true,
-	"py": true, "toml": true, "csv": true, "log": false, "max": true,
+	"py": true, "toml": true, "csv": true,
 }
 
 // foreignNames are camel-case names that the documents take from other
@@ -337,10 +337,7 @@ func (ix *Index) checkPath(p string) (why, file string) {
 		}
 		return "", ""
 	case len(found) > 1:
-		if strings.HasSuffix(p, ".go") {
-			return "", "" // exists; which one the names after it mean is unknown
-		}
-		return "", ""
+		return "", "" // exists; which one names after a Go file mean is unknown
 	}
 	if ix.rules[p] {
 		return "", "" // a mutation rule: log/accept-reign
