@@ -502,6 +502,23 @@ func (c *Cluster) Apply(ctx context.Context, cmd []byte) (log.ApplyResult, error
 		if err == nil || !retryable(err) || ctx.Err() != nil {
 			return res, err
 		}
+		// A refusal that Leader cannot see yet (a hand-over, an epoch
+		// ending) would otherwise be asked again at once, in a loop.
+		if err := pause(ctx); err != nil {
+			return log.ApplyResult{}, err
+		}
+	}
+}
+
+// pause waits a few milliseconds before a call is tried again.
+func pause(ctx context.Context) error {
+	t := time.NewTimer(5 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -530,10 +547,8 @@ func (c *Cluster) Read(ctx context.Context, id edict.ProcessID, level log.ReadLe
 		if err == nil || !errors.As(err, &nl) || ctx.Err() != nil {
 			return res, err
 		}
-		select {
-		case <-time.After(5 * time.Millisecond):
-		case <-ctx.Done():
-			return log.ReadResult{}, ctx.Err()
+		if err := pause(ctx); err != nil {
+			return log.ReadResult{}, err
 		}
 	}
 }

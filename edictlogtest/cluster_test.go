@@ -11,6 +11,8 @@ import (
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/edictlogtest"
 	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvdisk"
+	"github.com/edictlog/edictlog/fsm/kvfsm"
 	"github.com/edictlog/edictlog/log"
 )
 
@@ -239,5 +241,63 @@ func TestClusterStop(t *testing.T) {
 	c.Restart(leader)
 	if got := hits(t, ctx, c, leader, res.Index); got != 1 {
 		t.Fatalf("read %d", got)
+	}
+}
+
+// A DiskFSM keeps its state in the process's directory, which outlives
+// its incarnations: a restart opens it where it was.
+func TestClusterDiskFSM(t *testing.T) {
+	ctx := longCtx(t)
+	c := edictlogtest.NewCluster(t, edictlogtest.ClusterConfig{
+		Bolt: true,
+		FSM:  func(_ edict.ProcessID, dir string) (fsm.FSM, error) { return kvdisk.Open(dir) },
+		Tune: func(cfg *log.Config) { cfg.SnapshotEvery, cfg.TrailingEntries = 8, 2 },
+	})
+	put := func(k, v string) log.ApplyResult {
+		t.Helper()
+		cmd, err := kvfsm.EncodeCommand(kvfsm.Command{Put: &kvfsm.Put{Key: k, Value: v}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Apply(ctx, cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	get := func(id edict.ProcessID, k string, index uint64) string {
+		t.Helper()
+		if err := c.WaitApplied(ctx, id, index); err != nil {
+			t.Fatal(err)
+		}
+		q, err := kvfsm.EncodeQuery(kvfsm.Range{Key: k})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.Read(ctx, id, log.ReadStale, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := kvfsm.DecodeResult(r.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Range == nil || len(res.Range.KVs) != 1 {
+			return ""
+		}
+		return res.Range.KVs[0].Value
+	}
+	for i := range 20 {
+		put("k", strconv.Itoa(i))
+	}
+	leader, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Kill(leader)
+	res := put("k", "after")
+	c.Restart(leader)
+	if got := get(leader, "k", res.Index); got != "after" {
+		t.Fatalf("restarted %v reads k=%q, want \"after\"", leader, got)
 	}
 }

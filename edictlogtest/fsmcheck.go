@@ -55,7 +55,10 @@ type FSMCheck struct {
 //   - Snapshot, Persist and Restore round trip: a fresh state machine
 //     restored from what Persist wrote is in the state the snapshot was
 //     taken at, and applying the later entries brings it where the
-//     original went; a SizedSnapshot writes the size it reports.
+//     original went; a SizedSnapshot writes the size it reports. Restore
+//     replaces the whole state: a state machine further along, restored
+//     from an earlier snapshot, keeps nothing of its own (not checked for
+//     a DiskFSM, which the log never gives a snapshot behind its state).
 //   - Persist writes the state as of the Snapshot call, even when later
 //     entries are applied before it runs, or while it runs.
 //   - Restore reads its stream to its end (io.EOF: snapshot stores check
@@ -352,6 +355,7 @@ func (k *checker) roundTrip() error {
 	if err != nil {
 		return err
 	}
+	snaps := map[uint64][]byte{}
 	for _, p := range []uint64{0, k.midpoint(), n} {
 		f, err := k.newFSM()
 		if err != nil {
@@ -365,6 +369,7 @@ func (k *checker) roundTrip() error {
 		if err != nil {
 			return fmt.Errorf("at index %d: %w", p, err)
 		}
+		snaps[p] = b
 		g, err := k.restoreFrom(b, p)
 		if err != nil {
 			return err
@@ -389,6 +394,36 @@ func (k *checker) roundTrip() error {
 		}
 		if !bytes.Equal(got, final) {
 			return fmt.Errorf("a state machine restored from a snapshot taken at index %d, then given the entries up to %d, is not in the state of a replica that applied them all", p, n)
+		}
+	}
+	// Restore replaces the whole state: one that applied every entry,
+	// restored from an earlier snapshot, holds nothing of what came
+	// after it. (A DiskFSM need not take a snapshot behind its state:
+	// the log never gives it one.)
+	f, err := k.newFSM()
+	if err != nil {
+		return err
+	}
+	if _, ok := f.(fsm.DiskFSM); ok {
+		return nil
+	}
+	if _, err := k.apply(&replica{f: f}, n, nil, false); err != nil {
+		return err
+	}
+	for _, p := range []uint64{k.midpoint(), 0} {
+		if err := f.Restore(bytes.NewReader(snaps[p])); err != nil {
+			return fmt.Errorf("Restore of the snapshot at index %d into a state machine that applied the entries up to %d: %w", p, n, err)
+		}
+		want, err := k.refAt(p)
+		if err != nil {
+			return err
+		}
+		got, err := k.state(f)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(got, want) {
+			return fmt.Errorf("a state machine that applied the entries up to %d, restored from a snapshot taken at index %d, is not in the snapshot's state: Restore must replace all state, not add to it", n, p)
 		}
 	}
 	return nil

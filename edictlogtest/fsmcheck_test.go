@@ -14,6 +14,7 @@ import (
 
 	"github.com/edictlog/edictlog/edictlogtest"
 	"github.com/edictlog/edictlog/fsm"
+	"github.com/edictlog/edictlog/fsm/kvdisk"
 	"github.com/edictlog/edictlog/fsm/kvfsm"
 )
 
@@ -141,6 +142,14 @@ func TestCheckFSMPassesCorrectFSMs(t *testing.T) {
 	}); !ok {
 		t.Fatalf("kvfsm.KV: %q", errs)
 	}
+	// And its DiskFSM, each state machine in a directory of its own.
+	if ok, errs := check(t, edictlogtest.FSMCheck{
+		New:      func() (fsm.FSM, error) { return kvdisk.Open(t.TempDir()) },
+		Commands: cmds,
+		Queries:  [][]byte{all},
+	}); !ok {
+		t.Fatalf("kvdisk.KV: %q", errs)
+	}
 }
 
 // stamped keeps the time it applied its last entry: replicas diverge.
@@ -250,6 +259,20 @@ func (f careless) Restore(r io.Reader) error {
 	return f.Counters.Restore(bytes.NewReader(b))
 }
 
+// merging adds a snapshot's counters to its own.
+type merging struct{ *Counters }
+
+func (f merging) Restore(r io.Reader) error {
+	g := NewCounters()
+	if err := g.Restore(r); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	maps.Copy(f.c, g.c)
+	return nil
+}
+
 // eager clears its state before it has read the stream.
 type eager struct{ *Counters }
 
@@ -273,6 +296,7 @@ func TestCheckFSMCatchesBrokenFSMs(t *testing.T) {
 		{"snapshot aliases live state", func() fsm.FSM { return aliasing{NewCounters()} }, counterQueries, "Persist must write the state as of the Snapshot call"},
 		{"Restore stops early", func() fsm.FSM { return framed{NewCounters()} }, counterQueries, "without reading its stream to the end"},
 		{"Restore ignores read errors", func() fsm.FSM { return careless{NewCounters()} }, counterQueries, "Restore returned nil from a stream whose reader failed"},
+		{"Restore merges", func() fsm.FSM { return merging{NewCounters()} }, counterQueries, "Restore must replace all state"},
 		{"failed Restore changes state", func() fsm.FSM { return eager{NewCounters()} }, counterQueries, "changed the state"},
 	} {
 		t.Run(c.name, func(t *testing.T) { expectFailure(t, c.new, c.queries, c.want) })
