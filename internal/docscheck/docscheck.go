@@ -177,7 +177,7 @@ var fileExts = map[string]bool{
 // from the protocol's papers; they are not the repository's to declare.
 var foreignNames = map[string]bool{
 	// etcd's API: gRPC services and methods, messages, client options.
-	"Cluster.MemberList": true, "KV.Put": true, "KV.DeleteRange": true, "KV.Txn": true,
+	"Cluster.MemberList": true, "Cluster.MemberUpdate": true, "KV.Put": true, "KV.DeleteRange": true, "KV.Txn": true,
 	"RaftKV": true, "PutRequest": true, "PutResponse": true, "DeleteRangeRequest": true,
 	"TxnRequest": true, "CompactionRequest": true, "AlarmRequest": true,
 	"WithRequireLeader": true, "WithRev": true,
