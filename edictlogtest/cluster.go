@@ -403,6 +403,30 @@ func (c *Cluster) Restart(id edict.ProcessID) {
 	c.start(p)
 }
 
+// RestartAt starts a new incarnation of process id, which must be down,
+// as Restart does but at a new address, as a process restarted on a new
+// port: the others reach it there once they learn the address, from the
+// log (Node.SetAddress) or from the process itself, whose transport
+// announces where it listens to the peers it sends to (as TCP's does) to a
+// Node that watches announcements.
+func (c *Cluster) RestartAt(id edict.ProcessID, addr string) {
+	c.t.Helper()
+	if c.proc(id) == nil {
+		c.t.Fatalf("edictlogtest: restart %v: no such process", id)
+	}
+	c.mu.Lock()
+	c.peers[id] = addr
+	c.mu.Unlock()
+	c.Restart(id)
+}
+
+// Addr returns the address process id listens at (or last listened at).
+func (c *Cluster) Addr(id edict.ProcessID) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.peers[id]
+}
+
 // Join starts a new process id with log.Config.Join, which a leader then
 // makes a learner (Node.AddLearner with DefaultAddr(id)) and a member
 // (Node.Promote). The running processes learn its address from the log,

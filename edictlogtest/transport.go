@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -56,6 +57,13 @@ type Transport struct {
 	mu    sync.Mutex
 	peers map[edict.ProcessID]string
 	lanes map[laneKey]*lane
+	// incarnation is what Announce set; announced, whether it was called.
+	incarnation uint64
+	announced   bool
+	// watchers are WatchAddresses' callbacks; heardInc the newest
+	// incarnation announced by each peer.
+	watchers []func(edict.ProcessID, string, uint64)
+	heardInc map[edict.ProcessID]uint64
 }
 
 type laneKey struct {
@@ -71,6 +79,57 @@ func newTransport(n *Network, id edict.ProcessID, addr string) *Transport {
 		closing: make(chan struct{}),
 		peers:   map[edict.ProcessID]string{},
 		lanes:   map[laneKey]*lane{},
+
+		heardInc: map[edict.ProcessID]uint64{},
+	}
+}
+
+// Announce sets the incarnation this transport announces its address
+// with, and announces it to every peer it knows, as TCP's hello does on
+// each connection it opens (log's AddressAnnouncer): a process restarted
+// at a new address is then reached there. Every lane it opens later
+// announces it too. An announcement crosses the network as a message
+// does: not over a cut link.
+func (t *Transport) Announce(incarnation uint64) {
+	t.mu.Lock()
+	t.incarnation, t.announced = incarnation, true
+	peers := make(map[edict.ProcessID]string, len(t.peers))
+	for id, addr := range t.peers {
+		peers[id] = addr
+	}
+	t.mu.Unlock()
+	for id, addr := range peers {
+		if dst := t.net.lookup(addr); dst != nil && dst.id == id && !t.net.isCut(t.id, id) {
+			dst.heard(t.id, t.addr, incarnation)
+		}
+	}
+}
+
+// WatchAddresses has f called with each address a peer announces and its
+// incarnation, never for an incarnation below one heard from that peer
+// (log's AddressAnnouncer). f runs on the announcing side's goroutine: it
+// must be quick and must not call the transport.
+func (t *Transport) WatchAddresses(f func(id edict.ProcessID, addr string, incarnation uint64)) {
+	t.mu.Lock()
+	t.watchers = append(t.watchers, f)
+	t.mu.Unlock()
+}
+
+// heard is an announcement from peer id reaching t.
+func (t *Transport) heard(id edict.ProcessID, addr string, incarnation uint64) {
+	if t.isClosing() {
+		return
+	}
+	t.mu.Lock()
+	if prev, ok := t.heardInc[id]; ok && incarnation < prev {
+		t.mu.Unlock()
+		return
+	}
+	t.heardInc[id] = incarnation
+	ws := slices.Clone(t.watchers)
+	t.mu.Unlock()
+	for _, f := range ws {
+		f(id, addr, incarnation)
 	}
 }
 
@@ -231,23 +290,28 @@ func (t *Transport) Send(ctx context.Context, to edict.ProcessID, m wire.Message
 		t.net.count(t.id, to, func(s *LinkStats) { s.Unreachable++ })
 		return nil
 	}
-	l := t.lane(dst, bulk)
+	l, announce := t.lane(dst, bulk)
 	if l == nil {
 		return ErrClosed
+	}
+	if announce != nil {
+		announce()
 	}
 	return l.enqueue(ctx, item{m: cp, at: time.Now().Add(delay)})
 }
 
-// lane returns the lane to dst of the given kind, starting it if needed.
-func (t *Transport) lane(dst *Transport, bulk bool) *lane {
+// lane returns the lane to dst of the given kind, starting it if needed;
+// announce, if not nil, announces t's address to dst (a new connection's
+// hello) and is called by the caller.
+func (t *Transport) lane(dst *Transport, bulk bool) (l *lane, announce func()) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.isClosing() {
-		return nil
+		return nil, nil
 	}
 	k := laneKey{dst, bulk}
 	if l := t.lanes[k]; l != nil {
-		return l
+		return l, nil
 	}
 	// Lanes to a closed transport of the same process are gone for good.
 	for k2, l := range t.lanes {
@@ -260,11 +324,18 @@ func (t *Transport) lane(dst *Transport, bulk bool) *lane {
 	if bulk {
 		size = t.net.cfg.AppendWindow
 	}
-	l := &lane{src: t, dst: dst, bulk: bulk, queue: make(chan item, size), done: make(chan struct{})}
+	l = &lane{src: t, dst: dst, bulk: bulk, queue: make(chan item, size), done: make(chan struct{})}
 	t.lanes[k] = l
 	t.wg.Add(1)
 	go l.run()
-	return l
+	if t.announced {
+		// A new lane is a new connection: its hello says where this
+		// process listens. Told once t's lock is released: dst's
+		// watchers may take locks of their own.
+		inc := t.incarnation
+		announce = func() { dst.heard(t.id, t.addr, inc) }
+	}
+	return l, announce
 }
 
 type item struct {

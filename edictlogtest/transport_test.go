@@ -549,3 +549,67 @@ func TestSnapshotFaults(t *testing.T) {
 		t.Fatal("a closed sender reports success")
 	}
 }
+
+type announcement struct {
+	id   edict.ProcessID
+	addr string
+	inc  uint64
+}
+
+// A transport announces where it listens, as TCP's hello does: to the
+// peers it knows when asked, and on every new connection; never an
+// incarnation below one heard, and never over a cut link.
+func TestAnnounce(t *testing.T) {
+	ctx := ctxFor(t)
+	n, a, b := pairOf(t, edictlogtest.NetworkConfig{})
+	got := make(chan announcement, 16)
+	b.WatchAddresses(func(id edict.ProcessID, addr string, inc uint64) { got <- announcement{id, addr, inc} })
+	next := func() announcement {
+		t.Helper()
+		select {
+		case x := <-got:
+			return x
+		default:
+			t.Fatal("no announcement")
+		}
+		return announcement{}
+	}
+	none := func() {
+		t.Helper()
+		select {
+		case x := <-got:
+			t.Fatalf("announcement %+v", x)
+		default:
+		}
+	}
+	if err := a.Send(ctx, 2, readIndex(1)); err != nil {
+		t.Fatal(err)
+	}
+	none() // a never announced
+	a.Announce(5)
+	if x := next(); x != (announcement{1, a.LocalAddr(), 5}) {
+		t.Fatalf("heard %+v", x)
+	}
+	// A new connection (the bulk lane) announces again.
+	if err := a.Send(ctx, 2, appendOf(0, []byte("x"))); err != nil {
+		t.Fatal(err)
+	}
+	if x := next(); x.inc != 5 {
+		t.Fatalf("heard %+v", x)
+	}
+	// An earlier life's announcement is ignored.
+	a2, err := n.NewTransport(1, "mem:1-old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2.AddPeer(2, b.LocalAddr())
+	a2.Announce(4)
+	none()
+	a2.Announce(6)
+	if x := next(); x != (announcement{1, "mem:1-old", 6}) {
+		t.Fatalf("heard %+v", x)
+	}
+	n.Cut(1, 2)
+	a.Announce(7)
+	none()
+}
