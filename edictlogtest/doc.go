@@ -12,9 +12,9 @@
 //   - [Cluster]: n Nodes bootstrapping one cluster over a Network, each
 //     with its own store (storage.MemStore, or bbolt in a temporary
 //     directory with ClusterConfig.Bolt), snapshot store and the
-//     embedder's state machine, with Kill, Restart, Stop, Join,
-//     Partition, Heal, WaitLeader, Leader, Apply through the leader,
-//     Read at any level, and WaitApplied.
+//     embedder's state machine, with Kill, Restart (and RestartAt, at a
+//     new address), Stop, Join, Partition, Heal, WaitLeader, Leader,
+//     Apply through the leader, Read at any level, and WaitApplied.
 //   - [CheckFSM]: the conformance check of an embedder's fsm.FSM:
 //     determinism across replicas, the Snapshot→Restore round trip,
 //     Persist after later applies, Restore reading its stream to the end
@@ -40,6 +40,10 @@
 //     there is even with a context already done, which is how the Node
 //     sends without blocking. Control messages are handed to the runtime
 //     before queued bulk ones.
+//   - A transport announces where it listens, with its incarnation, to
+//     the peers it knows when asked (Announce) and on every new lane, as
+//     TCP's hello does on every connection; a receiver hears no
+//     incarnation below one it heard from the same process.
 //   - A snapshot stream reaches the receiver only through Snapshots, is
 //     read as it is sent (nothing holds the whole snapshot), ends in
 //     io.EOF only after exactly the declared size, and otherwise in an
