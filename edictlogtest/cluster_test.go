@@ -67,7 +67,17 @@ func TestClusterOnBolt(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Kill(leader)
+	// A killed process sends nothing more: no lease release, no hand-over.
+	sent := map[edict.ProcessID]uint64{}
+	for _, id := range c.IDs() {
+		sent[id] = c.Network().Stats(leader, id).Sent
+	}
 	res := add(t, ctx, c, 5)
+	for _, id := range c.IDs() {
+		if s := c.Network().Stats(leader, id).Sent; s != sent[id] {
+			t.Fatalf("killed process %v sent %d messages to %v after Kill", leader, s-sent[id], id)
+		}
+	}
 	if res.Response != int64(10) {
 		t.Fatalf("the tenth write answered %v", res.Response)
 	}
@@ -299,5 +309,30 @@ func TestClusterDiskFSM(t *testing.T) {
 	c.Restart(leader)
 	if got := get(leader, "k", res.Index); got != "after" {
 		t.Fatalf("restarted %v reads k=%q, want \"after\"", leader, got)
+	}
+}
+
+// A leader whose messages no longer reach the others, while it still
+// hears them (a one-way cut), loses its lease to another.
+func TestClusterOneWayCut(t *testing.T) {
+	ctx := longCtx(t)
+	c := countersCluster(t, edictlogtest.ClusterConfig{})
+	add(t, ctx, c, 1)
+	old, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range c.IDs() {
+		if id != old {
+			c.Network().Cut(old, id)
+		}
+	}
+	if err := poll(ctx, func() bool { l := c.Leader(); return l != edict.None && l != old }); err != nil {
+		t.Fatalf("%v kept leading with every message it sends lost: %v", old, err)
+	}
+	res := add(t, ctx, c, 1)
+	c.Heal()
+	if got := hits(t, ctx, c, old, res.Index); got != 2 {
+		t.Fatalf("the old leader reads %d, want 2", got)
 	}
 }

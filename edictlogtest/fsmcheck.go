@@ -298,7 +298,11 @@ func (k *checker) deterministic() error {
 		}
 		k.ref[p] = sa
 		if !bytes.Equal(sa, sb) {
-			return fmt.Errorf("two replicas that applied the same entries up to %d are in different states (one applied them one at a time, the other in batches with each entry's Data overwritten once applied): is Apply deterministic, and does it copy the Data it keeps?", p)
+			ask := "is Apply deterministic, and does it copy the Data it keeps?"
+			if _, ok := b.f.(fsm.BatchFSM); ok {
+				ask = "is Apply deterministic, does ApplyBatch do what Apply does, entry by entry, and do they copy the Data they keep?"
+			}
+			return fmt.Errorf("two replicas that applied the same entries up to %d are in different states (one applied them one at a time, the other in batches with each entry's Data overwritten once applied): %s", p, ask)
 		}
 	}
 	for i := range resA {

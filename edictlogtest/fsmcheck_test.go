@@ -74,6 +74,10 @@ func counterCommands() [][]byte {
 	var cmds [][]byte
 	for i := range 120 {
 		cmds = append(cmds, fmt.Appendf(nil, "add c%d %d", i%5, i+1))
+		if i%3 == 0 {
+			// Refused by Counters; reversing sets c1 to its length.
+			cmds = append(cmds, fmt.Appendf(nil, "set c1 %s", strings.Repeat("x", i%4)))
+		}
 	}
 	return cmds
 }
@@ -273,6 +277,41 @@ func (f merging) Restore(r io.Reader) error {
 	return nil
 }
 
+// reversing applies a batch's entries last to first, unlike Apply.
+type reversing struct{ *Counters }
+
+func (f reversing) ApplyBatch(es []fsm.Entry) []any {
+	out := make([]any, len(es))
+	for i := len(es) - 1; i >= 0; i-- {
+		out[i] = f.Counters.Apply(es[i])
+	}
+	return out
+}
+
+// Set makes order matter: "set <name> <n>" alongside "add".
+func (f reversing) Apply(e fsm.Entry) any {
+	if name, n, ok := strings.Cut(strings.TrimPrefix(string(e.Data), "set "), " "); ok && strings.HasPrefix(string(e.Data), "set ") {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		v := int64(len(n))
+		f.c[name] = v
+		return v
+	}
+	return f.Counters.Apply(e)
+}
+
+// misSized reports a size its Persist does not write.
+type misSized struct{ *Counters }
+
+func (f misSized) Snapshot() (fsm.Snapshot, error) {
+	s, err := f.Counters.Snapshot()
+	return sized{s}, err
+}
+
+type sized struct{ fsm.Snapshot }
+
+func (sized) Size() int64 { return 3 }
+
 // eager clears its state before it has read the stream.
 type eager struct{ *Counters }
 
@@ -296,6 +335,8 @@ func TestCheckFSMCatchesBrokenFSMs(t *testing.T) {
 		{"snapshot aliases live state", func() fsm.FSM { return aliasing{NewCounters()} }, counterQueries, "Persist must write the state as of the Snapshot call"},
 		{"Restore stops early", func() fsm.FSM { return framed{NewCounters()} }, counterQueries, "without reading its stream to the end"},
 		{"Restore ignores read errors", func() fsm.FSM { return careless{NewCounters()} }, counterQueries, "Restore returned nil from a stream whose reader failed"},
+		{"ApplyBatch differs from Apply", func() fsm.FSM { return reversing{NewCounters()} }, counterQueries, "different states"},
+		{"SizedSnapshot misreports", func() fsm.FSM { return misSized{NewCounters()} }, counterQueries, "SizedSnapshot reports 3 bytes"},
 		{"Restore merges", func() fsm.FSM { return merging{NewCounters()} }, counterQueries, "Restore must replace all state"},
 		{"failed Restore changes state", func() fsm.FSM { return eager{NewCounters()} }, counterQueries, "changed the state"},
 	} {
