@@ -181,8 +181,10 @@ var foreignNames = map[string]bool{
 	"RaftKV": true, "PutRequest": true, "PutResponse": true, "DeleteRangeRequest": true,
 	"TxnRequest": true, "CompactionRequest": true, "AlarmRequest": true,
 	"WithRequireLeader": true, "WithRev": true,
-	// etcd's server: its backend, watch and channel sizes.
+	// etcd's server: its backend, watch and channel sizes, the strict
+	// reconfiguration check.
 	"backend.Defrag": true, "chanBufLen": true, "watchBatchMaxRevs": true,
+	"isConnectedToQuorumSince": true,
 	// etcd's raft, and Raft's paper.
 	"stepLeader": true, "MsgAppResp": true, "currentTerm": true,
 	// Go's runtime.
