@@ -336,3 +336,25 @@ func TestClusterOneWayCut(t *testing.T) {
 		t.Fatalf("the old leader reads %d, want 2", got)
 	}
 }
+
+func TestNewClusterRefusesBadConfig(t *testing.T) {
+	for _, cfg := range []edictlogtest.ClusterConfig{
+		{},
+		{Nodes: -1, FSM: func(edict.ProcessID, string) (fsm.FSM, error) { return NewCounters(), nil }},
+		{FSM: func(edict.ProcessID, string) (fsm.FSM, error) { return nil, errors.New("no FSM today") }},
+	} {
+		r := &recorder{TB: t}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			edictlogtest.NewCluster(r, cfg)
+		}()
+		<-done
+		if !r.Failed() {
+			t.Fatalf("NewCluster took %+v", cfg)
+		}
+		if _, err := edictlogtest.StartCluster(cfg); err == nil {
+			t.Fatalf("StartCluster took %+v", cfg)
+		}
+	}
+}

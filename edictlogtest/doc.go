@@ -15,6 +15,8 @@
 //     embedder's state machine, with Kill, Restart (and RestartAt, at a
 //     new address), Stop, Join, Partition, Heal, WaitLeader, Leader,
 //     Apply through the leader, Read at any level, and WaitApplied.
+//     [NewCluster] ties it to a test; [StartCluster] runs one anywhere
+//     else (an Example).
 //   - [CheckFSM]: the conformance check of an embedder's fsm.FSM:
 //     determinism across replicas, the Snapshot→Restore round trip,
 //     Persist after later applies, Restore reading its stream to the end

@@ -189,21 +189,47 @@ func TestCountersCluster(t *testing.T) {
 	}
 }
 
-// ExampleNewCluster shows the shape of a test of an embedder's state
-// machine with the kit: TestCountersCluster runs it in full.
-func ExampleNewCluster() {
-	var t testing.TB // the test's *testing.T
-	ctx := context.Background()
-	c := edictlogtest.NewCluster(t, edictlogtest.ClusterConfig{
+// An embedder's state machine replicated by three Nodes in one process,
+// with no TCP: write, kill the leader, write through the next one, restart
+// the killed process and read what it caught up on. In a test, NewCluster
+// takes the test's testing.TB instead, and closes the cluster at its end;
+// TestCountersCluster reads at every level too.
+func ExampleStartCluster() {
+	c, err := edictlogtest.StartCluster(edictlogtest.ClusterConfig{
 		Nodes: 3,
 		FSM:   func(edict.ProcessID, string) (fsm.FSM, error) { return NewCounters(), nil },
 	})
-	leader, _ := c.WaitLeader(ctx)
-	res, _ := c.Apply(ctx, []byte("add hits 1"))
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	leader, err := c.WaitLeader(ctx)
+	if err != nil {
+		panic(err)
+	}
+	if _, err := c.Apply(ctx, []byte("add hits 2")); err != nil {
+		panic(err)
+	}
 	c.Kill(leader)
-	_, _ = c.WaitLeader(ctx)
-	r, _ := c.Read(ctx, edict.None, log.ReadLease, []byte("hits"))
-	fmt.Println(string(r.Data))
+	res, err := c.Apply(ctx, []byte("add hits 3")) // through the new leader
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("hits after the failover:", res.Response)
+
 	c.Restart(leader)
-	_ = c.WaitApplied(ctx, leader, res.Index)
+	if err := c.WaitApplied(ctx, leader, res.Index); err != nil {
+		panic(err)
+	}
+	r, err := c.Read(ctx, leader, log.ReadStale, []byte("hits"))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("the restarted process reads %s\n", r.Data)
+	// Output:
+	// hits after the failover: 5
+	// the restarted process reads 5
 }
