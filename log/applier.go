@@ -2,6 +2,7 @@ package log
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -37,16 +38,23 @@ type applier struct {
 	last      wire.Entry // the last entry applied
 	lastIndex uint64
 	sinceSnap uint64
+	// snapAt is the index of the newest snapshot of an FSM that keeps no
+	// state of its own, taken or restored: set on the applier, taken back
+	// by a snapshot's writer that failed.
+	snapAt atomic.Uint64
 	// reignIndex is Node.ReignIndex: read by any goroutine.
 	reignIndex atomic.Uint64
 }
 
 type applyJob struct {
 	entries  []wire.Entry
-	snapshot chan error  // take a snapshot now
-	restore  *restoreJob // replace the state
+	snapshot chan snapshotDone // take a snapshot now (Node.Snapshot)
+	restore  *restoreJob       // replace the state
 	// copyFor: a DiskFSM's copy of its state for a peer (copyState).
 	copyFor func(stateCopy, error)
+	// call runs between two applies (ReadFuncBetweenApplies); closed: the
+	// applier stopped, and it runs nothing.
+	call func(closed bool)
 }
 
 // stateCopy is a DiskFSM's state for a peer: captured, to be streamed
@@ -88,6 +96,7 @@ func newApplier(n *Node, at wire.Entry, snap uint64) *applier {
 		a.stager, _ = d.(fsm.StagingFSM)
 	}
 	a.cond = sync.NewCond(&a.mu)
+	a.snapAt.Store(snap)
 	// The reign-start edict of the reign the snapshot ended in is at or
 	// below its index, and every later reign starts above it: the
 	// snapshot's index keeps ReignIndex monotonic until one is applied.
@@ -107,13 +116,16 @@ func (a *applier) hold(j applyJob) {
 	defer a.mu.Unlock()
 	if a.closed {
 		if j.snapshot != nil {
-			j.snapshot <- ErrShutdown
+			j.snapshot <- snapshotDone{err: ErrShutdown}
 		}
 		if j.restore != nil {
 			j.restore.after(ErrShutdown)
 		}
 		if j.copyFor != nil {
 			go j.copyFor(stateCopy{}, ErrShutdown) // it reports to the loop, which may be the caller
+		}
+		if j.call != nil {
+			j.call(true)
 		}
 		return
 	}
@@ -154,9 +166,12 @@ func (a *applier) run() {
 			case j.restore != nil:
 				a.restore(j.restore)
 			case j.snapshot != nil:
-				j.snapshot <- a.takeSnapshot(true)
+				index, err := a.takeSnapshot(true)
+				j.snapshot <- snapshotDone{index: index, err: err}
 			case j.copyFor != nil:
 				a.copyState(j.copyFor)
+			case j.call != nil:
+				j.call(false)
 			default:
 				a.apply(j.entries)
 			}
@@ -200,7 +215,7 @@ func (a *applier) apply(es []wire.Entry) {
 	a.report(out)
 	a.sinceSnap += uint64(len(batch))
 	if a.sinceSnap >= a.n.cfg.SnapshotEvery {
-		if err := a.takeSnapshot(false); err != nil {
+		if _, err := a.takeSnapshot(false); err != nil && !errors.Is(err, ErrNothingNew) && !errors.Is(err, errEpochHeard) {
 			a.n.log.Error("snapshot", "err", err)
 		}
 	}
@@ -215,43 +230,52 @@ func (a *applier) report(out applied) {
 
 // takeSnapshot captures the FSM here (Applies wait, briefly) and writes it
 // out on another goroutine, so applies go on meanwhile; the log is
-// compacted once it is durable. With wait it returns when it is.
-func (a *applier) takeSnapshot(wait bool) error {
+// compacted once it is durable. With wait it returns when the snapshot is
+// durable and the log compacted behind it, with the index it covers.
+// Nothing applied since the newest snapshot (taken, or restored) is a
+// *NothingNewError.
+func (a *applier) takeSnapshot(wait bool) (uint64, error) {
 	if a.disk != nil {
 		return a.syncSnapshot(wait)
 	}
-	if a.lastIndex == 0 || a.last.Index != a.lastIndex {
-		return nil // nothing applied since the start or a restore
-	}
-	a.sinceSnap = 0
-	s, err := a.n.cfg.FSM.Snapshot()
-	if err != nil {
-		return fmt.Errorf("log: fsm snapshot: %w", err)
+	prev := a.snapAt.Load()
+	if a.lastIndex <= prev || a.last.Index != a.lastIndex {
+		// Nothing applied since the start or a restore, or since the
+		// newest snapshot.
+		return 0, &NothingNewError{Index: max(prev, a.lastIndex)}
 	}
 	st := a.n.Status()
 	if st.EpochHeard {
 		// The snapshot would name an epoch whose stop edict this log
 		// does not hold yet; a process that installs it would take the
 		// epoch as its log's own. Wait until the log brings it.
-		return nil
+		return 0, fmt.Errorf("%w (epoch %d)", errEpochHeard, st.Epoch)
+	}
+	a.sinceSnap = 0
+	s, err := a.n.cfg.FSM.Snapshot()
+	if err != nil {
+		return 0, fmt.Errorf("log: fsm snapshot: %w", err)
 	}
 	meta := wire.SnapshotMeta{Index: a.last.Index, Reign: a.last.Reign, Stamp: a.last.Stamp,
 		Config: wire.EpochConfig{Epoch: st.Epoch, Members: st.Members, Learners: st.Learners}}
+	a.snapAt.Store(meta.Index)
 	errc := make(chan error, 1)
 	go func() {
 		defer s.Release()
 		err := persistSnapshot(a.n.cfg.Snapshots, meta, s)
-		errc <- err
 		if err != nil {
+			// The next call takes it again.
+			a.snapAt.CompareAndSwap(meta.Index, prev)
 			a.n.log.Error("snapshot", "index", meta.Index, "err", err)
-			return
+		} else {
+			err = a.n.compactAfterSnapshot(meta.Index)
 		}
-		a.n.compactAfterSnapshot(meta.Index)
+		errc <- err
 	}()
 	if !wait {
-		return nil
+		return meta.Index, nil
 	}
-	return <-errc
+	return meta.Index, <-errc
 }
 
 func persistSnapshot(store SnapshotStore, meta wire.SnapshotMeta, s fsm.Snapshot) error {
@@ -299,21 +323,21 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // log behind it. The log is never compacted past that index: a crash
 // leaves every entry after it in the log. With wait it returns when the
 // snapshot is recorded.
-func (a *applier) syncSnapshot(wait bool) error {
+func (a *applier) syncSnapshot(wait bool) (uint64, error) {
 	if a.lastIndex == 0 {
-		return nil
+		return 0, &NothingNewError{}
+	}
+	st := a.n.Status()
+	if st.EpochHeard {
+		return 0, fmt.Errorf("%w (epoch %d)", errEpochHeard, st.Epoch) // as in takeSnapshot
 	}
 	a.sinceSnap = 0
 	d, err := SyncState(a.disk, a.lastIndex)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if d <= a.synced {
-		return nil // nothing new is durable since the last one
-	}
-	st := a.n.Status()
-	if st.EpochHeard {
-		return nil // as in takeSnapshot
+		return 0, &NothingNewError{Index: a.synced} // nothing new is durable since the last one
 	}
 	at := a.last
 	cfg := wire.EpochConfig{Epoch: st.Epoch, Members: st.Members, Learners: st.Learners}
@@ -327,9 +351,9 @@ func (a *applier) syncSnapshot(wait bool) error {
 	}()
 	a.synced = d
 	if !wait {
-		return nil
+		return d, nil
 	}
-	return <-errc
+	return d, <-errc
 }
 
 // recordSynced records a snapshot with no copy of the state at index d,
@@ -355,8 +379,7 @@ func (n *Node) recordSynced(d uint64, at wire.Entry, cfg wire.EpochConfig) error
 	if _, err := SaveMetaOnlySnapshot(n.cfg.Snapshots, meta); err != nil {
 		return err
 	}
-	n.compactAfterSnapshot(d)
-	return nil
+	return n.compactAfterSnapshot(d)
 }
 
 // copyState captures a DiskFSM's state for a peer that needs a snapshot
@@ -421,10 +444,19 @@ func (a *applier) restore(j *restoreJob) {
 	case j.staged:
 		err = InstallStagedSnapshot(a.stager, j.index)
 	default:
+		if a.disk != nil {
+			// Its Restore is durable: checked after it, a damaged
+			// snapshot would be its state at the next start.
+			err = verifySnapshot(context.Background(), j.open)
+		}
 		var rc io.ReadCloser
-		if rc, err = j.open(); err == nil {
-			err = a.n.cfg.FSM.Restore(rc)
-			rc.Close()
+		if err == nil {
+			if rc, err = j.open(); err == nil {
+				// Read to its end whatever the state machine reads, so
+				// that the store checks the digest (restoreChecked).
+				err = restoreChecked(context.Background(), a.n.cfg.FSM.Restore, rc)
+				rc.Close()
+			}
 		}
 		if err == nil && a.disk != nil {
 			var d uint64
@@ -435,6 +467,7 @@ func (a *applier) restore(j *restoreJob) {
 	}
 	if err == nil {
 		a.lastIndex, a.last, a.sinceSnap = j.index, wire.Entry{}, 0
+		a.snapAt.Store(max(a.snapAt.Load(), j.index))
 		if a.disk != nil {
 			a.last = wire.Entry{Index: j.index, Reign: j.reign, Stamp: j.stamp}
 			a.synced = max(a.synced, j.index) // the installed snapshot holds it

@@ -57,7 +57,7 @@ func startBenchCluster(tb testing.TB, tune ...func(*log.Config)) *benchCluster {
 		for _, f := range tune {
 			f(&cfg)
 		}
-		n, err := log.Start(cfg)
+		n, err := log.Start(context.Background(), cfg)
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -177,7 +177,8 @@ func (c *diskCluster) loadPastCompaction(ctx context.Context, n int) (map[string
 		c.put(k, want[k])
 	}
 	l := c.waitLeader(10 * time.Second)
-	require.NoError(c.t, l.Snapshot(ctx))
+	_, err := l.Snapshot(ctx)
+	require.NoError(c.t, err)
 	eventually(c.t, 10*time.Second, func() error {
 		if first := l.Status().FirstIndex; first <= 2 {
 			return fmt.Errorf("the leader's log still starts at %d", first)
@@ -233,11 +234,13 @@ func TestNodeDiskFSMRestartAppliesOnlyAfterItsDurableIndex(t *testing.T) {
 	waitApplied(t, c.barrier(), f)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	require.NoError(t, f.Snapshot(ctx), "a snapshot that holds no copy of the state, at what the sync made durable")
+	idx, err := f.Snapshot(ctx)
+	require.NoError(t, err, "a snapshot that holds no copy of the state, at what the sync made durable")
 	metas, err := f.snaps.List()
 	require.NoError(t, err)
 	require.NotEmpty(t, metas)
 	snap := metas[0]
+	require.Equal(t, snap.Index, idx, "Snapshot returns the index it covers")
 	metaOnly, err := log.IsMetaOnlySnapshot(f.snaps, snap)
 	require.NoError(t, err)
 	require.True(t, metaOnly, "the snapshot of a DiskFSM holds no copy of its state (%d bytes)", snap.Size)
@@ -270,7 +273,7 @@ func TestNodeDiskFSMRestartAppliesOnlyAfterItsDurableIndex(t *testing.T) {
 	}
 	f = c.restart(f.id)
 	require.GreaterOrEqual(t, f.Status().Applied, durable, "the log starts at the state machine's durable index")
-	idx := c.barrier()
+	idx = c.barrier()
 	waitApplied(t, idx, f)
 	got, restores, _ := c.disk(f.id).record()
 	require.Zero(t, restores, "nothing is restored: the state machine is ahead of the snapshot")

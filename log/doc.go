@@ -15,7 +15,12 @@
 //
 //   - A refusal made before anything was written — not the leader, a
 //     reign not started, a leadership transfer, an ending epoch — is a
-//     *NotLeaderError naming where to retry; nothing else is. A write
+//     *NotLeaderError naming where to retry; nothing else is. Apply,
+//     Barrier and the linearizable reads do not refuse for want of a
+//     leader: while none is known, or this process is about to lead, they
+//     wait for one within their context (and if it ends, the
+//     *NotLeaderError wraps its error too); a refusal naming another
+//     process comes at once. A write
 //     appended and then replaced by a new reign's edict fails with
 //     ErrNotCommitted (it never takes effect); one that may or may not
 //     commit wraps ErrOutcomeUnknown, never a plain failure. A leader's

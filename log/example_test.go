@@ -47,7 +47,7 @@ func Example() {
 		if err != nil {
 			panic(err)
 		}
-		n, err := log.Start(log.Config{ID: id, Peers: peers, Store: store, Snapshots: snaps,
+		n, err := log.Start(context.Background(), log.Config{ID: id, Peers: peers, Store: store, Snapshots: snaps,
 			Transport: nets[id], FSM: kvfsm.NewKV(), Logger: quiet})
 		if err != nil {
 			panic(err)

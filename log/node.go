@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
@@ -141,24 +142,41 @@ type Node struct {
 	lease    elect.Stats
 }
 
-// Start opens a Node: it bumps the incarnation, restores the newest
-// snapshot into the FSM (for an fsm.DiskFSM, only if its own store is
-// behind the snapshot: RecoverDiskFSM), loads the log, and starts the
-// runtime.
-func Start(cfg Config) (*Node, error) {
+// Start opens a Node: it bumps the incarnation durably, restores the
+// newest snapshot into the FSM (for an fsm.DiskFSM, only if its own store
+// is behind the snapshot: RecoverDiskFSM), loads the log, and starts the
+// runtime. It returns once the runtime runs, before any leader is known:
+// calls that need one wait for it (Apply, Read).
+//
+// ctx bounds the start, not the Node's life: it is checked before and
+// after recovery, and a snapshot's restore reads its stream through it, so
+// an FSM's Restore fails with ctx's error once ctx ends (the FSM keeps its
+// previous state, as fsm.FSM promises on a failed Restore). A start that
+// fails leaves nothing running; the stores may hold the bumped
+// incarnation, which the next start bumps again. Shutdown ends the Node.
+//
+// A snapshot is checked whatever the FSM reads of it: the stream is read
+// to its end after Restore returns, so that the snapshot store verifies
+// its digest (restoreChecked).
+func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	cfg.setDefaults()
-	var rec Recovery
-	var err error
-	if d, ok := cfg.FSM.(fsm.DiskFSM); ok {
-		rec, err = RecoverDiskFSM(cfg.ID, cfg.Store, cfg.Snapshots, d, cfg.Peers, cfg.Join)
-	} else {
-		rec, err = Recover(cfg.ID, cfg.Store, cfg.Snapshots, cfg.FSM.Restore, cfg.Peers, cfg.Join)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("log: start: %w", err)
 	}
+	sm := stateMachine{restore: func(r io.Reader) error { return restoreChecked(ctx, cfg.FSM.Restore, r) }}
+	if d, ok := cfg.FSM.(fsm.DiskFSM); ok {
+		sm.disk = d
+		sm.stager, _ = d.(fsm.StagingFSM)
+	}
+	rec, err := recoverWith(cfg.ID, cfg.Store, cfg.Snapshots, sm, cfg.Peers, cfg.Join)
 	if err != nil {
 		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("log: start: after recovery: %w", err)
 	}
 	st, peers, snapIdx, inc := rec.State, rec.Peers, rec.Applied, rec.Incarnation
 	clock := cfg.Clock

@@ -479,7 +479,7 @@ func TestNodeConfigErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := good()
 			tc.break_(&cfg)
-			n, err := log.Start(cfg)
+			n, err := log.Start(context.Background(), cfg)
 			require.Error(t, err)
 			require.Nil(t, n)
 			require.Contains(t, err.Error(), tc.field)
@@ -487,7 +487,7 @@ func TestNodeConfigErrors(t *testing.T) {
 	}
 
 	// The good config starts: the cases above fail for their own reason.
-	n, err := log.Start(good())
+	n, err := log.Start(context.Background(), good())
 	require.NoError(t, err)
 	require.NoError(t, n.Shutdown(context.Background()))
 }
@@ -561,7 +561,8 @@ func TestNodeBadInput(t *testing.T) {
 	_, err = f.Issue(ctx, nil)
 	require.ErrorIs(t, err, log.ErrShutdown)
 	require.ErrorIs(t, f.TransferLeadership(ctx, l.id), log.ErrShutdown)
-	require.ErrorIs(t, f.Snapshot(ctx), log.ErrShutdown)
+	_, err = f.Snapshot(ctx)
+	require.ErrorIs(t, err, log.ErrShutdown)
 	require.NoError(t, f.Shutdown(ctx), "a second Shutdown is harmless")
 
 	// An FSM that answers no queries.
@@ -570,7 +571,7 @@ func TestNodeBadInput(t *testing.T) {
 	defer tr.Close()
 	snaps, err := storage.NewMemSnapshotStore(2)
 	require.NoError(t, err)
-	n, err := log.Start(log.Config{ID: 1, Peers: map[edict.ProcessID]string{1: tr.LocalAddr()}, Store: storage.NewMemStore(),
+	n, err := log.Start(context.Background(), log.Config{ID: 1, Peers: map[edict.ProcessID]string{1: tr.LocalAddr()}, Store: storage.NewMemStore(),
 		Snapshots: snaps, Transport: tr, FSM: struct{ fsm.FSM }{kvfsm.NewKV()}, Logger: quietLogger()})
 	require.NoError(t, err)
 	defer n.Shutdown(context.Background())
@@ -677,10 +678,11 @@ func (c *suspendingClock) Suspended(since edict.Time) bool {
 	return c.Clock.Suspended(since)
 }
 
-// A write that reaches the loop after the host was suspended is refused:
-// the reading the loop takes for it, one for its whole batch of
-// proposals, finds the suspend and gives the lease up before the write
-// could be stamped under it.
+// A write that reaches the loop after the host was suspended is not
+// stamped under the lease: the reading the loop takes for it, one for its
+// whole batch of proposals, finds the suspend and gives the lease up
+// before the write could be stamped under it. The write then waits for
+// the next reign (this process, alone, leads it again) and commits there.
 func TestNodeSuspendEndsTheLeaseBeforeAWrite(t *testing.T) {
 	var clk *suspendingClock
 	c := newNetCluster(t, 1, func(cfg *log.Config) {
@@ -691,12 +693,18 @@ func TestNodeSuspendEndsTheLeaseBeforeAWrite(t *testing.T) {
 	})
 	n := c.node(1)
 	c.put("k", "v")
+	reign := n.ReignIndex()
 	clk.suspend()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := n.Apply(ctx, putCmd(t, "k", "after"))
-	var nl *log.NotLeaderError
-	require.ErrorAs(t, err, &nl, "a write after a suspend")
+	res, err := n.Apply(ctx, putCmd(t, "k", "after"))
+	if err != nil {
+		var nl *log.NotLeaderError
+		require.ErrorAs(t, err, &nl, "a write after a suspend")
+	} else {
+		require.Greater(t, n.ReignIndex(), reign, "a write after a suspend committed in the reign it suspended")
+		require.Greater(t, res.Index, n.ReignIndex(), "a write after a suspend came before the next reign's start")
+	}
 	// The loop publishes its lease statistics after the step that refused
 	// the write, which may be after Apply returned.
 	require.Eventually(t, func() bool { return n.LeaseStats().LostSuspended == 1 }, 5*time.Second, time.Millisecond,

@@ -105,7 +105,7 @@ func (c *netCluster) startWith(id edict.ProcessID, tr *transport.TCP, peers map[
 	for _, f := range append(slices.Clone(c.tune), tune...) {
 		f(&cfg)
 	}
-	n, err := log.Start(cfg)
+	n, err := log.Start(context.Background(), cfg)
 	if err != nil {
 		tr.Close()
 		store.Close()

@@ -229,10 +229,12 @@ func TestNodeObserveSnapshotTaken(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	require.NoError(t, n.Snapshot(ctx))
+	idx, err := n.Snapshot(ctx)
+	require.NoError(t, err)
 	metas, err := n.snaps.List()
 	require.NoError(t, err)
 	require.NotEmpty(t, metas)
+	require.Equal(t, metas[0].Index, idx, "Snapshot returns the index it covers")
 	ev := waitEvent(t, ch, 10*time.Second, "SnapshotTaken", func(log.Event) bool { return true }, nil)
 	require.Equal(t, metas[0].Index, ev.Index)
 }

@@ -2,6 +2,7 @@ package log
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/edictlog/edictlog/edict"
@@ -17,9 +18,12 @@ type proposal struct {
 	// forwarder is the process that forwarded the write here, told the
 	// commit at once (ApplyForwarded); edict.None for the others.
 	forwarder edict.ProcessID
-	done      chan struct{}
-	res       ApplyResult
-	err       error
+	// epoch is the active epoch when the loop took the proposal: a write
+	// refused because that epoch is ending waits for the next one.
+	epoch uint64
+	done  chan struct{}
+	res   ApplyResult
+	err   error
 }
 
 func (p *proposal) finish(res ApplyResult, err error) {
@@ -36,31 +40,62 @@ type ApplyResult struct {
 }
 
 // Apply replicates cmd and returns once the state machine has applied it.
-// The context's deadline covers the whole operation, commit included. A
-// write whose leader loses its lease after appending it is not given up:
+// The context's deadline covers the whole operation: the wait for a
+// leader, the commit and the apply.
+//
+// Where the write goes depends on what this process knows of the leader:
+//
+//   - It leads a ready reign: cmd is appended at once.
+//   - Another process is known to lead (or is being handed leadership):
+//     Apply returns at once a *NotLeaderError naming it. The library does
+//     not forward writes; the caller, or package client, retries there.
+//   - No leader is known (an election, the gap of a membership change),
+//     this process is about to lead (its reign is not ready yet), or the
+//     epoch is ending: Apply waits, within ctx, for the Node's view to
+//     change (woken by its leadership and epoch events, not by polling)
+//     and then tries again as above. If ctx ends first, the error is a
+//     *NotLeaderError that wraps ctx's error as well as the last refusal:
+//     nothing was written.
+//
+// A write whose leader loses its lease after appending it is not given up:
 // it is answered when its index is applied here, under whichever leader —
 // with the state machine's answer if its own edict committed there, with
-// ErrNotCommitted if another did. If ctx ends first, the error wraps
-// ErrOutcomeUnknown: the write may still commit. A process that does not
-// lead returns a *NotLeaderError naming the leader.
+// ErrNotCommitted if another did. If ctx ends after the write was
+// appended, the error wraps ErrOutcomeUnknown: the write may still commit.
 func (n *Node) Apply(ctx context.Context, cmd []byte) (ApplyResult, error) {
-	return n.submit(ctx, &proposal{kind: wire.EntryCommand, data: cmd, done: make(chan struct{})})
+	return n.submitWaiting(ctx, wire.EntryCommand, cmd, edict.None)
 }
 
 // ApplyForwarded is Apply for a write that process from forwarded here
 // and answers its client once it has applied the write too, as etcd's
 // members do: once the write commits, this leader tells from so at once
 // (Core.TellCommitted) rather than with the next append or heartbeat,
-// which on an idle cluster may be a heartbeat away.
+// which on an idle cluster may be a heartbeat away. It waits for a leader
+// as Apply does.
 func (n *Node) ApplyForwarded(ctx context.Context, cmd []byte, from edict.ProcessID) (ApplyResult, error) {
-	return n.submit(ctx, &proposal{kind: wire.EntryCommand, data: cmd, forwarder: from, done: make(chan struct{})})
+	return n.submitWaiting(ctx, wire.EntryCommand, cmd, from)
 }
 
 // Barrier returns once every write committed before it has been applied
-// here: it replicates a no-op edict.
+// here: it replicates a no-op edict, and waits for a leader as Apply does.
 func (n *Node) Barrier(ctx context.Context) error {
 	_, err := n.Apply(ctx, nil)
 	return err
+}
+
+// submitWaiting submits a write, and submits it again each time the
+// Node's view changes for as long as it is refused for want of a leader
+// (untilLeader). Every attempt but the last was refused before anything
+// was written, so repeating it cannot apply the write twice.
+func (n *Node) submitWaiting(ctx context.Context, kind wire.EntryKind, data []byte, from edict.ProcessID) (ApplyResult, error) {
+	var res ApplyResult
+	err := n.untilLeader(ctx, func() (uint64, error) {
+		p := &proposal{kind: kind, data: data, forwarder: from, done: make(chan struct{})}
+		var err error
+		res, err = n.submit(ctx, p)
+		return p.epoch, err
+	})
+	return res, err
 }
 
 func (n *Node) submit(ctx context.Context, p *proposal) (ApplyResult, error) {
@@ -105,7 +140,9 @@ func (n *Node) propose(first *proposal) {
 	// One reading, taken after every proposal of the batch arrived,
 	// serves them all (Driver.proposeAt checks each against a suspend).
 	now := n.d.Now()
+	epoch := n.core.el.ActiveEpoch()
 	for _, p := range batch {
+		p.epoch = epoch
 		if p.admin != nil {
 			n.d.proposeAt(now, p.admin, p.finish)
 		} else {
@@ -226,19 +263,60 @@ func (n *Node) ForceRecovery(ctx context.Context, survivors []edict.ProcessID) (
 	return epoch, nil
 }
 
-// Snapshot takes a snapshot of the state machine now and compacts the log
-// behind it. For an fsm.DiskFSM it syncs the state machine and records a
-// snapshot that holds no copy of the state at the index the sync made
-// durable.
-func (n *Node) Snapshot(ctx context.Context) error {
-	done := make(chan error, 1)
+// ErrNothingNew: Snapshot found nothing applied since the newest snapshot
+// (taken, or restored); the error is a *NothingNewError naming its index.
+var ErrNothingNew = errors.New("log: nothing applied since the last snapshot")
+
+// NothingNewError is Snapshot's answer when there is nothing new to take:
+// Index is the newest snapshot's, which already covers everything applied
+// (for an fsm.DiskFSM, everything its Sync made durable). errors.Is(err,
+// ErrNothingNew) finds it.
+type NothingNewError struct{ Index uint64 }
+
+func (e *NothingNewError) Error() string {
+	return fmt.Sprintf("%v (it covers index %d)", ErrNothingNew, e.Index)
+}
+
+func (e *NothingNewError) Unwrap() error { return ErrNothingNew }
+
+// errEpochHeard: no snapshot while the active epoch is known only from a
+// peer's news (Status.EpochHeard): a snapshot names its epoch, and this
+// log does not hold the edict that started it yet.
+var errEpochHeard = errors.New("log: no snapshot while the epoch is known only from a peer's news; the log brings it shortly")
+
+// Snapshot takes a snapshot of the state machine at the index it has
+// applied now and compacts the log behind it (keeping
+// Config.TrailingEntries), and returns the index the snapshot covers. It
+// returns once the snapshot is durable and the log's store compacted
+// behind it. Applies pause only while the state machine captures its
+// state (fsm.FSM.Snapshot); the writing goes on beside them.
+//
+// For an fsm.DiskFSM it syncs the state machine and records a snapshot
+// that holds no copy of the state, at the index the sync made durable.
+//
+// When nothing was applied since the newest snapshot, it takes none and
+// returns a *NothingNewError (errors.Is(err, ErrNothingNew)) carrying that
+// snapshot's index. If ctx ends first, the snapshot may still be taken.
+func (n *Node) Snapshot(ctx context.Context) (uint64, error) {
+	if err := n.alive(ctx); err != nil {
+		return 0, err
+	}
+	done := make(chan snapshotDone, 1)
 	n.applier.enqueue(applyJob{snapshot: done})
 	select {
-	case err := <-done:
-		return err
+	case r := <-done:
+		return r.index, r.err
+	case <-n.done:
+		return 0, ErrShutdown
 	case <-ctx.Done():
-		return ctx.Err()
+		return 0, ctx.Err()
 	}
+}
+
+// snapshotDone is a snapshot's answer to Node.Snapshot.
+type snapshotDone struct {
+	index uint64
+	err   error
 }
 
 // onApplied tells the Driver what the state machine applied: it answers

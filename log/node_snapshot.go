@@ -15,20 +15,28 @@ import (
 
 // compactAfterSnapshot drops the log behind a durable snapshot, keeping
 // TrailingEntries, in memory (on the loop) and then in the store, and
-// tells the observers of the snapshot.
-func (n *Node) compactAfterSnapshot(index uint64) {
-	_ = n.do(context.Background(), func() {
+// tells the observers of the snapshot. It returns once the store's
+// compaction is done; it runs off the loop (the snapshot's writer).
+func (n *Node) compactAfterSnapshot(index uint64) error {
+	var upTo uint64
+	if err := n.do(context.Background(), func() {
 		n.pending = append(n.pending, Event{Kind: SnapshotTaken, Index: index})
-		upTo, err := n.core.Compact(n.d.Now(), index, n.cfg.TrailingEntries)
-		if err != nil || upTo == 0 {
-			return
+		var err error
+		if upTo, err = n.core.Compact(n.d.Now(), index, n.cfg.TrailingEntries); err != nil {
+			n.log.Warn("compact log", "snapshot", index, "err", err)
+			upTo = 0
 		}
-		go func() {
-			if err := n.cfg.Store.CompactPrefix(upTo); err != nil {
-				n.log.Error("compact log", "upTo", upTo, "err", err)
-			}
-		}()
-	})
+	}); err != nil {
+		return err
+	}
+	if upTo == 0 {
+		return nil
+	}
+	if err := n.cfg.Store.CompactPrefix(upTo); err != nil {
+		n.log.Error("compact log", "upTo", upTo, "err", err)
+		return fmt.Errorf("log: snapshot at %d is durable, but compacting the log up to %d failed: %w", index, upTo, err)
+	}
+	return nil
 }
 
 // sendSnapshot streams the newest snapshot to a follower that lacks

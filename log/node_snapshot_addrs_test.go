@@ -39,7 +39,8 @@ func TestNodeSnapshotCatchUpTeachesLearnerAddress(t *testing.T) {
 		c.put(fmt.Sprintf("key-%02d", i), "v")
 	}
 	l = c.waitLeader(10 * time.Second)
-	require.NoError(t, l.Snapshot(ctx))
+	_, err := l.Snapshot(ctx)
+	require.NoError(t, err)
 	eventually(t, 10*time.Second, func() error {
 		metas, err := l.snaps.List()
 		if err != nil || len(metas) == 0 {

@@ -65,11 +65,13 @@ func TestNodeSnapshotCatchUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	l = c.waitLeader(10 * time.Second)
-	require.NoError(t, l.Snapshot(ctx))
+	idx, err := l.Snapshot(ctx)
+	require.NoError(t, err)
 	metas, err := l.snaps.List()
 	require.NoError(t, err)
 	require.NotEmpty(t, metas)
 	snap := metas[0]
+	require.Equal(t, snap.Index, idx, "Snapshot returns the index it covers")
 	require.GreaterOrEqual(t, snap.Index, behind+320, "the snapshot covers the writes")
 	// The leader's log now starts past what the lagger has: only a
 	// snapshot can bring it up to date.
@@ -92,7 +94,7 @@ func TestNodeSnapshotCatchUp(t *testing.T) {
 		require.GreaterOrEqual(t, s.FirstIndex, snap.Index, "the lagger restarted from its own log ending at %d", behind)
 		early = true
 	}
-	idx := c.barrier()
+	idx = c.barrier()
 	waitApplied(t, idx, lagger)
 	if early {
 		t.Log("the snapshot was installed before the observer subscribed")

@@ -1,6 +1,7 @@
 package log
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -50,7 +51,9 @@ type Recovery struct {
 // the simulator both start this way.
 func Recover(id edict.ProcessID, store Store, snaps SnapshotStore, restore func(io.Reader) error,
 	peers map[edict.ProcessID]string, join bool) (Recovery, error) {
-	return recoverWith(id, store, snaps, stateMachine{restore: restore}, peers, join)
+	return recoverWith(id, store, snaps, stateMachine{restore: func(r io.Reader) error {
+		return restoreChecked(context.Background(), restore, r)
+	}}, peers, join)
 }
 
 // RecoverDiskFSM is Recover for a state machine that keeps its own state
@@ -72,7 +75,7 @@ func Recover(id edict.ProcessID, store Store, snaps SnapshotStore, restore func(
 // discarded.
 func RecoverDiskFSM(id edict.ProcessID, store Store, snaps SnapshotStore, f fsm.DiskFSM,
 	peers map[edict.ProcessID]string, join bool) (Recovery, error) {
-	sm := stateMachine{restore: f.Restore, disk: f}
+	sm := stateMachine{restore: func(r io.Reader) error { return restoreChecked(context.Background(), f.Restore, r) }, disk: f}
 	sm.stager, _ = f.(fsm.StagingFSM)
 	return recoverWith(id, store, snaps, sm, peers, join)
 }
@@ -345,6 +348,16 @@ func restoreSnapshot(store LogStore, snaps SnapshotStore, sm stateMachine, st *S
 // restoreFrom restores snapshot m into the state machine; a DiskFSM must
 // then report the snapshot's index as durable.
 func restoreFrom(snaps SnapshotStore, m wire.SnapshotMeta, sm stateMachine) error {
+	if sm.disk != nil {
+		// Its Restore is durable: checked after it, a damaged snapshot
+		// would be its state at the next start all the same.
+		if err := verifySnapshot(context.Background(), func() (io.ReadCloser, error) {
+			_, rc, err := snaps.Open(m.ID)
+			return rc, err
+		}); err != nil {
+			return fmt.Errorf("log: snapshot %s (index %d): %w", m.ID, m.Index, err)
+		}
+	}
 	_, rc, err := snaps.Open(m.ID)
 	if err != nil {
 		return fmt.Errorf("log: open snapshot %s: %w", m.ID, err)

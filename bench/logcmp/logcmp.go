@@ -133,7 +133,7 @@ func startEdictlog(dir string) (*edictCluster, error) {
 		if err != nil {
 			return nil, err
 		}
-		n, err := log.Start(log.Config{ID: id, Peers: peers, Store: store, Snapshots: snaps, Transport: nets[id], FSM: kvfsm.NewKV(), Logger: quiet})
+		n, err := log.Start(context.Background(), log.Config{ID: id, Peers: peers, Store: store, Snapshots: snaps, Transport: nets[id], FSM: kvfsm.NewKV(), Logger: quiet})
 		if err != nil {
 			return nil, err
 		}

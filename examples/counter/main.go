@@ -64,7 +64,7 @@ func run(ctx context.Context, dir string, out io.Writer) uint64 {
 		store := must(storage.OpenBolt(filepath.Join(dir, fmt.Sprintf("%d.db", id)), nil))
 		defer store.Close()
 		snaps := must(storage.NewFileSnapshotStore(filepath.Join(dir, fmt.Sprintf("snap%d", id)), 2))
-		n := must(log.Start(log.Config{ID: id, Peers: peers, Store: store, Snapshots: snaps, Transport: t, FSM: &counter{}, Logger: quiet}))
+		n := must(log.Start(ctx, log.Config{ID: id, Peers: peers, Store: store, Snapshots: snaps, Transport: t, FSM: &counter{}, Logger: quiet}))
 		defer n.Shutdown(context.Background())
 		nodes = append(nodes, n)
 	}

@@ -372,6 +372,11 @@ func (s *Server) ready(ctx context.Context, st log.Status, wait time.Duration) s
 	bctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	if _, err := s.cfg.Node.Read(bctx, log.ReadFollower, nil); err != nil {
+		// The read waits for a leader while none is known, and gives up
+		// with a refusal when wait ends first.
+		if nl := (*log.NotLeaderError)(nil); errors.As(err, &nl) && bctx.Err() != nil {
+			return fmt.Sprintf("no leader answered within %v: %v", wait, err)
+		}
 		if bctx.Err() != nil {
 			return fmt.Sprintf("not caught up: the leader's commit index not applied within %v (applied index %d)", wait, s.cfg.Node.Status().Applied)
 		}

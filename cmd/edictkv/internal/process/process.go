@@ -295,7 +295,7 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 			return d, err
 		}
 	}
-	node, err := log.Start(log.Config{ID: p.cfg.ID, Peers: raft, Join: p.cfg.Join, Store: timed,
+	node, err := log.Start(context.Background(), log.Config{ID: p.cfg.ID, Peers: raft, Join: p.cfg.Join, Store: timed,
 		Snapshots: p.snaps, Transport: p.faults.wrapTransport(p.trans), FSM: p.State, WrapClock: p.faults.wrapClock,
 		NewDetector: newDetector, Rho: p.cfg.Rho, MaxLease: p.cfg.Lease, RoundTrip: p.cfg.RoundTrip,
 		RenewInterval: p.cfg.RenewInterval, SnapshotEvery: p.cfg.SnapshotEvery,

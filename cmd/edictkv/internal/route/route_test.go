@@ -55,7 +55,7 @@ func (c *cluster) start(ids ...edict.ProcessID) {
 	for _, id := range ids {
 		snaps, err := storage.NewMemSnapshotStore(2)
 		require.NoError(c.t, err)
-		n, err := log.Start(log.Config{ID: id, Peers: c.addrs, Store: storage.NewMemStore(), Snapshots: snaps,
+		n, err := log.Start(context.Background(), log.Config{ID: id, Peers: c.addrs, Store: storage.NewMemStore(), Snapshots: snaps,
 			Transport: c.nets[id], FSM: kvfsm.NewKV(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			RoundTrip: 25 * time.Millisecond, RenewInterval: 300 * time.Millisecond})
 		require.NoError(c.t, err)
