@@ -51,7 +51,9 @@ type ClusterConfig struct {
 	// default they are a storage.MemStore and a storage.MemSnapshotStore.
 	Bolt bool
 	// Network carries the messages (default: a new Network with no
-	// faults, closed with the Cluster).
+	// faults, closed with the Cluster). A Network given here may carry
+	// other transports too, but none at the Cluster's addresses
+	// (DefaultAddr of its ids); the Cluster does not close it.
 	Network *Network
 	// Tune, if set, adjusts every Node's Config before it starts, after
 	// the Cluster filled it in (ID, Peers, Join, stores, transport, FSM,
@@ -66,8 +68,8 @@ type ClusterConfig struct {
 // for tests: each process has its own store, snapshot store, transport
 // and state machine, which it keeps across Kill and Restart. Its methods
 // are safe for concurrent use; those that report failures with t.Fatal
-// (NewCluster, Kill, Stop, Restart, Join) must be called from the test's
-// goroutine.
+// (NewCluster, Kill, Stop, Restart, RestartAt, Join) must be called from
+// the test's goroutine.
 type Cluster struct {
 	t      testing.TB
 	cfg    ClusterConfig
@@ -77,9 +79,13 @@ type Cluster struct {
 	logger *slog.Logger
 	quiet  func() // stops logging to t
 
-	mu    sync.Mutex
-	procs map[edict.ProcessID]*process
-	peers map[edict.ProcessID]string
+	// removeDir: dir is StartCluster's, removed by Close.
+	removeDir bool
+
+	mu     sync.Mutex
+	procs  map[edict.ProcessID]*process
+	peers  map[edict.ProcessID]string
+	closed bool
 }
 
 // process is one process of the cluster, across its incarnations.
@@ -103,41 +109,98 @@ type process struct {
 	starts int
 }
 
-// NewCluster starts cfg.Nodes Nodes bootstrapping one cluster, and
-// arranges for t's cleanup to stop them. It does not wait for a leader
-// (WaitLeader does).
+// NewCluster starts cfg.Nodes Nodes bootstrapping one cluster in t's
+// temporary directory, logging to t, and arranges for t's cleanup to
+// close it. It does not wait for a leader (WaitLeader does).
 func NewCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 	t.Helper()
+	c, err := newCluster(t, cfg, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("edictlogtest: %v", err)
+		}
+	})
+	return c
+}
+
+// StartCluster is NewCluster outside a test (an Example, a program): the
+// processes keep their files in a temporary directory that Close
+// removes, logs go to cfg.Logger (default: nowhere), and the methods that
+// report failures with t.Fatal under NewCluster panic instead. The caller
+// must Close it.
+func StartCluster(cfg ClusterConfig) (*Cluster, error) {
+	dir, err := os.MkdirTemp("", "edictlogtest")
+	if err != nil {
+		return nil, fmt.Errorf("edictlogtest: %w", err)
+	}
+	c, err := newCluster(nil, cfg, dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	c.removeDir = true
+	return c, nil
+}
+
+func newCluster(t testing.TB, cfg ClusterConfig, dir string) (c *Cluster, err error) {
 	if cfg.FSM == nil {
-		t.Fatal("edictlogtest: ClusterConfig.FSM is required")
+		return nil, errors.New("edictlogtest: ClusterConfig.FSM is required")
 	}
 	if cfg.Nodes == 0 {
 		cfg.Nodes = 3
 	}
 	if cfg.Nodes < 1 {
-		t.Fatalf("edictlogtest: ClusterConfig.Nodes %d", cfg.Nodes)
+		return nil, fmt.Errorf("edictlogtest: ClusterConfig.Nodes %d", cfg.Nodes)
 	}
-	c := &Cluster{t: t, cfg: cfg, net: cfg.Network, dir: t.TempDir(),
+	c = &Cluster{t: t, cfg: cfg, net: cfg.Network, dir: dir,
 		procs: map[edict.ProcessID]*process{}, peers: map[edict.ProcessID]string{}}
 	if c.net == nil {
 		c.net, c.ownNet = NewNetwork(NetworkConfig{}), true
 	}
 	c.logger = cfg.Logger
 	c.quiet = func() {}
-	if c.logger == nil {
+	switch {
+	case c.logger == nil && t != nil:
 		w := &tbWriter{t: t}
 		c.logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		c.quiet = w.close
+	case c.logger == nil:
+		c.logger = slog.New(slog.DiscardHandler)
 	}
-	t.Cleanup(c.Close)
 	for i := 1; i <= cfg.Nodes; i++ {
 		id := edict.ProcessID(i)
 		c.peers[id] = DefaultAddr(id)
 	}
 	for i := 1; i <= cfg.Nodes; i++ {
-		c.start(c.newProcess(edict.ProcessID(i), false))
+		id := edict.ProcessID(i)
+		p, err := c.newProcess(id, false)
+		if err == nil {
+			err = c.tryStart(p)
+		}
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("edictlogtest: start %v: %w", id, err)
+		}
 	}
-	return c
+	return c, nil
+}
+
+func (c *Cluster) helper() {
+	if c.t != nil {
+		c.t.Helper()
+	}
+}
+
+// fatalf fails the test, or panics outside one (StartCluster).
+func (c *Cluster) fatalf(format string, args ...any) {
+	c.helper()
+	if c.t != nil {
+		c.t.Fatalf(format, args...)
+	}
+	panic(fmt.Sprintf(format, args...))
 }
 
 // tbWriter writes the Nodes' log lines to the test's log until closed:
@@ -167,31 +230,30 @@ func (w *tbWriter) close() {
 // delay and drop through it.
 func (c *Cluster) Network() *Network { return c.net }
 
-func (c *Cluster) newProcess(id edict.ProcessID, join bool) *process {
-	c.t.Helper()
+func (c *Cluster) newProcess(id edict.ProcessID, join bool) (*process, error) {
 	dir := filepath.Join(c.dir, fmt.Sprintf("node%d", id))
 	if err := os.MkdirAll(filepath.Join(dir, "fsm"), 0o755); err != nil {
-		c.t.Fatalf("edictlogtest: %v", err)
+		return nil, err
 	}
 	p := &process{id: id, dir: dir, join: join}
 	if !c.cfg.Bolt {
 		p.mem = storage.NewMemStore()
 		var err error
 		if p.memSnaps, err = storage.NewMemSnapshotStore(2); err != nil {
-			c.t.Fatalf("edictlogtest: %v", err)
+			return nil, err
 		}
 	}
 	c.mu.Lock()
 	c.procs[id] = p
 	c.mu.Unlock()
-	return p
+	return p, nil
 }
 
 // start starts p's next incarnation.
 func (c *Cluster) start(p *process) {
-	c.t.Helper()
+	c.helper()
 	if err := c.tryStart(p); err != nil {
-		c.t.Fatalf("edictlogtest: start %v: %v", p.id, err)
+		c.fatalf("edictlogtest: start %v: %v", p.id, err)
 	}
 }
 
@@ -243,7 +305,7 @@ func (c *Cluster) tryStart(p *process) (err error) {
 	if c.cfg.Tune != nil {
 		c.cfg.Tune(&cfg)
 	}
-	n, err := log.Start(context.Background(), cfg)
+	n, err := log.Start(cfg)
 	if err != nil {
 		return err
 	}
@@ -324,18 +386,18 @@ func (c *Cluster) Transport(id edict.ProcessID) *Transport {
 // also loses what was written and not synced, is not modelled.) The
 // FSM's memory is lost with the incarnation; Restart builds a new one.
 func (c *Cluster) Kill(id edict.ProcessID) {
-	c.t.Helper()
+	c.helper()
 	if err := c.stop(id, false); err != nil {
-		c.t.Fatalf("edictlogtest: kill %v: %v", id, err)
+		c.fatalf("edictlogtest: kill %v: %v", id, err)
 	}
 }
 
 // Stop stops process id gracefully: Shutdown, which releases its lease
 // and hands leadership over, then its transport.
 func (c *Cluster) Stop(id edict.ProcessID) {
-	c.t.Helper()
+	c.helper()
 	if err := c.stop(id, true); err != nil {
-		c.t.Fatalf("edictlogtest: stop %v: %v", id, err)
+		c.fatalf("edictlogtest: stop %v: %v", id, err)
 	}
 }
 
@@ -392,13 +454,13 @@ func (c *Cluster) stop(id edict.ProcessID, graceful bool) error {
 // on the store and snapshot store it had, with a new FSM, at the same
 // address.
 func (c *Cluster) Restart(id edict.ProcessID) {
-	c.t.Helper()
+	c.helper()
 	p := c.proc(id)
 	switch {
 	case p == nil:
-		c.t.Fatalf("edictlogtest: restart %v: no such process", id)
+		c.fatalf("edictlogtest: restart %v: no such process", id)
 	case c.Node(id) != nil:
-		c.t.Fatalf("edictlogtest: restart %v: it is running", id)
+		c.fatalf("edictlogtest: restart %v: it is running", id)
 	}
 	c.start(p)
 }
@@ -410,9 +472,9 @@ func (c *Cluster) Restart(id edict.ProcessID) {
 // announces where it listens to the peers it sends to (as TCP's does) to a
 // Node that watches announcements.
 func (c *Cluster) RestartAt(id edict.ProcessID, addr string) {
-	c.t.Helper()
+	c.helper()
 	if c.proc(id) == nil {
-		c.t.Fatalf("edictlogtest: restart %v: no such process", id)
+		c.fatalf("edictlogtest: restart %v: no such process", id)
 	}
 	c.mu.Lock()
 	c.peers[id] = addr
@@ -432,14 +494,18 @@ func (c *Cluster) Addr(id edict.ProcessID) string {
 // (Node.Promote). The running processes learn its address from the log,
 // as in a deployment.
 func (c *Cluster) Join(id edict.ProcessID) {
-	c.t.Helper()
+	c.helper()
 	if c.proc(id) != nil {
-		c.t.Fatalf("edictlogtest: join %v: process exists", id)
+		c.fatalf("edictlogtest: join %v: process exists", id)
 	}
 	c.mu.Lock()
 	c.peers[id] = DefaultAddr(id)
 	c.mu.Unlock()
-	c.start(c.newProcess(id, true))
+	p, err := c.newProcess(id, true)
+	if err != nil {
+		c.fatalf("edictlogtest: join %v: %v", id, err)
+	}
+	c.start(p)
 }
 
 // Partition cuts every link between a process of a and one of b.
@@ -594,10 +660,17 @@ func (c *Cluster) WaitApplied(ctx context.Context, id edict.ProcessID, index uin
 	return nil
 }
 
-// Close kills every running process, then closes the network if the
-// Cluster made it. NewCluster registers it with t.Cleanup; calling it
-// again does nothing.
-func (c *Cluster) Close() {
+// Close kills every running process, closes the network if the Cluster
+// made it, and removes StartCluster's directory. NewCluster registers it
+// with t.Cleanup; calling it again does nothing.
+func (c *Cluster) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
 	var errs []error
 	for _, id := range c.Running() {
 		if err := c.stop(id, false); err != nil {
@@ -607,8 +680,14 @@ func (c *Cluster) Close() {
 	if c.ownNet {
 		c.net.Close()
 	}
-	if err := errors.Join(errs...); err != nil {
-		c.t.Errorf("edictlogtest: close: %v", err)
+	if c.removeDir {
+		if err := os.RemoveAll(c.dir); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	c.quiet()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close: %w", err)
+	}
+	return nil
 }

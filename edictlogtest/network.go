@@ -207,7 +207,8 @@ func (n *Network) lookup(addr string) *Transport {
 
 // SetLink sets the faults of the link from → to, replacing what was set
 // for it before (Partition, Cut, Drop, Delay included; Isolate is kept
-// apart and still applies).
+// apart and still applies). It panics on a Drop outside [0, 1] or a
+// negative delay, as Drop and Delay do: a test's own mistake.
 func (n *Network) SetLink(from, to edict.ProcessID, l Link) {
 	if err := l.validate(); err != nil {
 		panic(err)
