@@ -305,7 +305,7 @@ func (c *Cluster) tryStart(p *process) (err error) {
 	if c.cfg.Tune != nil {
 		c.cfg.Tune(&cfg)
 	}
-	n, err := log.Start(cfg)
+	n, err := log.Start(context.Background(), cfg)
 	if err != nil {
 		return err
 	}
