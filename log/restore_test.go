@@ -3,6 +3,7 @@ package log_test
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/transport"
+	"github.com/edictlog/edictlog/wire"
 	"github.com/stretchr/testify/require"
 )
 
@@ -139,4 +141,68 @@ func TestStartHonoursItsContext(t *testing.T) {
 	_, err = log.Start(ctx, log.Config{ID: 1, Peers: map[edict.ProcessID]string{1: tr.LocalAddr()}, Store: storage.NewMemStore(),
 		Snapshots: snaps, Transport: tr, FSM: &headFSM{}, Logger: quietLogger()})
 	require.ErrorIs(t, err, context.Canceled)
+}
+
+// tailFails is a snapshot store whose streams fail where the store's
+// digest check would: at their end, in place of io.EOF.
+type tailFails struct{ log.SnapshotStore }
+
+func (s tailFails) Open(id string) (wire.SnapshotMeta, io.ReadCloser, error) {
+	m, rc, err := s.SnapshotStore.Open(id)
+	if err != nil {
+		return m, rc, err
+	}
+	return m, failAtEOF{rc}, nil
+}
+
+type failAtEOF struct{ io.ReadCloser }
+
+func (f failAtEOF) Read(p []byte) (int, error) {
+	n, err := f.ReadCloser.Read(p)
+	if err == io.EOF {
+		err = fmt.Errorf("snapshot digest: %w", storage.ErrCorrupt)
+	}
+	return n, err
+}
+
+// A follower that installs a leader's snapshot checks it whatever its
+// state machine reads: the state machine stops after 8 bytes, the rest of
+// the stored stream fails its check, and the Node stops rather than go on
+// from a state read from a stream that did not check out.
+func TestInstallChecksTheSnapshotTheFSMLeftUnread(t *testing.T) {
+	c := newNetCluster(t, 3, func(cfg *log.Config) {
+		cfg.FSM = &headFSM{}
+		cfg.TrailingEntries = 2
+	})
+	for i := range 10 {
+		c.put(fmt.Sprintf("a%d", i), "v")
+	}
+	l := c.waitLeader(10 * time.Second)
+	lagger := c.others(l.id)[0]
+	waitApplied(t, c.barrier(), lagger)
+	c.kill(lagger.id)
+	for i := range 20 {
+		c.put(fmt.Sprintf("b%d", i), "v")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l = c.waitLeader(10 * time.Second)
+	_, err := l.Snapshot(ctx)
+	require.NoError(t, err)
+	require.Greater(t, l.Status().FirstIndex, lagger.Status().LastIndex, "the lagger needs a snapshot")
+
+	n := c.restart(lagger.id, func(cfg *log.Config) { cfg.Snapshots = tailFails{cfg.Snapshots} })
+	events := make(chan log.Event, 64)
+	obs := n.Observe(events, func(ev log.Event) bool { return ev.Kind == log.Stopped || ev.Kind == log.SnapshotInstalled })
+	defer obs.Cancel()
+	for {
+		select {
+		case ev := <-events:
+			require.NotEqual(t, log.SnapshotInstalled, ev.Kind, "a snapshot that failed its check was installed")
+			require.Contains(t, ev.Reason, log.ErrSnapshotUnread.Error())
+			return
+		case <-ctx.Done():
+			t.Fatal("the follower did not stop on a snapshot that failed its check")
+		}
+	}
 }
