@@ -166,7 +166,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("log: start: %w", err)
 	}
-	sm := stateMachine{restore: func(r io.Reader) error { return restoreChecked(ctx, cfg.FSM.Restore, r) }}
+	sm := stateMachine{ctx: ctx, restore: func(r io.Reader) error { return restoreChecked(ctx, cfg.FSM.Restore, r) }}
 	if d, ok := cfg.FSM.(fsm.DiskFSM); ok {
 		sm.disk = d
 		sm.stager, _ = d.(fsm.StagingFSM)

@@ -84,6 +84,9 @@ func RecoverDiskFSM(id edict.ProcessID, store Store, snaps SnapshotStore, f fsm.
 // either kind, disk for one that keeps its own state, and stager for one
 // of those that stages the snapshots it is sent.
 type stateMachine struct {
+	// ctx bounds the reads of a snapshot's stream (Start's context); nil
+	// for none.
+	ctx     context.Context
 	restore func(io.Reader) error
 	disk    fsm.DiskFSM
 	stager  fsm.StagingFSM
@@ -351,7 +354,11 @@ func restoreFrom(snaps SnapshotStore, m wire.SnapshotMeta, sm stateMachine) erro
 	if sm.disk != nil {
 		// Its Restore is durable: checked after it, a damaged snapshot
 		// would be its state at the next start all the same.
-		if err := verifySnapshot(context.Background(), func() (io.ReadCloser, error) {
+		ctx := sm.ctx
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		if err := verifySnapshot(ctx, func() (io.ReadCloser, error) {
 			_, rc, err := snaps.Open(m.ID)
 			return rc, err
 		}); err != nil {
