@@ -3,6 +3,7 @@ package edictlogtest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
@@ -144,12 +145,19 @@ func poll(ctx context.Context, f func() bool) error {
 }
 
 // A process that missed entries the leader compacted catches up from a
-// snapshot, streamed over the in-memory network.
+// snapshot, streamed over the in-memory network, perfect or lossy.
 func TestClusterSnapshotCatchUp(t *testing.T) {
+	for _, link := range []edictlogtest.Link{{}, {Drop: 0.1, MaxDelay: 2 * time.Millisecond}} {
+		t.Run(fmt.Sprintf("drop=%v", link.Drop), func(t *testing.T) { snapshotCatchUp(t, link) })
+	}
+}
+
+func snapshotCatchUp(t *testing.T, link edictlogtest.Link) {
 	ctx := longCtx(t)
 	c := countersCluster(t, edictlogtest.ClusterConfig{Tune: func(cfg *log.Config) {
 		cfg.SnapshotEvery, cfg.TrailingEntries = 16, 4
 	}})
+	c.Network().SetDefault(link)
 	add(t, ctx, c, 2)
 	leader, err := c.WaitLeader(ctx)
 	if err != nil {

@@ -16,7 +16,9 @@ import (
 // perfect link: no loss, no delay.
 type Link struct {
 	// Cut loses everything: messages sent while it is set, messages in
-	// flight when it is set, and snapshot streams, which fail.
+	// flight when it is set, and snapshot streams, which fail; a cut of
+	// the way back loses a stream's result, which the receiver has acted
+	// on: its sender sees a failure.
 	Cut bool
 	// Drop is the probability in [0, 1] that a message is lost, drawn
 	// per message. A snapshot stream is refused with this probability
@@ -385,11 +387,23 @@ func (n *Network) decide(from, to edict.ProcessID) (fate, time.Duration) {
 		s.Dropped++
 		return fateDropped, 0
 	}
+	return fateDeliver, n.drawDelay(l)
+}
+
+func (n *Network) drawDelay(l Link) time.Duration {
 	d := l.MinDelay
 	if l.MaxDelay > l.MinDelay {
 		d += time.Duration(n.rng.Int64N(int64(l.MaxDelay-l.MinDelay) + 1))
 	}
-	return fateDeliver, d
+	return d
+}
+
+// delay draws a delay on the link from → to, for what is not subject to
+// its drops (a snapshot stream's result).
+func (n *Network) delay(from, to edict.ProcessID) time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.drawDelay(n.linkLocked(from, to))
 }
 
 // isCut reports whether the link from → to is cut now: a message in

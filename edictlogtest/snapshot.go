@@ -86,19 +86,21 @@ func (t *Transport) SendSnapshot(ctx context.Context, to edict.ProcessID, meta w
 	}
 	select {
 	case err := <-s.result:
-		if err == nil {
-			// The result travels back over the link to → from.
-			rf, rdelay := n.decide(to, t.id)
-			if rf != fateDeliver {
-				return failed(fmt.Errorf("%w: the receiver's result was lost", ErrUnreachable))
-			}
-			if err := sleep(ctx, rdelay, t.closing, nil); err != nil {
-				return failed(err)
-			}
-			n.count(to, t.id, func(s *LinkStats) { s.Delivered++ })
-			return nil
+		// The result travels back on the stream's own connection: a
+		// cut of the link to → from loses it (the receiver has acted on
+		// the snapshot, the sender cannot know), a drop does not, as a
+		// lost packet does not break a TCP connection.
+		if n.isCut(to, t.id) {
+			n.count(to, t.id, func(s *LinkStats) { s.Cut++ })
+			return failed(fmt.Errorf("%w: the receiver's result was lost to a cut", ErrUnreachable))
 		}
-		return failed(err)
+		if derr := sleep(ctx, n.delay(to, t.id), t.closing, nil); derr != nil {
+			return failed(derr)
+		}
+		if err != nil {
+			return failed(err)
+		}
+		return nil
 	case <-ctx.Done():
 		return failed(fmt.Errorf("waiting for the result: %w", context.Cause(ctx)))
 	case <-t.closing:

@@ -537,6 +537,30 @@ func TestSnapshotFaults(t *testing.T) {
 	if s := n.Stats(1, 2); s.Snapshots != 4 || s.SnapshotsFailed != 4 {
 		t.Fatalf("stats %+v", s)
 	}
+	// A stream is a connection: losses on the way back do not touch its
+	// result, a cut does (after the receiver acted on it).
+	n.Heal()
+	n.Drop(2, 1, 1)
+	res = sendSnapshot(ctx, a, 300, bytes.NewReader(make([]byte, 300)))
+	in = takeSnapshot(t, ctx, b)
+	if _, err := io.ReadAll(in); err != nil {
+		t.Fatal(err)
+	}
+	in.Finish(nil)
+	if err := <-res; err != nil {
+		t.Fatalf("a stream whose way back drops messages: %v", err)
+	}
+	n.Heal()
+	n.Cut(2, 1)
+	res = sendSnapshot(ctx, a, 300, bytes.NewReader(make([]byte, 300)))
+	in = takeSnapshot(t, ctx, b)
+	if _, err := io.ReadAll(in); err != nil {
+		t.Fatal(err)
+	}
+	in.Finish(nil)
+	if err := <-res; !errors.Is(err, edictlogtest.ErrUnreachable) {
+		t.Fatalf("a stream whose way back is cut: %v, want ErrUnreachable", err)
+	}
 	// The sender closing ends the stream for the receiver.
 	n.Heal()
 	res = sendSnapshot(ctx, a, 10000, bytes.NewReader(make([]byte, 10000)))
