@@ -162,7 +162,7 @@ func (ix *Index) add(rel string, f *ast.File) {
 				declare(d.Name.Name)
 				continue
 			}
-			if recv := receiverName(d.Recv.List[0].Type); recv != "" {
+			if recv := typeName(d.Recv.List[0].Type); recv != "" {
 				typeOf(recv).members[d.Name.Name] = true
 				declare(d.Name.Name)
 			}
@@ -238,22 +238,8 @@ func (ix *Index) addMembers(t *typeDecl, e ast.Expr, declare func(string)) {
 	}
 }
 
-// receiverName is the type a method's receiver names: T of T, *T, T[K], *T[K].
-func receiverName(e ast.Expr) string {
-	switch x := e.(type) {
-	case *ast.StarExpr:
-		return receiverName(x.X)
-	case *ast.IndexExpr:
-		return receiverName(x.X)
-	case *ast.IndexListExpr:
-		return receiverName(x.X)
-	case *ast.Ident:
-		return x.Name
-	}
-	return ""
-}
-
-// typeName is an embedded field's type as written: T, or pkg.T.
+// typeName is the type an embedded field or a method's receiver names, as
+// written: T or pkg.T, of T, *T, T[K] or *pkg.T[K].
 func typeName(e ast.Expr) string {
 	switch x := e.(type) {
 	case *ast.StarExpr:
