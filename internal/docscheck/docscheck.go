@@ -169,7 +169,8 @@ var (
 var fileExts = map[string]bool{
 	"go": true, "sh": true, "md": true, "txt": true, "json": true, "yaml": true, "yml": true,
 	"mod": true, "sum": true, "work": true, "db": true, "staged": true, "proto": true,
-	"py": true, "toml": true, "csv": true,
+	"py": true, "toml": true, "csv": true, "tsv": true, "jsonl": true, "html": true, "svg": true,
+	"png": true, "prof": true, "pprof": true, "out": true,
 }
 
 // foreignNames are camel-case names that the documents take from other
