@@ -1,6 +1,7 @@
 package docscheck
 
 import (
+	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,11 @@ func repoIndex(t *testing.T) *Index {
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The documents speak of all four modules; outside a checkout (the
+	// library module alone, as a dependency) they are not all there.
+	if _, err := os.Stat(filepath.Join(root, "go.work")); err != nil {
+		t.Skipf("not a checkout of the repository (%v): the documents' names cannot be checked", err)
 	}
 	ix, err := NewIndex(root)
 	if err != nil {
