@@ -94,6 +94,25 @@ func (c *Core) Wedge(now edict.Time, epoch uint64) error {
 	return nil
 }
 
+// Wedging reports whether this process is wedging epoch: Wedge was
+// called and the epoch is not yet known TERMINATED.
+func (c *Core) Wedging(epoch uint64) bool { return c.wedges[epoch] != nil }
+
+// WedgeNow asks again at once the members not yet wedged of every epoch
+// this process is wedging, whatever back-off their refusals asked for. A
+// refusal's back-off covers the grant it named; the log calls this when
+// it learns that grant has ended (a hand-over from the leader that held
+// it, which wedged its own granters first). Liveness only: a wedge request
+// may be sent at any time, and answering one is idempotent.
+func (c *Core) WedgeNow(now edict.Time) {
+	c.advance(now)
+	for _, es := range c.epochsInOrder() {
+		if w := c.wedges[es.epoch]; w != nil {
+			c.sendWedges(now, w)
+		}
+	}
+}
+
 func (c *Core) sendWedges(now edict.Time, w *wedging) {
 	w.start = now
 	w.retryAt = now.Add(edict.ScaleUp(2*c.cfg.RoundTrip, 1+c.cfg.Rho))

@@ -271,6 +271,10 @@ func (c *Core) drawFallbackJitter() {
 	c.fallbackJitter = time.Duration(c.cfg.Rand.Int64N(int64(c.cfg.MaxLease) + 1))
 }
 
+// Campaigning reports whether an attempt at a new lease (not a renewal)
+// is in flight.
+func (c *Core) Campaigning() bool { return c.attempt != nil && !c.attempt.renewal }
+
 // Campaign starts an attempt at once, bypassing the detector and back-off
 // but not the stability rule's safety parts: it is how a leadership
 // transfer's target takes over (docs/protocol.md, "The replicated log").

@@ -150,6 +150,13 @@ type Core struct {
 	// wedgeOnStepDown: this leader committed a stop edict and wedges its
 	// epoch once its lease lapses.
 	wedgeOnStepDown bool
+	// succession: this process led an epoch it ended with a stop edict,
+	// and the next epoch is to be led at once by this process or by the
+	// member it hands over to (membership.go, succeed).
+	succession *succession
+	// removedFrom is one past the epoch of the last configuration that
+	// left this process out (Removed), so that it is reported once.
+	removedFrom uint64
 	// stopProof is the newest stop edict known committed (by this log,
 	// or by the news of an epoch it began), which this process's wedge
 	// requests carry.
@@ -393,6 +400,7 @@ func (c *Core) afterStep(now edict.Time) {
 		c.el.Campaign(now)
 		c.drainElect(now)
 	}
+	c.checkSuccession(now)
 }
 
 func (c *Core) stepLease(now edict.Time, m elect.Message) error {

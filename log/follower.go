@@ -113,6 +113,11 @@ func (c *Core) onAppend(now edict.Time, from edict.ProcessID, a *wire.Append) {
 // learnLeader records who leads, as far as this process knows: a hint for
 // routing, never a basis for safety.
 func (c *Core) learnLeader(p edict.ProcessID, epoch uint64, reign edict.Stamp) {
+	if s := c.succession; s != nil && epoch <= s.from && c.successor(c.lastNow) {
+		// An append of the epoch ending, sent before its leader handed
+		// the next one to this process: the hint stays this process's.
+		return
+	}
 	if c.leaderHint != p {
 		c.leaderHint = p
 		c.event(Event{Kind: LeaderChanged, Leader: p, Epoch: epoch, Reign: reign})

@@ -46,6 +46,16 @@ type leader struct {
 	transferDeadline edict.Time
 	stopped          bool              // a stop edict is appended: no more proposals
 	next             []edict.ProcessID // the next epoch's members, once the stop edict committed
+	// leaving are learners a committed config edict removed, still sent
+	// appends until told it committed (farewell).
+	leaving map[edict.ProcessID]leaving
+}
+
+// leaving is a removed learner the leader still tells of its removal: the
+// edict's index, and when to give up.
+type leaving struct {
+	index uint64
+	until edict.Time
 }
 
 // progress is what the leader knows of one follower's log.
@@ -99,6 +109,7 @@ func (c *Core) startReign(now edict.Time, ev elect.Event) {
 	}
 	c.lead = l
 	c.leaderHint = c.id
+	c.succession = nil
 	if l.best == c.id {
 		c.appendReignStart(now)
 		return
@@ -238,7 +249,15 @@ func (c *Core) sendAppends(now edict.Time) {
 		return
 	}
 	silence := 4 * c.el.RoundTrip()
-	for _, p := range c.peers(l.epoch) {
+	peers := c.peers(l.epoch)
+	for p, lv := range l.leaving {
+		if pr := l.progress[p]; pr != nil && pr.sentCommit >= lv.index || !now.Before(lv.until) {
+			delete(l.leaving, p)
+		} else if !slices.Contains(peers, p) {
+			peers = append(peers, p)
+		}
+	}
+	for _, p := range peers {
 		pr := l.progress[p]
 		if pr == nil {
 			// A process that joined the epoch (a learner): nothing is
@@ -467,9 +486,7 @@ func (c *Core) leaderTick(now edict.Time) {
 	c.maybeCommit(now)
 	c.sendAppends(now)
 	if l.next != nil && c.nextEpochHoldsStop() {
-		// Wedging gives the lease up; the LeaseLost that follows steps
-		// down and wedges (wedgeOnStepDown).
-		c.release(now, "the next epoch holds the stop edict; wedging")
+		c.succeed(now)
 	}
 }
 
@@ -503,6 +520,8 @@ func (c *Core) Propose(now edict.Time, kind wire.EntryKind, data []byte) (wire.E
 	c.advanceClock(now)
 	l := c.lead
 	switch {
+	case l == nil && c.successor(now):
+		return wire.Entry{}, ErrNotReady // this process leads the next epoch in a moment
 	case l == nil:
 		return wire.Entry{}, ErrNotLeader
 	case l.phase != phaseReady:
@@ -548,6 +567,11 @@ func (c *Core) TransferLeadership(now edict.Time, target edict.ProcessID) error 
 	l := c.lead
 	if l == nil || l.phase != phaseReady {
 		return ErrNotLeader
+	}
+	if l.stopped {
+		// The epoch ends with a stop edict appended: its leader leads the
+		// next one, or hands it over, itself (succeed).
+		return ErrStopped
 	}
 	if !slices.Contains(c.epochs[l.epoch].Members, target) || target == c.id {
 		return errNotMember(target, l.epoch)
@@ -617,11 +641,29 @@ func (c *Core) onTimeoutNow(now edict.Time, from edict.ProcessID, t *wire.Timeou
 	if cmp, err := t.Reign.Compare(c.acceptedReign); err != nil || cmp < 0 {
 		return
 	}
-	if t.Epoch > c.el.ActiveEpoch() {
-		c.campaignIn = t.Epoch
+	active := c.el.ActiveEpoch()
+	if t.Epoch > active+1 || t.Epoch < active {
+		if t.Epoch > active {
+			c.campaignIn = t.Epoch // after an epoch this process does not know yet
+		}
 		return
 	}
-	if t.Epoch != c.el.ActiveEpoch() {
+	if t.Epoch > t.Reign.Epoch && c.lead == nil {
+		// A leader that ended its epoch hands the next one to this
+		// process (succeed): it leads in a moment, and names itself
+		// meanwhile, as its sender does (successor).
+		c.succession = &succession{from: t.Epoch - 1, reign: t.Reign, to: c.id, handed: t.Epoch == active, until: now.Add(c.el.MaxLease())}
+		c.leaderHint = c.id
+	}
+	if t.Epoch > active {
+		// Ask the old epoch's members to wedge again now, rather than
+		// after the back-off their refusals asked for while they granted
+		// to the sender, which wedged them since. Once a blocking set
+		// answers, the epoch is terminated here too, and afterStep
+		// campaigns.
+		c.campaignIn = t.Epoch
+		c.el.WedgeNow(now)
+		c.drainElect(now)
 		return
 	}
 	c.el.Campaign(now)

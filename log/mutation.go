@@ -82,6 +82,13 @@ const (
 	// SaveStagedSnapshot, then InstallStagedSnapshot), so that its state
 	// is never ahead of what the log can describe.
 	RuleRecordBeforeAdopt = "record-before-adopt"
+	// RuleLeaderSucceeds, a liveness rule: a leader that ended its epoch
+	// with a stop edict leads the next one at once if it is a member of
+	// it, and otherwise hands it over to the member of it whose log is
+	// the most up to date, once it has wedged its own epoch (succeed);
+	// switched off, it steps down and the next epoch's detectors elect a
+	// leader, 0.6-0.9 s later with the defaults.
+	RuleLeaderSucceeds = "leader-succeeds"
 )
 
 // MutationRules lists the rules above in the order of docs/protocol.md.
@@ -92,5 +99,5 @@ var mutationRules = []string{
 	RuleIncarnationBump,
 	RuleLearnCommittedOnly, RuleHeardLearns, RuleMessagesWaitForRecords, RuleGrantsReportDurable,
 	RuleResetLowersDurable, RuleLeaderCountsDurable, RuleRecoverInstall, RuleCompactBehindDurable,
-	RuleRecordBeforeAdopt,
+	RuleRecordBeforeAdopt, RuleLeaderSucceeds,
 }

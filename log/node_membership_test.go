@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -113,4 +114,92 @@ func (c *netCluster) waitEpochLeader(epoch uint64, members []edict.ProcessID) *n
 		return nil
 	})
 	return l
+}
+
+// TestNodeMembershipGaps measures, on real TCP and bbolt, how long each
+// kind of membership change leaves the cluster with no process that
+// leads a ready reign (Status().IsLeader), polled every 200 us: a
+// promotion, the removal of a follower, the removal of the leader. It
+// asserts only that each change completes and a leader of the new epoch
+// follows; the figures are logged (timings on a shared machine are no
+// test): compare a run with EDICT_MUTATE=leader-succeeds (-tags
+// edictmutate), the old way, where the next epoch waits for its
+// detectors.
+func TestNodeMembershipGaps(t *testing.T) {
+	c := newNetCluster(t, 3)
+	c.put("k", "v")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	members := []edict.ProcessID{1, 2, 3}
+	watch := func(change func(l *netNode) error, epoch uint64) time.Duration {
+		t.Helper()
+		l := c.waitLeader(10 * time.Second)
+		done := make(chan error, 1)
+		go func() { done <- change(l) }()
+		var longest, since time.Duration
+		start := time.Now()
+		var callErr error
+		called := false
+		for {
+			now := time.Since(start)
+			led := false
+			for _, id := range members {
+				if nn := c.nodes[id]; nn != nil {
+					if s := nn.Status(); s.IsLeader && s.Epoch >= epoch {
+						led = true
+					} else if s.IsLeader && s.Epoch < epoch && !called {
+						led = true // the old epoch's leader, before its change commits
+					}
+				}
+			}
+			switch {
+			case !led && since == 0:
+				since = now + 1
+			case led && since != 0:
+				longest = max(longest, now-(since-1))
+				since = 0
+			}
+			select {
+			case callErr = <-done:
+				called = true
+				require.NoError(t, callErr)
+			default:
+			}
+			if called && led {
+				for _, id := range members {
+					if nn := c.nodes[id]; nn != nil && nn.Status().IsLeader && nn.Status().Epoch >= epoch {
+						return longest
+					}
+				}
+			}
+			require.Less(t, now, 20*time.Second, "no leader of epoch %d", epoch)
+			time.Sleep(200 * time.Microsecond)
+		}
+	}
+
+	tr := c.listen(4)
+	c.startWith(4, tr, maps.Clone(c.addrs), func(cfg *log.Config) { cfg.Join = true })
+	l := c.waitLeader(10 * time.Second)
+	require.NoError(t, l.AddLearner(ctx, 4, c.addrs[4]))
+	c.checkAllApplied(map[string]string{"k": "v"}, c.node(4))
+
+	members = []edict.ProcessID{1, 2, 3, 4}
+	promote := watch(func(l *netNode) error { return l.Promote(ctx, 4) }, 1)
+	c.waitEpochLeader(1, members)
+	c.put("after-promote", "v")
+
+	l = c.waitLeader(10 * time.Second)
+	follower := edict.ProcessID(4)
+	if l.id == 4 {
+		follower = 3
+	}
+	removeFollower := watch(func(l *netNode) error { return l.Remove(ctx, follower) }, 2)
+	members = slices.DeleteFunc(members, func(p edict.ProcessID) bool { return p == follower })
+	c.waitEpochLeader(2, members)
+	c.put("after-remove-follower", "v")
+
+	removeLeader := watch(func(l *netNode) error { return l.Remove(ctx, l.id) }, 3)
+	old := c.waitLeader(10 * time.Second)
+	t.Logf("leaderless: promote %v, remove follower %v, remove leader %v (new leader %v)",
+		promote.Round(10*time.Microsecond), removeFollower.Round(10*time.Microsecond), removeLeader.Round(10*time.Microsecond), old.id)
 }

@@ -226,14 +226,45 @@ func (n *Node) AddLearner(ctx context.Context, id edict.ProcessID, addr string) 
 	return n.admin(ctx, func(now edict.Time) (wire.Entry, error) { return n.core.AddLearner(now, id, addr) })
 }
 
-// Promote makes a caught-up learner a member, through a new epoch.
+// Promote makes a caught-up learner a member, through a new epoch. It
+// returns once the stop edict that ends the current epoch is committed
+// and applied here; the new epoch is then decided, and this process, its
+// leader, leads it a few round trips later (docs/protocol.md, "Membership
+// changes that keep the leader"). Meanwhile writes here wait for the new
+// reign or are refused as a *NotLeaderError naming this process
+// (ErrStopped, ErrNotReady). A change refused is a *MembershipError
+// (ErrNotLearner, ErrQuorumLost, ErrChangeInProgress) and nothing was
+// written. PromoteWith takes options (Force).
 func (n *Node) Promote(ctx context.Context, id edict.ProcessID) error {
-	return n.admin(ctx, func(now edict.Time) (wire.Entry, error) { return n.core.Promote(now, id) })
+	return n.PromoteWith(ctx, id)
 }
 
-// Remove takes a member or learner out of the cluster.
+// PromoteWith is Promote with options: Force skips the quorum check.
+func (n *Node) PromoteWith(ctx context.Context, id edict.ProcessID, opts ...ChangeOption) error {
+	return n.admin(ctx, func(now edict.Time) (wire.Entry, error) { return n.core.Promote(now, id, opts...) })
+}
+
+// Remove takes a member or learner out of the cluster. A learner's
+// removal is a config edict and interrupts nothing; a member's ends the
+// epoch like Promote. Remove returns once the edict is committed and
+// applied here. This leader then goes on leading the new epoch after a
+// few round trips; if id is this process, it hands the new epoch over to
+// the member whose log is the most up to date and leads no more (the gap
+// is about one leadership transfer), and it emits Removed. Either way
+// the removed process learns its removal (a Removed event) if it can be
+// reached, and campaigns no more; it may be stopped. A change refused is
+// a *MembershipError (ErrNotMember, ErrLastMember, ErrQuorumLost,
+// ErrChangeInProgress) and nothing was written. RemoveWith takes options
+// (Force).
 func (n *Node) Remove(ctx context.Context, id edict.ProcessID) error {
-	return n.admin(ctx, func(now edict.Time) (wire.Entry, error) { return n.core.Remove(now, id) })
+	return n.RemoveWith(ctx, id)
+}
+
+// RemoveWith is Remove with options: Force skips the quorum check, to
+// remove a member while the leader does not hear from enough of the
+// others, when they are known to come back.
+func (n *Node) RemoveWith(ctx context.Context, id edict.ProcessID, opts ...ChangeOption) error {
+	return n.admin(ctx, func(now edict.Time) (wire.Entry, error) { return n.core.Remove(now, id, opts...) })
 }
 
 func (n *Node) admin(ctx context.Context, f func(now edict.Time) (wire.Entry, error)) error {

@@ -80,9 +80,9 @@ type ReadState struct {
 	Err    error
 }
 
-// EventKind names what changed. The Core emits the first five in
-// Ready.Events; the Node adds the rest, and delivers them all to its
-// observers (Node.Observe).
+// EventKind names what changed. The Core emits the first five and
+// Removed in Ready.Events; the Node adds the rest, and delivers them all
+// to its observers (Node.Observe).
 type EventKind uint8
 
 const (
@@ -117,6 +117,14 @@ const (
 	// Stopped (Node only): the Node stopped; Reason says why. It is the
 	// last event an observer is sent.
 	Stopped
+	// Removed: a committed membership edict took this process out of the
+	// configuration; Epoch is the configuration's. It is reported once
+	// per removal (again after a restart, when the log brings the edict
+	// again). A removed process campaigns no more and is sent nothing
+	// by the leaders of later epochs; it may be stopped. A process added
+	// again later is a member or learner again, and a later removal is
+	// reported again.
+	Removed
 )
 
 func (k EventKind) String() string {
@@ -139,6 +147,8 @@ func (k EventKind) String() string {
 		return "applied"
 	case Stopped:
 		return "stopped"
+	case Removed:
+		return "removed"
 	}
 	return "unknown"
 }
