@@ -24,7 +24,8 @@ func TestLog(t *testing.T) {
 	for _, sc := range LogScenarios() {
 		t.Run(sc.Name, func(t *testing.T) {
 			t.Parallel()
-			var o, c, w, u, snaps int
+			var o, c, w, u, snaps, gaps int
+			var longest time.Duration
 			reads := map[log.ReadLevel]int{}
 			def := 100
 			if sc.Seeds > 0 {
@@ -41,6 +42,7 @@ func TestLog(t *testing.T) {
 					t.Fatalf("%v\nreplay: EDICT_SIM_SEED=%d go test ./internal/sim/ -run 'TestLog/%s$' -count=1 -v", res, seed, sc.Name)
 				}
 				o, c, w, u, snaps = o+res.Ops, c+res.Committed, w+res.Writes, u+res.Unknown, snaps+res.Snapshots
+				gaps, longest = gaps+res.Gaps, max(longest, res.LongestGap)
 				for l, n := range res.Reads {
 					reads[l] += n
 				}
@@ -50,6 +52,9 @@ func TestLog(t *testing.T) {
 			committed.Add(int64(c))
 			t.Logf("%s: %d seeds, %d operations checked (%d writes acknowledged, %d unknown, reads %v), %d entries committed, %d snapshots installed",
 				sc.Name, len(list), o, w, u, reads, c, snaps)
+			if sc.GapBound > 0 {
+				t.Logf("%s: %d membership changes timed, the longest leaderless for %v (bound %v)", sc.Name, gaps, longest, sc.GapBound)
+			}
 		})
 	}
 	t.Cleanup(func() {

@@ -106,6 +106,7 @@ func (r *lrun) crash(p *lproc, down time.Duration) {
 	if traceHook != nil {
 		traceHook("%12v %v crashes for %v, losing %d queued writes", time.Duration(r.w.now), p.id, down, len(p.disk))
 	}
+	r.faults++
 	p.up = false
 	p.disk = nil // what the disk had not finished writing is lost
 	r.dropPending(p)
@@ -222,6 +223,7 @@ func (r *lrun) suspend(p *lproc, d time.Duration) {
 	if until <= r.w.now {
 		return
 	}
+	r.faults++
 	p.clock.suspend(r.w.now, until)
 	p.frozenUntil = until
 	r.w.at(until, func() {
@@ -261,6 +263,7 @@ func (r *lrun) restart(p *lproc) {
 		// the incarnation keeps the process's readings increasing.
 		p.clock.reboot(r.w.now, float64(r.w.between(0, time.Millisecond)))
 	}
+	r.faults++
 	// This life's memory starts from the disk: at least its maximum.
 	r.memAccepted[p.id] = r.maxAccepted[p.id]
 	r.memEpoch[p.id] = r.storedEpoch[p.id]
@@ -439,6 +442,7 @@ func (r *lrun) starveOne() {
 		p = l
 	}
 	p.frozenUntil = r.w.now + int64(r.w.between(r.sc.StarveMin, r.sc.StarveMax))
+	r.faults++
 }
 
 // quotaLeader holds the leader of the moment to a CPU quota for

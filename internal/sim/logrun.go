@@ -34,6 +34,10 @@ type LogResult struct {
 	// CrashedAt names the one where the run crashed it, if it did.
 	Boundaries map[edict.ProcessID]int
 	CrashedAt  string
+	// Gaps counts the membership changes whose leaderless stretch was
+	// timed (LogScenario.GapBound), and LongestGap is the longest.
+	Gaps       int
+	LongestGap time.Duration
 }
 
 func (r LogResult) String() string {
@@ -50,6 +54,10 @@ func (r LogResult) String() string {
 
 type lrun struct {
 	w *world
+	// faults counts the faults that befell the run so far, and gap is
+	// the membership change's leaderless stretch being timed (loggap.go).
+	faults int
+	gap    logGap
 	// slowDisk marks the processes whose disks are slow (SlowDisks);
 	// firstLeader is the first process that led (StableLeader); reigns
 	// are the processes whose reigns began, in order (MaxLeaderChanges).
@@ -173,7 +181,8 @@ func runLog(sc LogScenario, seed uint64, opt runOptions) (res LogResult) {
 	}
 	res = LogResult{Seed: seed, Scenario: sc.Name, Events: r.w.events, Committed: len(r.committed),
 		Reads: map[log.ReadLevel]int{}, Snapshots: r.snapshots, Epochs: r.maxEpoch, Violation: r.violation,
-		Boundaries: r.crashes.count, CrashedAt: r.crashes.where, ModelOps: r.modelOps}
+		Boundaries: r.crashes.count, CrashedAt: r.crashes.where, ModelOps: r.modelOps,
+		Gaps: r.gap.timed, LongestGap: r.gap.longest}
 	r.hist.count(&res)
 	return res
 }
@@ -650,6 +659,7 @@ func (r *lrun) onEvent(p *lproc, ev log.Event) {
 	if traceHook != nil && ev.Kind != log.Applied {
 		traceHook("%12v %v: %v leader=%v epoch=%d index=%d %s", time.Duration(r.w.now), p.id, ev.Kind, ev.Leader, ev.Epoch, ev.Index, ev.Reason)
 	}
+	r.gapEvent(p, ev)
 	switch ev.Kind {
 	case log.ConfigChanged:
 		if ev.Membership == nil {

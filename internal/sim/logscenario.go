@@ -157,6 +157,11 @@ type LogScenario struct {
 	// fails if leadership changes more than once meanwhile (a starved
 	// leader winning back a lease it cannot keep, again and again).
 	QuotaLeader time.Duration
+	// GapBound, if set, bounds the leaderless stretch of each membership
+	// change: from the old epoch's leader giving its lease up to a reign
+	// of the next epoch ready, when no fault befell the cluster meanwhile
+	// (loggap.go).
+	GapBound time.Duration
 	// StableLeader checks that the first reign lasts the whole run: in a
 	// scenario with no fault that should depose a leader (a slow disk
 	// should not), a second process leading is a violation.
@@ -399,6 +404,22 @@ func LogScenarios() []LogScenario {
 		// found it).
 		{Scenario: Scenario{Name: "log-epoch-gap", N: 3, GST: 6 * time.Second, Duration: 12 * time.Second},
 			Membership: true, Replacements: 2, EpochGap: true, Seeds: 40},
+		// Membership changes that keep the leader (docs/protocol.md): each
+		// replacement's promotion keeps it, and its removal of the lowest
+		// id — often the leader — keeps it or hands it over. Under eight
+		// clients' load, each change leaves the cluster leaderless for at
+		// most GapBound: the round trips of the old epoch's wedge, the
+		// hand-over and the new one's grants and reign-start edict (up to
+		// 10 ms each here), each member's record writes (up to 1 ms,
+		// behind the clients' writes), and slack. Without the leader's
+		// succession (log/leader-succeeds) the next epoch waits for its
+		// detectors, 0.4-1 s.
+		{Scenario: Scenario{Name: "log-membership-keep", N: 3, GST: 6 * time.Second, Duration: 9 * time.Second},
+			Clients: 8, Membership: true, Replacements: 4, GapBound: 50 * time.Millisecond},
+		// The same under partitions and crashes: a change whose gap no
+		// fault touched keeps the bound, and every change keeps safety.
+		{Scenario: Scenario{Name: "log-membership-keep-faults", N: 5, GST: 8 * time.Second, Duration: 14 * time.Second, Partitions: true, Crashes: true},
+			Clients: 8, Membership: true, Replacements: 4, Snapshots: true, GapBound: 50 * time.Millisecond, Seeds: 40},
 	}
 }
 

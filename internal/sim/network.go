@@ -19,6 +19,10 @@ type network struct {
 	slow map[edict.ProcessID]map[edict.ProcessID]int64
 	sent int
 	lost int
+	// changes counts every change of the network's faults (a link
+	// blocked or slowed, a partition, a heal): a membership change's
+	// gap bound holds only across a stretch with none (logGap).
+	changes int
 }
 
 func (n *network) isBlocked(from, to edict.ProcessID) bool {
@@ -27,6 +31,7 @@ func (n *network) isBlocked(from, to edict.ProcessID) bool {
 
 // block drops every message on the directed link from → to until heal.
 func (n *network) block(from, to edict.ProcessID) {
+	n.changes++
 	if n.blocked == nil {
 		n.blocked = map[edict.ProcessID]map[edict.ProcessID]bool{}
 	}
@@ -40,6 +45,7 @@ func (n *network) block(from, to edict.ProcessID) {
 // between two groups is blocked both ways. A process in no group is
 // alone.
 func (n *network) split(all []edict.ProcessID, groups ...[]edict.ProcessID) {
+	n.changes++
 	side := map[edict.ProcessID]int{}
 	for _, id := range all {
 		side[id] = -int(id) // alone unless listed
@@ -62,6 +68,7 @@ func (n *network) split(all []edict.ProcessID, groups ...[]edict.ProcessID) {
 // slowUntil delays every message sent on the directed link from → to
 // until real time until at least, unless GST comes first.
 func (n *network) slowUntil(from, to edict.ProcessID, until int64) {
+	n.changes++
 	if n.slow == nil {
 		n.slow = map[edict.ProcessID]map[edict.ProcessID]int64{}
 	}
@@ -74,6 +81,7 @@ func (n *network) slowUntil(from, to edict.ProcessID, until int64) {
 // partition splits the processes into the given side and the rest; oneWay
 // blocks only messages leaving side.
 func (n *network) partition(side []edict.ProcessID, all []edict.ProcessID, oneWay bool) {
+	n.changes++
 	in := map[edict.ProcessID]bool{}
 	for _, p := range side {
 		in[p] = true
@@ -91,7 +99,7 @@ func (n *network) partition(side []edict.ProcessID, all []edict.ProcessID, oneWa
 	}
 }
 
-func (n *network) heal() { n.blocked = nil }
+func (n *network) heal() { n.blocked = nil; n.changes++ }
 
 // send schedules delivery of a message from one process to another.
 func (n *network) send(from, to edict.ProcessID, deliver func()) {
