@@ -313,7 +313,7 @@ func (t *Transport) lane(dst *Transport, bulk bool) (l *lane, announce func()) {
 	if l := t.lanes[k]; l != nil {
 		return l, nil
 	}
-	// Lanes to a closed transport of the same process are gone for good.
+	// Lanes to closed transports are gone for good: forget them.
 	for k2, l := range t.lanes {
 		if k2.dst.isClosing() {
 			l.stop()
