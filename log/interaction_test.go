@@ -73,6 +73,8 @@ import (
 //	trust at= ids=            tell at's detectors that ids are up
 //	campaign id=              start a lease attempt now
 //	propose id= data=(a, b)   propose commands (each flushed at once)
+//	add-learner|promote|remove id= target=
+//	                          propose a membership change (flushed at once)
 //	read id= rid= [level=follower|lease|stale]
 //	compact id= [trailing=]   compact the log up to the applied index
 //	snapshot-accept from= to= the leader's snapshot of its applied state
@@ -279,6 +281,8 @@ func (d *interaction) run(t *testing.T, td *datadriven.TestData) string {
 		d.report(id, "")
 	case "propose":
 		d.propose(t, td)
+	case "add-learner", "promote", "remove":
+		d.membership(t, td)
 	case "read":
 		id := d.id(t, td, "id")
 		var rid uint64
@@ -613,6 +617,31 @@ func (d *interaction) propose(t *testing.T, td *datadriven.TestData) {
 		d.c.collect(id)
 		d.report(id, "")
 	}
+}
+
+// membership has process id propose a membership change of process
+// target (add-learner, promote, remove), flushed at once.
+func (d *interaction) membership(t *testing.T, td *datadriven.TestData) {
+	id, target := d.id(t, td, "id"), d.id(t, td, "target")
+	core, now := d.c.cores[id], d.c.reading(id)
+	var e wire.Entry
+	var err error
+	switch td.Cmd {
+	case "add-learner":
+		e, err = core.AddLearner(now, target, fmt.Sprintf("addr-%d", target))
+	case "promote":
+		e, err = core.Promote(now, target)
+	case "remove":
+		e, err = core.Remove(now, target)
+	}
+	if err != nil {
+		d.printf("p%d refused %s p%d: %v\n", id, td.Cmd, target, err)
+		return
+	}
+	d.printf("p%d proposed %s p%d at index %d (%v)\n", id, td.Cmd, target, e.Index, e.Kind)
+	core.Flush(d.c.reading(id))
+	d.c.collect(id)
+	d.report(id, "")
 }
 
 func (d *interaction) compact(t *testing.T, td *datadriven.TestData) {

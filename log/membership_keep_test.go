@@ -144,6 +144,12 @@ func TestRemoveFollowerKeepsTheLeader(t *testing.T) {
 func TestRemoveLeaderHandsOver(t *testing.T) {
 	c := newTCluster(t, 1, 2, 3)
 	c.settle(50*time.Millisecond, nil)
+	var handOver []wire.Message
+	c.sent = func(m wire.Message) {
+		if m.TimeoutNow != nil {
+			handOver = append(handOver, m)
+		}
+	}
 	c.propose(1, "x")
 	c.admin(1, func(now edict.Time) (wire.Entry, error) { return c.cores[1].Remove(now, 1) })
 	gap, leaders := gapWatch(t, c, 3*time.Second, c.epochLeader(1))
@@ -161,6 +167,20 @@ func TestRemoveLeaderHandsOver(t *testing.T) {
 	c.settle(100*time.Millisecond, nil)
 	assert.Equal(t, []string{"x", "y"}, appliedData(c.applied[2]))
 	assert.Equal(t, []string{"x", "y"}, appliedData(c.applied[3]))
+
+	// The hand-over again, late, at both members of epoch 1: each
+	// accepted a newer reign than the one it names, and ignores it.
+	require.Len(t, handOver, 1)
+	c.sent = nil
+	for _, to := range []edict.ProcessID{2, 3} {
+		m := handOver[0]
+		m.To = to
+		require.NoError(t, c.cores[to].Step(c.reading(to), m))
+		assert.False(t, c.cores[to].el.Campaigning(), "p%v does not campaign on a stale hand-over", to)
+		c.collect(to)
+	}
+	c.settle(100*time.Millisecond, nil)
+	assert.Equal(t, l, c.leader(), "the reign goes on")
 }
 
 // During the gap the leader names itself (it leads again in a moment),
