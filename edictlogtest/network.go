@@ -16,7 +16,8 @@ import (
 // perfect link: no loss, no delay.
 type Link struct {
 	// Cut loses everything: messages sent while it is set, messages in
-	// flight when it is set, and snapshot streams, which fail; a cut of
+	// flight when it is set (at once, as a connection breaks), and
+	// snapshot streams, which fail; a cut of
 	// the way back loses a stream's result, which the receiver has acted
 	// on: its sender sees a failure.
 	Cut bool
@@ -111,6 +112,9 @@ type Network struct {
 	endpoints map[string]*Transport // open transports by address
 	stats     map[pair]*LinkStats
 	closed    bool
+	// changed is closed, and replaced, whenever faults change: messages
+	// waiting out a delay check whether their link was cut.
+	changed chan struct{}
 }
 
 // LinkStats counts what became of the messages sent over one direction of
@@ -147,7 +151,21 @@ func NewNetwork(cfg NetworkConfig) *Network {
 		isolated:  map[edict.ProcessID]bool{},
 		endpoints: map[string]*Transport{},
 		stats:     map[pair]*LinkStats{},
+		changed:   make(chan struct{}),
 	}
+}
+
+// changes returns a channel closed at the next change of faults.
+func (n *Network) changes() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.changed
+}
+
+// changedLocked wakes whoever waits on changes; n.mu is held.
+func (n *Network) changedLocked() {
+	close(n.changed)
+	n.changed = make(chan struct{})
 }
 
 // DefaultAddr is the address Cluster gives process id, and NewTransport
@@ -217,6 +235,7 @@ func (n *Network) SetLink(from, to edict.ProcessID, l Link) {
 	}
 	n.mu.Lock()
 	n.links[pair{from, to}] = l
+	n.changedLocked()
 	n.mu.Unlock()
 }
 
@@ -228,6 +247,7 @@ func (n *Network) SetDefault(l Link) {
 	}
 	n.mu.Lock()
 	n.def = l
+	n.changedLocked()
 	n.mu.Unlock()
 }
 
@@ -261,6 +281,7 @@ func (n *Network) update(from, to edict.ProcessID, f func(*Link)) {
 		panic(err)
 	}
 	n.links[pair{from, to}] = l
+	n.changedLocked()
 }
 
 // Cut cuts the link from → to, one direction only: to hears nothing from
@@ -292,6 +313,7 @@ func (n *Network) Partition(a, b []edict.ProcessID) {
 func (n *Network) Isolate(id edict.ProcessID) {
 	n.mu.Lock()
 	n.isolated[id] = true
+	n.changedLocked()
 	n.mu.Unlock()
 }
 
@@ -299,6 +321,7 @@ func (n *Network) Isolate(id edict.ProcessID) {
 func (n *Network) Rejoin(id edict.ProcessID) {
 	n.mu.Lock()
 	delete(n.isolated, id)
+	n.changedLocked()
 	n.mu.Unlock()
 }
 
@@ -320,6 +343,7 @@ func (n *Network) Heal() {
 	n.def = Link{}
 	clear(n.links)
 	clear(n.isolated)
+	n.changedLocked()
 	n.mu.Unlock()
 }
 

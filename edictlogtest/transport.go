@@ -407,10 +407,15 @@ func (l *lane) run() {
 		case <-l.dst.closing:
 			return
 		}
-		if wait := time.Until(it.at); wait > 0 {
+		// A message waits out its delay unless its link is cut first,
+		// which loses it at once, as a connection breaks.
+		for wait := time.Until(it.at); wait > 0 && !l.src.net.isCut(l.src.id, l.dst.id); wait = time.Until(it.at) {
+			changed := l.src.net.changes()
 			timer.Reset(wait)
 			select {
 			case <-timer.C:
+			case <-changed:
+				timer.Stop()
 			case <-l.done:
 				lost(1)
 				return

@@ -269,7 +269,9 @@ func TestPartitionAndIsolate(t *testing.T) {
 func TestCutLosesMessagesInFlight(t *testing.T) {
 	ctx := ctxFor(t)
 	n, a, b := pairOf(t, edictlogtest.NetworkConfig{})
-	n.Delay(1, 2, 20*time.Millisecond, 20*time.Millisecond)
+	// Delayed for an hour, so that it is surely in flight when cut: the
+	// cut loses it at once, as a connection breaks.
+	n.Delay(1, 2, time.Hour, time.Hour)
 	if err := a.Send(ctx, 2, readIndex(1)); err != nil {
 		t.Fatal(err)
 	}
