@@ -183,6 +183,15 @@ func TestNodeMembershipGaps(t *testing.T) {
 	require.NoError(t, l.AddLearner(ctx, 4, c.addrs[4]))
 	c.checkAllApplied(map[string]string{"k": "v"}, c.node(4))
 
+	// Every process counts its Removed events.
+	removed := map[edict.ProcessID]chan log.Event{}
+	for _, id := range []edict.ProcessID{1, 2, 3, 4} {
+		ch := make(chan log.Event, 8)
+		removed[id] = ch
+		obs := c.node(id).Observe(ch, func(ev log.Event) bool { return ev.Kind == log.Removed })
+		defer obs.Cancel()
+	}
+
 	members = []edict.ProcessID{1, 2, 3, 4}
 	promote := watch(func(l *netNode) error { return l.Promote(ctx, 4) }, 1)
 	c.waitEpochLeader(1, members)
@@ -198,8 +207,22 @@ func TestNodeMembershipGaps(t *testing.T) {
 	c.waitEpochLeader(2, members)
 	c.put("after-remove-follower", "v")
 
-	removeLeader := watch(func(l *netNode) error { return l.Remove(ctx, l.id) }, 3)
+	var gone edict.ProcessID
+	removeLeader := watch(func(l *netNode) error { gone = l.id; return l.Remove(ctx, l.id) }, 3)
 	old := c.waitLeader(10 * time.Second)
+	// The removed follower and the removed leader each learn it, once.
+	for _, id := range []edict.ProcessID{follower, gone} {
+		select {
+		case ev := <-removed[id]:
+			require.Equal(t, log.Removed, ev.Kind)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("p%v was not told it was removed", id)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	for id, ch := range removed {
+		require.Empty(t, ch, "p%v: Removed once, and only to the removed", id)
+	}
 	t.Logf("leaderless: promote %v, remove follower %v, remove leader %v (new leader %v)",
 		promote.Round(10*time.Microsecond), removeFollower.Round(10*time.Microsecond), removeLeader.Round(10*time.Microsecond), old.id)
 }
