@@ -640,3 +640,41 @@ func TestAnnounce(t *testing.T) {
 	a.Announce(7)
 	none()
 }
+
+func TestNetworkBookkeeping(t *testing.T) {
+	n, a, b := pairOf(t, edictlogtest.NetworkConfig{})
+	addrs := n.Addrs()
+	if len(addrs) != 2 || addrs[1][0] != a.LocalAddr() || addrs[2][0] != b.LocalAddr() {
+		t.Fatalf("Addrs %v", addrs)
+	}
+	for _, l := range []edictlogtest.Link{{Drop: -0.1}, {Drop: 1.5}, {MinDelay: -1}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("SetLink took %+v", l)
+				}
+			}()
+			n.SetLink(1, 2, l)
+		}()
+	}
+	n.SetDefault(edictlogtest.Link{Drop: 0.5})
+	n.Delay(1, 2, time.Millisecond, 2*time.Millisecond)
+	if l := n.Link(1, 2); l.Drop != 0.5 || l.MinDelay != time.Millisecond {
+		t.Fatalf("a link's own faults start from the default's: %+v", l)
+	}
+	if l := n.Link(2, 1); l.Drop != 0.5 || l.MinDelay != 0 {
+		t.Fatalf("the default: %+v", l)
+	}
+	n.Cut(2, 1)
+	n.Uncut(2, 1)
+	if l := n.Link(2, 1); l.Cut || l.Drop != 0.5 {
+		t.Fatalf("Uncut: %+v", l)
+	}
+	n.Close()
+	if _, ok := <-a.Receive(); ok {
+		t.Fatal("a transport outlived its network")
+	}
+	if _, err := n.NewTransport(3, ""); err == nil {
+		t.Fatal("a closed network took a transport")
+	}
+}
