@@ -20,7 +20,11 @@ type Config struct {
 	// addresses, this one included. The membership they give is used on
 	// the first start only: later starts read it from the store. The
 	// addresses are read on every start, and an address the log taught
-	// later (stored under peers/) replaces the one given here.
+	// later (stored under peers/) replaces the one given here: a member's
+	// address changes through the log (Node.SetAddress, or the member's
+	// own announcement when it starts on a new address, AddressAnnouncer),
+	// and an address given here that the log has since changed is not
+	// used.
 	Peers map[edict.ProcessID]string
 	// Join makes a first start join a running cluster instead of
 	// bootstrapping one: the process counts itself in no epoch until the

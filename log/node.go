@@ -237,6 +237,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	// event. The core is read here before the loop owns it.
 	n.publishStatus(n.d.Now())
 	n.log.Info("node started", "incarnation", inc, "snapshot", st.Snapshot.Index, "applied", snapIdx, "last", core.log.lastIndex(), "epoch", core.el.ActiveEpoch())
+	n.watchAddresses()
 	go n.applier.run()
 	go n.persister.run()
 	go n.run()

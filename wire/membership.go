@@ -14,7 +14,11 @@ import (
 // Membership is the payload of config and stop edicts (EntryConfig,
 // EntryStop): an epoch's configuration and the transport addresses of its
 // processes, so that every process learns how to reach a new one from the
-// log itself.
+// log itself. Addrs names the processes whose address the edict sets: the
+// learner a config edict adds, or the member or learner whose address a
+// config edict of the configuration in force changes
+// (log.Core.ChangeAddress); a process it leaves out keeps the address it
+// had.
 type Membership struct {
 	Config EpochConfig
 	Addrs  map[edict.ProcessID]string
