@@ -45,6 +45,10 @@
 //     current reign's start edict, a number that grows with each reign.
 //     member_id is the process id; cluster_id the FNV-1a hash of the
 //     cluster's name.
+//   - Cluster.MemberUpdate: one peer URL, the member's new log transport
+//     address, through the log at the leader (log.Node.SetAddress: a
+//     config edict that keeps the leader and the epoch); etcd's "member
+//     not found" and "given member URLs are invalid".
 //   - Cluster.MemberList; Maintenance.Status (etcdctl's endpoint status:
 //     raft_index and raft_applied_index are the log's commit and applied
 //     indexes here, db_size and db_size_in_use the state's file,
@@ -71,7 +75,8 @@
 //     it waits for it, so that a client resuming on a member behind the
 //     one it left neither misses nor repeats an event. A slow client
 //     never holds up applying (see watch.go and mvcc's "Watches").
-//   - Everything else — Lease, Auth, member changes, snapshots,
+//   - Everything else — Lease, Auth, adding and removing members (edictkv's
+//     admin API does), snapshots,
 //     Maintenance.Hash (of the whole file, which holds more than the
 //     replicated state), and a Put with a lease (none can be granted) —
 //     answers codes.Unimplemented naming the call.

@@ -30,6 +30,9 @@ type Node interface {
 	Status() log.Status
 	// ReignIndex is what the header reports as raft_term.
 	ReignIndex() uint64
+	// SetAddress changes a member's log transport address, through the
+	// log (MemberUpdate).
+	SetAddress(ctx context.Context, id edict.ProcessID, addr string) error
 }
 
 // Router routes the calls that need the leader (*route.Router), and

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -31,8 +32,9 @@ import (
 )
 
 type fakeNode struct {
-	mu sync.Mutex
-	st log.Status
+	mu    sync.Mutex
+	st    log.Status
+	addrs map[edict.ProcessID]string // SetAddress
 }
 
 func (n *fakeNode) Status() log.Status {
@@ -41,6 +43,28 @@ func (n *fakeNode) Status() log.Status {
 	return n.st
 }
 func (n *fakeNode) ReignIndex() uint64 { return 17 }
+
+// SetAddress records the address of a member or learner, as the log
+// would once the change committed.
+func (n *fakeNode) SetAddress(ctx context.Context, id edict.ProcessID, addr string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !slices.Contains(n.st.Members, id) && !slices.Contains(n.st.Learners, id) {
+		return &log.MembershipError{Op: "change address", Process: id, Err: log.ErrNotMember}
+	}
+	if n.addrs == nil {
+		n.addrs = map[edict.ProcessID]string{}
+	}
+	n.addrs[id] = addr
+	return nil
+}
+
+// addr is what SetAddress recorded for id.
+func (n *fakeNode) addr(id edict.ProcessID) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.addrs[id]
+}
 
 // fakeRouter serves here when self leads, forwards to the leader
 // otherwise, refuses a forwarded call it cannot serve, and records
