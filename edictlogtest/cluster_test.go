@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -364,5 +366,40 @@ func TestNewClusterRefusesBadConfig(t *testing.T) {
 		if _, err := edictlogtest.StartCluster(cfg); err == nil {
 			t.Fatalf("StartCluster took %+v", cfg)
 		}
+	}
+}
+
+// Close leaves none of the kit's goroutines behind: lanes, inboxes.
+func TestClusterCloseLeavesNoGoroutines(t *testing.T) {
+	ctx := longCtx(t)
+	c, err := edictlogtest.StartCluster(edictlogtest.ClusterConfig{
+		FSM: func(edict.ProcessID, string) (fsm.FSM, error) { return NewCounters(), nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Apply(ctx, []byte("add hits 1")); err != nil {
+		t.Fatal(err)
+	}
+	c.Partition([]edict.ProcessID{1}, []edict.ProcessID{2, 3})
+	c.Network().SetDefault(edictlogtest.Link{MaxDelay: time.Millisecond})
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var left string
+	err = poll(ctx, func() bool {
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		left = ""
+		for _, g := range strings.Split(stacks, "\n\n") {
+			if strings.Contains(g, "edictlogtest.(*") && !strings.Contains(g, "TestClusterCloseLeavesNoGoroutines") {
+				left = g
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatalf("a goroutine of the kit outlived Close:\n%s", left)
 	}
 }
