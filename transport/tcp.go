@@ -87,6 +87,9 @@ func (c *TCPConfig) withDefaults() (TCPConfig, error) {
 		return d, fmt.Errorf("transport: TCPConfig.ClusterID must be 1 to %d bytes of UTF-8", MaxClusterIDLen)
 	case d.BindAddr == "":
 		return d, errors.New("transport: TCPConfig.BindAddr is required")
+	case len(d.AdvertiseAddr) > wire.MaxAddrLen || !utf8.ValidString(d.AdvertiseAddr):
+		// Every hello carries it: peers would refuse each one.
+		return d, fmt.Errorf("transport: TCPConfig.AdvertiseAddr must be at most %d bytes of UTF-8", wire.MaxAddrLen)
 	}
 	setDefault(&d.MaxFrameSize, DefaultMaxFrameSize)
 	setDefault(&d.AppendWindow, 64)
