@@ -11,21 +11,21 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
 // Endpoint is one member of the cluster as the client reaches it, with
-// log.Node's contract for both calls (errors included): a *log.Node
+// edictlog.Node's contract for both calls (errors included): a *edictlog.Node
 // satisfies it, and so does an embedder's RPC stub that carries the calls
 // to a remote member and its errors back. A stub that could not deliver a
 // call (no connection, a refused dial) returns an error wrapping
-// ErrNotSent, or a *log.NotLeaderError, so that the client tries another
+// ErrNotSent, or a *edictlog.NotLeaderError, so that the client tries another
 // member; any other failure after the call may have reached the member is
 // final for a write.
 type Endpoint interface {
-	Apply(ctx context.Context, cmd []byte) (log.ApplyResult, error)
-	Read(ctx context.Context, level log.ReadLevel, query []byte) (log.ReadResult, error)
+	Apply(ctx context.Context, cmd []byte) (edictlog.ApplyResult, error)
+	Read(ctx context.Context, level edictlog.ReadLevel, query []byte) (edictlog.ReadResult, error)
 }
 
 // ErrNotSent is what an Endpoint wraps when it did not deliver a call:
@@ -43,7 +43,7 @@ type Config struct {
 	MinBackoff, MaxBackoff time.Duration
 	// AttemptTimeout bounds each attempt at one endpoint; 0 (the
 	// default) leaves the caller's context alone to bound it. A
-	// *log.Node endpoint waits within the attempt for a leader it knows,
+	// *edictlog.Node endpoint waits within the attempt for a leader it knows,
 	// so an endpoint cut off from the cluster holds a call until the
 	// attempt ends: a bound lets the client try another. But an attempt
 	// that ends after the member appended the write leaves its outcome
@@ -97,13 +97,13 @@ func (c *Client) setLeader(id edict.ProcessID) {
 }
 
 // Apply sends cmd to the leader and returns once a member has applied it
-// (log.Node.Apply). It follows refusals and waits out elections within
+// (edictlog.Node.Apply). It follows refusals and waits out elections within
 // ctx, sending cmd again only after a refusal made before anything was
 // written (see the package documentation): a write it acknowledges was
 // applied once; a write whose outcome is unknown comes back wrapping
-// log.ErrOutcomeUnknown and was applied at most once.
-func (c *Client) Apply(ctx context.Context, cmd []byte) (log.ApplyResult, error) {
-	var res log.ApplyResult
+// edictlog.ErrOutcomeUnknown and was applied at most once.
+func (c *Client) Apply(ctx context.Context, cmd []byte) (edictlog.ApplyResult, error) {
+	var res edictlog.ApplyResult
 	err := c.route(ctx, c.Leader(), true, func(actx context.Context, ep Endpoint) (err error) {
 		res, err = ep.Apply(actx, cmd)
 		return err
@@ -111,16 +111,16 @@ func (c *Client) Apply(ctx context.Context, cmd []byte) (log.ApplyResult, error)
 	return res, err
 }
 
-// Read answers query at level (log.Node.Read): a lease read at the
+// Read answers query at level (edictlog.Node.Read): a lease read at the
 // leader, a follower or stale read at any endpoint, each spread over the
 // endpoints in turn. It is retried on the refusals Apply retries, and
-// returns the state machine's own error (*log.QueryError) as it is.
-func (c *Client) Read(ctx context.Context, level log.ReadLevel, query []byte) (log.ReadResult, error) {
+// returns the state machine's own error (*edictlog.QueryError) as it is.
+func (c *Client) Read(ctx context.Context, level edictlog.ReadLevel, query []byte) (edictlog.ReadResult, error) {
 	first, lease := c.Leader(), true
-	if level != log.ReadLease {
+	if level != edictlog.ReadLease {
 		first, lease = c.ids[int(c.next.Add(1)-1)%len(c.ids)], false
 	}
-	var res log.ReadResult
+	var res edictlog.ReadResult
 	err := c.route(ctx, first, lease, func(actx context.Context, ep Endpoint) (err error) {
 		res, err = ep.Read(actx, level, query)
 		return err
@@ -189,13 +189,13 @@ func (c *Client) attempt(ctx context.Context, id edict.ProcessID, call func(cont
 // replaced by a new reign (it knows the new leader now), else the next
 // endpoint in order.
 func (c *Client) after(id edict.ProcessID, err error) (next edict.ProcessID, hinted bool) {
-	var nl *log.NotLeaderError
+	var nl *edictlog.NotLeaderError
 	if errors.As(err, &nl) && nl.Leader != edict.None && nl.Leader != id {
 		if _, ok := c.cfg.Endpoints[nl.Leader]; ok {
 			return nl.Leader, true
 		}
 	}
-	if errors.Is(err, log.ErrNotCommitted) {
+	if errors.Is(err, edictlog.ErrNotCommitted) {
 		return id, false
 	}
 	i, _ := slices.BinarySearch(c.ids, id)
@@ -206,11 +206,11 @@ func (c *Client) after(id edict.ProcessID, err error) (next edict.ProcessID, hin
 // refusals of the package documentation. An unknown outcome never is,
 // whatever it wraps.
 func retryable(err error) bool {
-	if errors.Is(err, log.ErrOutcomeUnknown) {
+	if errors.Is(err, edictlog.ErrOutcomeUnknown) {
 		return false
 	}
-	var nl *log.NotLeaderError
-	return errors.As(err, &nl) || errors.Is(err, log.ErrShutdown) || errors.Is(err, log.ErrNotCommitted) || errors.Is(err, ErrNotSent)
+	var nl *edictlog.NotLeaderError
+	return errors.As(err, &nl) || errors.Is(err, edictlog.ErrShutdown) || errors.Is(err, edictlog.ErrNotCommitted) || errors.Is(err, ErrNotSent)
 }
 
 // gaveUp is the error of a call whose context ended between refusals:

@@ -14,16 +14,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/client"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/fsm"
-	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/transport"
 	"github.com/stretchr/testify/require"
 )
 
-var _ client.Endpoint = (*log.Node)(nil)
+var _ client.Endpoint = (*edictlog.Node)(nil)
 
 // ledger counts how many times each command was applied: a write applied
 // twice shows as a count of 2. Query answers a command's count.
@@ -84,22 +84,22 @@ type member struct {
 	id     edict.ProcessID
 	net    *transport.TCP
 	ledger *ledger
-	node   atomic.Pointer[log.Node]
+	node   atomic.Pointer[edictlog.Node]
 	killed bool
 }
 
-func (m *member) Apply(ctx context.Context, cmd []byte) (log.ApplyResult, error) {
+func (m *member) Apply(ctx context.Context, cmd []byte) (edictlog.ApplyResult, error) {
 	n := m.node.Load()
 	if n == nil {
-		return log.ApplyResult{}, fmt.Errorf("member %v: %w", m.id, client.ErrNotSent)
+		return edictlog.ApplyResult{}, fmt.Errorf("member %v: %w", m.id, client.ErrNotSent)
 	}
 	return n.Apply(ctx, cmd)
 }
 
-func (m *member) Read(ctx context.Context, level log.ReadLevel, q []byte) (log.ReadResult, error) {
+func (m *member) Read(ctx context.Context, level edictlog.ReadLevel, q []byte) (edictlog.ReadResult, error) {
 	n := m.node.Load()
 	if n == nil {
-		return log.ReadResult{}, fmt.Errorf("member %v: %w", m.id, client.ErrNotSent)
+		return edictlog.ReadResult{}, fmt.Errorf("member %v: %w", m.id, client.ErrNotSent)
 	}
 	return n.Read(ctx, level, q)
 }
@@ -131,7 +131,7 @@ func newCluster(t *testing.T, n int, start ...edict.ProcessID) *cluster {
 		m := c.members[id]
 		snaps, err := storage.NewMemSnapshotStore(2)
 		require.NoError(t, err)
-		node, err := log.Start(context.Background(), log.Config{ID: id, Peers: c.addrs, Store: storage.NewMemStore(), Snapshots: snaps,
+		node, err := edictlog.Start(context.Background(), edictlog.Config{ID: id, Peers: c.addrs, Store: storage.NewMemStore(), Snapshots: snaps,
 			Transport: m.net, FSM: m.ledger, Logger: quiet, RoundTrip: 25 * time.Millisecond, RenewInterval: 300 * time.Millisecond})
 		require.NoError(t, err)
 		m.node.Store(node)
@@ -159,7 +159,7 @@ func (c *cluster) endpoints() map[edict.ProcessID]client.Endpoint {
 
 // kill stops a member as a crash looks to the others: its network goes
 // first. Its endpoint keeps the stopped Node, which refuses with
-// log.ErrShutdown.
+// edictlog.ErrShutdown.
 func (c *cluster) kill(id edict.ProcessID) {
 	m := c.members[id]
 	m.killed = true
@@ -201,7 +201,7 @@ func TestClientRoutesAndReadsAtEveryLevel(t *testing.T) {
 	}
 	l := c.leader(10 * time.Second)
 	require.Equal(t, l.id, cl.Leader())
-	for _, level := range []log.ReadLevel{log.ReadLease, log.ReadFollower} {
+	for _, level := range []edictlog.ReadLevel{edictlog.ReadLease, edictlog.ReadFollower} {
 		for range 3 {
 			res, err := cl.Read(ctx, level, []byte("w19"))
 			require.NoError(t, err, "%v", level)
@@ -210,7 +210,7 @@ func TestClientRoutesAndReadsAtEveryLevel(t *testing.T) {
 		}
 	}
 	// A stale read may lag, but not below what it reports.
-	res, err := cl.Read(ctx, log.ReadStale, []byte("w0"))
+	res, err := cl.Read(ctx, edictlog.ReadStale, []byte("w0"))
 	require.NoError(t, err)
 	if res.Index >= last {
 		require.Equal(t, "1", string(res.Data))
@@ -250,7 +250,7 @@ func TestClientThroughLeaderKillAndChange(t *testing.T) {
 				switch {
 				case err == nil:
 					acked = append(acked, cmd)
-				case errors.Is(err, log.ErrOutcomeUnknown):
+				case errors.Is(err, edictlog.ErrOutcomeUnknown):
 					unknown = append(unknown, cmd)
 				default:
 					mu.Unlock()
@@ -338,10 +338,10 @@ func TestClientGivesUpWithTheContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
 	defer cancel()
 	_, err = cl.Apply(ctx, []byte("x"))
-	var nl *log.NotLeaderError
+	var nl *edictlog.NotLeaderError
 	require.ErrorAs(t, err, &nl)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.NotErrorIs(t, err, log.ErrOutcomeUnknown)
+	require.NotErrorIs(t, err, edictlog.ErrOutcomeUnknown)
 	require.Empty(t, c.members[1].ledger.snapshot())
 }
 
@@ -352,17 +352,17 @@ type fake struct {
 	errs  []error
 }
 
-func (f *fake) Apply(context.Context, []byte) (log.ApplyResult, error) {
+func (f *fake) Apply(context.Context, []byte) (edictlog.ApplyResult, error) {
 	i := int(f.calls.Add(1)) - 1
 	if i < len(f.errs) {
-		return log.ApplyResult{}, f.errs[i]
+		return edictlog.ApplyResult{}, f.errs[i]
 	}
-	return log.ApplyResult{Index: 7}, nil
+	return edictlog.ApplyResult{Index: 7}, nil
 }
 
-func (f *fake) Read(ctx context.Context, _ log.ReadLevel, _ []byte) (log.ReadResult, error) {
+func (f *fake) Read(ctx context.Context, _ edictlog.ReadLevel, _ []byte) (edictlog.ReadResult, error) {
 	_, err := f.Apply(ctx, nil)
-	return log.ReadResult{Index: 7}, err
+	return edictlog.ReadResult{Index: 7}, err
 }
 
 // The client sends a write again only after a refusal made before
@@ -378,18 +378,18 @@ func TestClientRetriesOnlyWhatIsSafe(t *testing.T) {
 		calls map[edict.ProcessID]int32
 		final error
 	}{
-		{"a hint is followed at once", map[edict.ProcessID][]error{1: {&log.NotLeaderError{Leader: 3, Err: log.ErrNotLeader}}},
+		{"a hint is followed at once", map[edict.ProcessID][]error{1: {&edictlog.NotLeaderError{Leader: 3, Err: edictlog.ErrNotLeader}}},
 			map[edict.ProcessID]int32{1: 1, 2: 0, 3: 1}, nil},
-		{"no hint: the next endpoint", map[edict.ProcessID][]error{1: {&log.NotLeaderError{Err: log.ErrStopped}}},
+		{"no hint: the next endpoint", map[edict.ProcessID][]error{1: {&edictlog.NotLeaderError{Err: edictlog.ErrStopped}}},
 			map[edict.ProcessID]int32{1: 1, 2: 1, 3: 0}, nil},
-		{"a stopped member", map[edict.ProcessID][]error{1: {log.ErrShutdown}}, map[edict.ProcessID]int32{1: 1, 2: 1}, nil},
+		{"a stopped member", map[edict.ProcessID][]error{1: {edictlog.ErrShutdown}}, map[edict.ProcessID]int32{1: 1, 2: 1}, nil},
 		{"not sent", map[edict.ProcessID][]error{1: {fmt.Errorf("dial: %w", client.ErrNotSent)}}, map[edict.ProcessID]int32{1: 1, 2: 1}, nil},
-		{"not committed: again at the same member", map[edict.ProcessID][]error{1: {log.ErrNotCommitted}}, map[edict.ProcessID]int32{1: 2, 2: 0}, nil},
-		{"unknown outcome is final", map[edict.ProcessID][]error{1: {fmt.Errorf("%w: %w", log.ErrOutcomeUnknown, log.ErrShutdown)}},
-			map[edict.ProcessID]int32{1: 1, 2: 0, 3: 0}, log.ErrOutcomeUnknown},
+		{"not committed: again at the same member", map[edict.ProcessID][]error{1: {edictlog.ErrNotCommitted}}, map[edict.ProcessID]int32{1: 2, 2: 0}, nil},
+		{"unknown outcome is final", map[edict.ProcessID][]error{1: {fmt.Errorf("%w: %w", edictlog.ErrOutcomeUnknown, edictlog.ErrShutdown)}},
+			map[edict.ProcessID]int32{1: 1, 2: 0, 3: 0}, edictlog.ErrOutcomeUnknown},
 		{"a failure after sending is final", map[edict.ProcessID][]error{1: {sendFailed}}, map[edict.ProcessID]int32{1: 1, 2: 0, 3: 0}, sendFailed},
 		{"every member refuses: back off, then succeed", map[edict.ProcessID][]error{
-			1: {&log.NotLeaderError{Err: log.ErrNoLeader}}, 2: {&log.NotLeaderError{Err: log.ErrNoLeader}}, 3: {&log.NotLeaderError{Err: log.ErrNoLeader}}},
+			1: {&edictlog.NotLeaderError{Err: edictlog.ErrNoLeader}}, 2: {&edictlog.NotLeaderError{Err: edictlog.ErrNoLeader}}, 3: {&edictlog.NotLeaderError{Err: edictlog.ErrNoLeader}}},
 			map[edict.ProcessID]int32{1: 2, 2: 1, 3: 1}, nil},
 	} {
 		fakes := map[edict.ProcessID]*fake{}
@@ -411,11 +411,11 @@ func TestClientRetriesOnlyWhatIsSafe(t *testing.T) {
 		}
 	}
 	// Reads: the state machine's own error is an answer.
-	qe := &log.QueryError{Index: 7, Err: errors.New("bad query")}
+	qe := &edictlog.QueryError{Index: 7, Err: errors.New("bad query")}
 	f := &fake{errs: []error{qe}}
 	cl, err := client.New(client.Config{Endpoints: map[edict.ProcessID]client.Endpoint{1: f, 2: &fake{}}})
 	require.NoError(t, err)
-	_, err = cl.Read(ctx, log.ReadLease, nil)
+	_, err = cl.Read(ctx, edictlog.ReadLease, nil)
 	require.ErrorIs(t, err, qe)
 	require.Equal(t, int32(1), f.calls.Load())
 }

@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/client"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/transport"
 )
@@ -36,7 +36,7 @@ func Example() {
 		if err != nil {
 			panic(err)
 		}
-		n, err := log.Start(ctx, log.Config{ID: id, Peers: peers, Store: storage.NewMemStore(), Snapshots: snaps,
+		n, err := edictlog.Start(ctx, edictlog.Config{ID: id, Peers: peers, Store: storage.NewMemStore(), Snapshots: snaps,
 			Transport: tr, FSM: newLedger(), Logger: quiet})
 		if err != nil {
 			panic(err)
@@ -54,7 +54,7 @@ func Example() {
 		panic(err)
 	}
 	fmt.Println("applied, times:", res.Response)
-	for _, level := range []log.ReadLevel{log.ReadLease, log.ReadFollower} {
+	for _, level := range []edictlog.ReadLevel{edictlog.ReadLease, edictlog.ReadFollower} {
 		r, err := cl.Read(ctx, level, []byte("hello"))
 		if err != nil {
 			panic(err)

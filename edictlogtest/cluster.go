@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/fsm"
-	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 )
 
@@ -58,7 +58,7 @@ type ClusterConfig struct {
 	// Tune, if set, adjusts every Node's Config before it starts, after
 	// the Cluster filled it in (ID, Peers, Join, stores, transport, FSM,
 	// Logger, and the timings above).
-	Tune func(*log.Config)
+	Tune func(*edictlog.Config)
 	// Logger receives the Nodes' logs (default: warnings and errors, to
 	// the test's log, until the Cluster closes).
 	Logger *slog.Logger
@@ -100,11 +100,11 @@ type process struct {
 	memSnaps *storage.MemSnapshotStore
 
 	// The running incarnation; node is nil while the process is down.
-	node  *log.Node
+	node  *edictlog.Node
 	fsm   fsm.FSM
 	tr    *Transport
-	store log.Store
-	snaps log.SnapshotStore
+	store edictlog.Store
+	snaps edictlog.SnapshotStore
 	// starts counts incarnations.
 	starts int
 }
@@ -296,7 +296,7 @@ func (c *Cluster) tryStart(p *process) (err error) {
 		return err
 	}
 	closers = append(closers, tr.Close)
-	cfg := log.Config{
+	cfg := edictlog.Config{
 		ID: p.id, Peers: peers, Join: p.join,
 		Store: p.store, Snapshots: p.snaps, Transport: tr, FSM: f,
 		RoundTrip: RoundTrip, RenewInterval: RenewInterval, MaxLease: MaxLease,
@@ -305,7 +305,7 @@ func (c *Cluster) tryStart(p *process) (err error) {
 	if c.cfg.Tune != nil {
 		c.cfg.Tune(&cfg)
 	}
-	n, err := log.Start(context.Background(), cfg)
+	n, err := edictlog.Start(context.Background(), cfg)
 	if err != nil {
 		return err
 	}
@@ -344,7 +344,7 @@ func (c *Cluster) Running() []edict.ProcessID {
 }
 
 // Node returns the running Node of process id, or nil if it is down.
-func (c *Cluster) Node(id edict.ProcessID) *log.Node {
+func (c *Cluster) Node(id edict.ProcessID) *edictlog.Node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if p := c.procs[id]; p != nil {
@@ -421,8 +421,8 @@ func (c *Cluster) stop(id edict.ProcessID, graceful bool) error {
 		}
 		tr.Close()
 	} else {
-		stopped := make(chan log.Event, 1)
-		o := n.Observe(stopped, func(e log.Event) bool { return e.Kind == log.Stopped })
+		stopped := make(chan edictlog.Event, 1)
+		o := n.Observe(stopped, func(e edictlog.Event) bool { return e.Kind == edictlog.Stopped })
 		// The closed transport closes Receive, on which the Node's loop
 		// stops; only then is Shutdown called, to wait for the applier
 		// and persister, with no loop left to run its Resign.
@@ -489,7 +489,7 @@ func (c *Cluster) Addr(id edict.ProcessID) string {
 	return c.peers[id]
 }
 
-// Join starts a new process id with log.Config.Join, which a leader then
+// Join starts a new process id with edictlog.Config.Join, which a leader then
 // makes a learner (Node.AddLearner with DefaultAddr(id)) and a member
 // (Node.Promote). The running processes learn its address from the log,
 // as in a deployment.
@@ -562,11 +562,11 @@ func (c *Cluster) WaitLeader(ctx context.Context) (edict.ProcessID, error) {
 // retryable reports whether a refused call is safe to try again: it was
 // refused before anything was written, or its edict was replaced.
 func retryable(err error) bool {
-	var nl *log.NotLeaderError
+	var nl *edictlog.NotLeaderError
 	switch {
-	case errors.Is(err, log.ErrOutcomeUnknown):
+	case errors.Is(err, edictlog.ErrOutcomeUnknown):
 		return false
-	case errors.As(err, &nl), errors.Is(err, log.ErrNotCommitted), errors.Is(err, log.ErrShutdown):
+	case errors.As(err, &nl), errors.Is(err, edictlog.ErrNotCommitted), errors.Is(err, edictlog.ErrShutdown):
 		return true
 	}
 	return false
@@ -574,15 +574,15 @@ func retryable(err error) bool {
 
 // Apply writes cmd through whichever process leads, waiting for one and
 // trying again wherever leads next for as long as the write was refused
-// before it was written (a *log.NotLeaderError, a Node that stopped
-// before taking it) or replaced by a new reign (log.ErrNotCommitted).
-// A write whose outcome is unknown (log.ErrOutcomeUnknown) is not tried
+// before it was written (a *edictlog.NotLeaderError, a Node that stopped
+// before taking it) or replaced by a new reign (edictlog.ErrNotCommitted).
+// A write whose outcome is unknown (edictlog.ErrOutcomeUnknown) is not tried
 // again: it may have committed.
-func (c *Cluster) Apply(ctx context.Context, cmd []byte) (log.ApplyResult, error) {
+func (c *Cluster) Apply(ctx context.Context, cmd []byte) (edictlog.ApplyResult, error) {
 	for {
 		id, err := c.WaitLeader(ctx)
 		if err != nil {
-			return log.ApplyResult{}, err
+			return edictlog.ApplyResult{}, err
 		}
 		n := c.Node(id)
 		if n == nil {
@@ -595,7 +595,7 @@ func (c *Cluster) Apply(ctx context.Context, cmd []byte) (log.ApplyResult, error
 		// A refusal that Leader cannot see yet (a hand-over, an epoch
 		// ending) would otherwise be asked again at once, in a loop.
 		if err := pause(ctx); err != nil {
-			return log.ApplyResult{}, err
+			return edictlog.ApplyResult{}, err
 		}
 	}
 }
@@ -614,31 +614,31 @@ func pause(ctx context.Context) error {
 
 // Read reads query at level from process id, or from whichever process
 // leads if id is edict.None, trying again while it is refused with a
-// *log.NotLeaderError (a read writes nothing, so trying again is always
+// *edictlog.NotLeaderError (a read writes nothing, so trying again is always
 // safe) until ctx ends.
-func (c *Cluster) Read(ctx context.Context, id edict.ProcessID, level log.ReadLevel, query []byte) (log.ReadResult, error) {
+func (c *Cluster) Read(ctx context.Context, id edict.ProcessID, level edictlog.ReadLevel, query []byte) (edictlog.ReadResult, error) {
 	for {
 		target := id
 		if target == edict.None {
 			var err error
 			if target, err = c.WaitLeader(ctx); err != nil {
-				return log.ReadResult{}, err
+				return edictlog.ReadResult{}, err
 			}
 		}
 		n := c.Node(target)
 		if n == nil {
 			if id != edict.None {
-				return log.ReadResult{}, fmt.Errorf("edictlogtest: read from %v: %w", id, log.ErrShutdown)
+				return edictlog.ReadResult{}, fmt.Errorf("edictlogtest: read from %v: %w", id, edictlog.ErrShutdown)
 			}
 			continue
 		}
 		res, err := n.Read(ctx, level, query)
-		var nl *log.NotLeaderError
+		var nl *edictlog.NotLeaderError
 		if err == nil || !errors.As(err, &nl) || ctx.Err() != nil {
 			return res, err
 		}
 		if err := pause(ctx); err != nil {
-			return log.ReadResult{}, err
+			return edictlog.ReadResult{}, err
 		}
 	}
 }

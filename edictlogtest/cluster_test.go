@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/edictlogtest"
 	"github.com/edictlog/edictlog/fsm"
 	"github.com/edictlog/edictlog/fsm/kvdisk"
 	"github.com/edictlog/edictlog/fsm/kvfsm"
-	"github.com/edictlog/edictlog/log"
 )
 
 func countersCluster(t *testing.T, cfg edictlogtest.ClusterConfig) *edictlogtest.Cluster {
@@ -32,9 +32,9 @@ func longCtx(t *testing.T) context.Context {
 }
 
 // add writes "add hits 1" n times and returns the last result.
-func add(t *testing.T, ctx context.Context, c *edictlogtest.Cluster, n int) log.ApplyResult {
+func add(t *testing.T, ctx context.Context, c *edictlogtest.Cluster, n int) edictlog.ApplyResult {
 	t.Helper()
-	var res log.ApplyResult
+	var res edictlog.ApplyResult
 	for i := range n {
 		var err error
 		if res, err = c.Apply(ctx, []byte("add hits 1")); err != nil {
@@ -50,7 +50,7 @@ func hits(t *testing.T, ctx context.Context, c *edictlogtest.Cluster, id edict.P
 	if err := c.WaitApplied(ctx, id, index); err != nil {
 		t.Fatal(err)
 	}
-	r, err := c.Read(ctx, id, log.ReadStale, []byte("hits"))
+	r, err := c.Read(ctx, id, edictlog.ReadStale, []byte("hits"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestClusterSnapshotCatchUp(t *testing.T) {
 
 func snapshotCatchUp(t *testing.T, link edictlogtest.Link) {
 	ctx := longCtx(t)
-	c := countersCluster(t, edictlogtest.ClusterConfig{Tune: func(cfg *log.Config) {
+	c := countersCluster(t, edictlogtest.ClusterConfig{Tune: func(cfg *edictlog.Config) {
 		cfg.SnapshotEvery, cfg.TrailingEntries = 16, 4
 	}})
 	c.Network().SetDefault(link)
@@ -210,7 +210,7 @@ func TestClusterLossyNetwork(t *testing.T) {
 	if dropped == 0 {
 		t.Fatal("the network dropped nothing")
 	}
-	r, err := c.Read(ctx, edict.None, log.ReadLease, []byte("hits"))
+	r, err := c.Read(ctx, edict.None, edictlog.ReadLease, []byte("hits"))
 	if err != nil || string(r.Data) != "30" {
 		t.Fatalf("lease read: %s, %v", r.Data, err)
 	}
@@ -228,7 +228,7 @@ func TestClusterJoin(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = c.Node(leader).AddLearner(ctx, 4, edictlogtest.DefaultAddr(4))
-		var nl *log.NotLeaderError
+		var nl *edictlog.NotLeaderError
 		if err == nil {
 			break
 		}
@@ -271,9 +271,9 @@ func TestClusterDiskFSM(t *testing.T) {
 	c := edictlogtest.NewCluster(t, edictlogtest.ClusterConfig{
 		Bolt: true,
 		FSM:  func(_ edict.ProcessID, dir string) (fsm.FSM, error) { return kvdisk.Open(dir) },
-		Tune: func(cfg *log.Config) { cfg.SnapshotEvery, cfg.TrailingEntries = 8, 2 },
+		Tune: func(cfg *edictlog.Config) { cfg.SnapshotEvery, cfg.TrailingEntries = 8, 2 },
 	})
-	put := func(k, v string) log.ApplyResult {
+	put := func(k, v string) edictlog.ApplyResult {
 		t.Helper()
 		cmd, err := kvfsm.EncodeCommand(kvfsm.Command{Put: &kvfsm.Put{Key: k, Value: v}})
 		if err != nil {
@@ -294,7 +294,7 @@ func TestClusterDiskFSM(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := c.Read(ctx, id, log.ReadStale, q)
+		r, err := c.Read(ctx, id, edictlog.ReadStale, q)
 		if err != nil {
 			t.Fatal(err)
 		}

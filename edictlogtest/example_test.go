@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/edictlogtest"
 	"github.com/edictlog/edictlog/fsm"
-	"github.com/edictlog/edictlog/log"
 )
 
 // Counters is an embedder's state machine: named counters, changed by
@@ -152,12 +152,12 @@ func TestCountersCluster(t *testing.T) {
 	// Every level, on every running process: linearizable reads see all
 	// 15; a stale read sees them once its process has applied the write.
 	for _, id := range c.Running() {
-		for _, level := range []log.ReadLevel{log.ReadLease, log.ReadFollower, log.ReadStale} {
+		for _, level := range []edictlog.ReadLevel{edictlog.ReadLease, edictlog.ReadFollower, edictlog.ReadStale} {
 			from := id
-			if level == log.ReadLease {
+			if level == edictlog.ReadLease {
 				from = edict.None // lease reads are the leader's
 			}
-			if level == log.ReadStale {
+			if level == edictlog.ReadStale {
 				if err := c.WaitApplied(ctx, id, res.Index); err != nil {
 					t.Fatal(err)
 				}
@@ -176,14 +176,14 @@ func TestCountersCluster(t *testing.T) {
 	if err := c.WaitApplied(ctx, first, res.Index); err != nil {
 		t.Fatal(err)
 	}
-	r, err := c.Read(ctx, first, log.ReadStale, []byte("hits"))
+	r, err := c.Read(ctx, first, edictlog.ReadStale, []byte("hits"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(r.Data) != "15" {
 		t.Fatalf("restarted process %v reads hits = %s, want 15", first, r.Data)
 	}
-	r, err = c.Read(ctx, first, log.ReadFollower, []byte("hits"))
+	r, err = c.Read(ctx, first, edictlog.ReadFollower, []byte("hits"))
 	if err != nil || string(r.Data) != "15" {
 		t.Fatalf("restarted process %v: follower read %s, %v; want 15", first, r.Data, err)
 	}
@@ -224,7 +224,7 @@ func ExampleStartCluster() {
 	if err := c.WaitApplied(ctx, leader, res.Index); err != nil {
 		panic(err)
 	}
-	r, err := c.Read(ctx, leader, log.ReadStale, []byte("hits"))
+	r, err := c.Read(ctx, leader, edictlog.ReadStale, []byte("hits"))
 	if err != nil {
 		panic(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/wire"
 )
 
@@ -26,9 +26,9 @@ var (
 	ErrSnapshotRejected = errors.New("edictlogtest: snapshot rejected by receiver")
 )
 
-var _ log.Transport = (*Transport)(nil)
+var _ edictlog.Transport = (*Transport)(nil)
 
-// Transport is an in-memory log.Transport on a Network. It behaves as
+// Transport is an in-memory edictlog.Transport on a Network. It behaves as
 // package transport's TCP does where a Node can tell: Send validates a
 // message and fills in its envelope, queues it without waiting for the
 // network (control messages in a bounded queue per peer, Append and
@@ -133,19 +133,19 @@ func (t *Transport) heard(id edict.ProcessID, addr string, incarnation uint64) {
 	}
 }
 
-// ID implements log.Transport.
+// ID implements edictlog.Transport.
 func (t *Transport) ID() edict.ProcessID { return t.id }
 
-// LocalAddr implements log.Transport: the address it holds on its Network.
+// LocalAddr implements edictlog.Transport: the address it holds on its Network.
 func (t *Transport) LocalAddr() string { return t.addr }
 
-// Receive implements log.Transport.
+// Receive implements edictlog.Transport.
 func (t *Transport) Receive() <-chan wire.Message { return t.inbox.out }
 
-// Snapshots implements log.Transport.
+// Snapshots implements edictlog.Transport.
 func (t *Transport) Snapshots() <-chan *wire.IncomingSnapshot { return t.snaps }
 
-// AddPeer implements log.Transport. Changing a peer's address drops what
+// AddPeer implements edictlog.Transport. Changing a peer's address drops what
 // is queued for the old one, as a TCP connection to it would close.
 func (t *Transport) AddPeer(id edict.ProcessID, addr string) {
 	if id == t.id || id == edict.None {
@@ -159,7 +159,7 @@ func (t *Transport) AddPeer(id edict.ProcessID, addr string) {
 	t.peers[id] = addr
 }
 
-// RemovePeer implements log.Transport.
+// RemovePeer implements edictlog.Transport.
 func (t *Transport) RemovePeer(id edict.ProcessID) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -167,7 +167,7 @@ func (t *Transport) RemovePeer(id edict.ProcessID) {
 	t.stopLanesLocked(id)
 }
 
-// SetPeers implements log.Transport.
+// SetPeers implements edictlog.Transport.
 func (t *Transport) SetPeers(peers map[edict.ProcessID]string) {
 	t.mu.Lock()
 	var gone []edict.ProcessID
@@ -212,7 +212,7 @@ func (t *Transport) isClosing() bool {
 	}
 }
 
-// Close implements log.Transport: the transport leaves its Network (its
+// Close implements edictlog.Transport: the transport leaves its Network (its
 // address is free again), what it queued and what is in flight to or from
 // it is lost, snapshot streams to and from it fail, and Receive and
 // Snapshots are closed.
@@ -253,7 +253,7 @@ func addressMessage(self, to edict.ProcessID, m *wire.Message) error {
 	return nil
 }
 
-// Send implements log.Transport.
+// Send implements edictlog.Transport.
 func (t *Transport) Send(ctx context.Context, to edict.ProcessID, m wire.Message) error {
 	if t.isClosing() {
 		return ErrClosed

@@ -1,5 +1,5 @@
 // Package churn measures what membership changes cost a running cluster:
-// log.Nodes in one process on bbolt files and loopback TCP, writers
+// edictlog.Nodes in one process on bbolt files and loopback TCP, writers
 // calling the leader's Apply the whole time, while a schedule adds
 // learners, promotes them, changes a member's address (the member
 // restarts on a new port), removes followers and removes the leader.
@@ -24,9 +24,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/fsm/kvfsm"
-	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/transport"
 )
@@ -62,8 +62,8 @@ type Change struct {
 // Result is one run.
 type Result struct {
 	Changes []Change
-	// Writes acknowledged; refusals (a *log.NotLeaderError or
-	// log.ErrNotLeader from the process the writer took for the leader,
+	// Writes acknowledged; refusals (a *edictlog.NotLeaderError or
+	// edictlog.ErrNotLeader from the process the writer took for the leader,
 	// outside a leader removal); refusals during leader removals, when
 	// each writer is expected to be sent on once; writes whose outcome is
 	// unknown; other failures.
@@ -89,7 +89,7 @@ var Round = []Kind{AddLearner, Promote, SetAddress, RemoveFollower, AddLearner, 
 
 type member struct {
 	id    edict.ProcessID
-	node  *log.Node
+	node  *edictlog.Node
 	tr    *transport.TCP
 	store *storage.BoltStore
 	snaps *storage.FileSnapshotStore
@@ -214,7 +214,7 @@ func (c *cluster) start(ctx context.Context, id edict.ProcessID, tr *transport.T
 	peers := maps.Clone(c.addrs)
 	c.mu.Unlock()
 	peers[id] = tr.LocalAddr()
-	n, err := log.Start(ctx, log.Config{ID: id, Peers: peers, Join: join, Store: store, Snapshots: snaps,
+	n, err := edictlog.Start(ctx, edictlog.Config{ID: id, Peers: peers, Join: join, Store: store, Snapshots: snaps,
 		Transport: tr, FSM: kvfsm.NewKV(), Logger: c.cfg.Logger})
 	if err != nil {
 		tr.Close()
@@ -283,13 +283,13 @@ func (c *cluster) write(ctx context.Context, w int, res *Result, removing *atomi
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err = m.node.Apply(wctx, cmd)
 		cancel()
-		var nl *log.NotLeaderError
+		var nl *edictlog.NotLeaderError
 		switch {
 		case err == nil:
 			atomic.AddInt64(&res.Writes, 1)
 		case ctx.Err() != nil:
 			return
-		case errors.As(err, &nl) || errors.Is(err, log.ErrNotLeader):
+		case errors.As(err, &nl) || errors.Is(err, edictlog.ErrNotLeader):
 			if removing.Load() {
 				atomic.AddInt64(&res.RemovalRefused, 1)
 			} else {
@@ -301,9 +301,9 @@ func (c *cluster) write(ctx context.Context, w int, res *Result, removing *atomi
 				}
 			}
 			_ = sleep(ctx, time.Millisecond)
-		case errors.Is(err, log.ErrOutcomeUnknown):
+		case errors.Is(err, edictlog.ErrOutcomeUnknown):
 			atomic.AddInt64(&res.Unknown, 1)
-		case errors.Is(err, log.ErrShutdown):
+		case errors.Is(err, edictlog.ErrShutdown):
 			_ = sleep(ctx, time.Millisecond) // the member was removed and stopped
 		default:
 			atomic.AddInt64(&res.Failed, 1)

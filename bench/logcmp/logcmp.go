@@ -1,5 +1,5 @@
 // Package logcmp measures committed writes per second and write latency of
-// edictlog's log.Node and of hashicorp/raft with raft-boltdb, on the same
+// edictlog's edictlog.Node and of hashicorp/raft with raft-boltdb, on the same
 // machine in one run: three nodes in one process each, fsync on, TCP over
 // loopback, 256-byte values, writers calling the leader's Apply and
 // waiting for it, hashicorp/raft in its default configuration.
@@ -17,9 +17,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/fsm/kvfsm"
-	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/transport"
 	"github.com/hashicorp/raft"
@@ -104,10 +104,10 @@ func load(system string, c cluster, writers int, d time.Duration) (Result, error
 		P50: all[len(all)/2], P99: all[len(all)*99/100]}, nil
 }
 
-// edictlog: three log.Nodes with bbolt stores, TCP, the KV state machine.
+// edictlog: three edictlog.Nodes with bbolt stores, TCP, the KV state machine.
 type edictCluster struct {
-	nodes  []*log.Node
-	leader *log.Node
+	nodes  []*edictlog.Node
+	leader *edictlog.Node
 	closer []func()
 }
 
@@ -133,7 +133,7 @@ func startEdictlog(dir string) (*edictCluster, error) {
 		if err != nil {
 			return nil, err
 		}
-		n, err := log.Start(context.Background(), log.Config{ID: id, Peers: peers, Store: store, Snapshots: snaps, Transport: nets[id], FSM: kvfsm.NewKV(), Logger: quiet})
+		n, err := edictlog.Start(context.Background(), edictlog.Config{ID: id, Peers: peers, Store: store, Snapshots: snaps, Transport: nets[id], FSM: kvfsm.NewKV(), Logger: quiet})
 		if err != nil {
 			return nil, err
 		}

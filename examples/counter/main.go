@@ -7,7 +7,7 @@
 // nobody tells the cluster the new address. The restarted process
 // announces it to the peers it connects to (transport.TCP's hello), they
 // reach it there at once, and the leader makes it the cluster's
-// (log.Node.SetAddress). The follower answers a linearizable read as soon
+// (edictlog.Node.SetAddress). The follower answers a linearizable read as soon
 // as its restart quarantine — one MaxLease, during which a restarted
 // process takes no part in the log — is over, then takes the leadership
 // and commits a write itself.
@@ -25,9 +25,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/fsm"
-	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/transport"
 )
@@ -79,7 +79,7 @@ type member struct {
 	dir   string
 	net   *transport.TCP
 	store *storage.BoltStore
-	node  *log.Node
+	node  *edictlog.Node
 }
 
 // listen opens the member's transport on a free port of 127.0.0.1.
@@ -102,7 +102,7 @@ func (m *member) start(ctx context.Context, peers map[edict.ProcessID]string) er
 		return err
 	}
 	m.store = store
-	m.node, err = log.Start(ctx, log.Config{ID: m.id, Peers: peers, Store: store, Snapshots: snaps, Transport: m.net,
+	m.node, err = edictlog.Start(ctx, edictlog.Config{ID: m.id, Peers: peers, Store: store, Snapshots: snaps, Transport: m.net,
 		FSM: &counter{}, Logger: quiet, RoundTrip: roundTrip, RenewInterval: renewInterval, MaxLease: maxLease})
 	return err
 }
@@ -164,7 +164,7 @@ func run(ctx context.Context, dir string, out io.Writer) (Result, error) {
 		}
 		fmt.Fprintf(out, "add %d -> %d (log index %d)\n", add, r.Response, r.Index)
 	}
-	if res.Before, err = read(ctx, leader.node, log.ReadLease); err != nil {
+	if res.Before, err = read(ctx, leader.node, edictlog.ReadLease); err != nil {
 		return res, err
 	}
 	fmt.Fprintln(out, "lease read:", res.Before)
@@ -191,7 +191,7 @@ func run(ctx context.Context, dir string, out io.Writer) (Result, error) {
 	for {
 		// Until the quarantine ends and the leader's appends reach the
 		// new address, the read finds no leader or one it cannot hear.
-		if n, err = read(ctx, f.node, log.ReadFollower); err == nil {
+		if n, err = read(ctx, f.node, edictlog.ReadFollower); err == nil {
 			break
 		}
 		if ctx.Err() != nil {
@@ -219,7 +219,7 @@ func run(ctx context.Context, dir string, out io.Writer) (Result, error) {
 	}
 	res.Wrote = time.Since(started)
 	fmt.Fprintf(out, "node %v leads: add 6 -> %d (log index %d) %v after its start\n", f.id, r.Response, r.Index, res.Wrote.Round(time.Millisecond))
-	if res.After, err = read(ctx, f.node, log.ReadLease); err != nil {
+	if res.After, err = read(ctx, f.node, edictlog.ReadLease); err != nil {
 		return res, err
 	}
 	fmt.Fprintln(out, "lease read:", res.After)
@@ -242,7 +242,7 @@ func waitLeader(ctx context.Context, members map[edict.ProcessID]*member) (*memb
 }
 
 // read reads the counter at level on n.
-func read(ctx context.Context, n *log.Node, level log.ReadLevel) (uint64, error) {
+func read(ctx context.Context, n *edictlog.Node, level edictlog.ReadLevel) (uint64, error) {
 	rctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	r, err := n.Read(rctx, level, nil)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
-	"github.com/edictlog/edictlog/log"
+	"github.com/edictlog/edictlog/internal/replog"
 	"github.com/edictlog/edictlog/wire"
 )
 
@@ -299,7 +299,7 @@ func (a *epochGap) poll(deadline int64) {
 		// time), so that X acts on its detector's mistake as soon as its
 		// log allows, not at its next idle tick, up to i later.
 		a.tickAt = r.w.now + int64(r.sc.RoundTrip)
-		r.call(a.x, (*log.Driver).Tick)
+		r.call(a.x, (*replog.Driver).Tick)
 	}
 	if r.w.now >= deadline {
 		a.end("deadline passed while L led")

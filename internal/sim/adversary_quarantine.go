@@ -6,7 +6,7 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
-	"github.com/edictlog/edictlog/log"
+	"github.com/edictlog/edictlog/internal/replog"
 	"github.com/edictlog/edictlog/wire"
 )
 
@@ -255,7 +255,7 @@ func (r *lrun) forgottenGrantCampaign(pl *forgottenGrant) {
 			b.detector.Observe(elect.Observation{Kind: elect.ProcessDown, Process: id, At: b.now(r.w.now)})
 		}
 	}
-	r.call(b, (*log.Driver).Tick)
+	r.call(b, (*replog.Driver).Tick)
 }
 
 // flushDelayed delivers A's appends to q that the network delayed, in

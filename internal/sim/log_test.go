@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edictlog/edictlog/log"
+	"github.com/edictlog/edictlog/internal/replog"
 )
 
 // TestLog runs the replicated log with a KV state machine under every log
@@ -26,7 +26,7 @@ func TestLog(t *testing.T) {
 			t.Parallel()
 			var o, c, w, u, snaps, gaps int
 			var longest time.Duration
-			reads := map[log.ReadLevel]int{}
+			reads := map[replog.ReadLevel]int{}
 			def := 100
 			if sc.Seeds > 0 {
 				def = sc.Seeds
@@ -73,9 +73,9 @@ func TestNegativeControlLog(t *testing.T) {
 		want string
 	}{
 		{"lease-reads-with-drift-beyond-rho", LogScenario{Scenario: Scenario{Name: "log-drift-beyond-rho", N: 3, DriftFactor: 1000, DriftExtreme: true, Partitions: true},
-			Levels: []log.ReadLevel{log.ReadLease}}, "porcupine found no linearization|leader uniqueness"},
+			Levels: []replog.ReadLevel{replog.ReadLease}}, "porcupine found no linearization|leader uniqueness"},
 		{"stale-reads-as-linearizable", LogScenario{Scenario: Scenario{Name: "log-stale-as-linearizable", Partitions: true},
-			Levels: []log.ReadLevel{log.ReadStale}, StaleAsLinearizable: true}, "porcupine found no linearization"},
+			Levels: []replog.ReadLevel{replog.ReadStale}, StaleAsLinearizable: true}, "porcupine found no linearization"},
 		// Issue 16: a runtime that waits for its disk loses its lease to
 		// a slow one; log-slow-disk's check must see it.
 		{"blocking-disk", LogScenario{Scenario: Scenario{Name: "log-slow-disk-blocking", N: 3}, SlowDisks: 3, SlowFsync: 250 * time.Millisecond,

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/edictlog/edictlog/log"
+	"github.com/edictlog/edictlog/internal/replog"
 	"github.com/edictlog/edictlog/wire"
 )
 
@@ -73,16 +73,16 @@ func (r *lrun) runClient(id int) {
 }
 
 // submit hands op to p's Driver, as edictkv hands a request to its
-// log.Node: a write is proposed, a read started at its level; the Driver
+// replog.Node: a write is proposed, a read started at its level; the Driver
 // answers each once.
 func (r *lrun) submit(p *lproc, op *clientOp) {
-	r.call(p, func(d *log.Driver) {
+	r.call(p, func(d *replog.Driver) {
 		if op.model != nil {
 			r.submitModel(p, d, op)
 			return
 		}
 		if op.in.kind == opGet {
-			d.Read(op.in.level, func(res log.ReadResult, err error) {
+			d.Read(op.in.level, func(res replog.ReadResult, err error) {
 				if err != nil {
 					r.finishOp(op, regOutput{}, true) // not served: no answer to check
 					return
@@ -108,13 +108,13 @@ func (r *lrun) submit(p *lproc, op *clientOp) {
 			return
 		}
 		appended := false
-		d.Propose(wire.EntryCommand, data, func(res log.ApplyResult, err error) {
+		d.Propose(wire.EntryCommand, data, func(res replog.ApplyResult, err error) {
 			switch {
 			case err == nil:
 				r.completeWrite(p, op, res.Response)
-			case errors.Is(err, log.ErrOutcomeUnknown):
+			case errors.Is(err, replog.ErrOutcomeUnknown):
 				r.unknownOp(op)
-			case !appended, errors.Is(err, log.ErrNotCommitted):
+			case !appended, errors.Is(err, replog.ErrNotCommitted):
 				// Refused, or another edict committed at its index:
 				// certainly no effect, and the history says so, so a
 				// write reported lost that did take effect is caught.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
-	"github.com/edictlog/edictlog/log"
+	"github.com/edictlog/edictlog/internal/replog"
 	"github.com/edictlog/edictlog/wire"
 )
 
@@ -54,7 +54,7 @@ func (r *lrun) schedule() {
 			st := l.core.Status(l.now(r.w.now))
 			target := st.Members[r.w.rng.IntN(len(st.Members))]
 			if target != l.id {
-				r.call(l, func(d *log.Driver) { _ = d.Core().TransferLeadership(d.Now(), target) })
+				r.call(l, func(d *replog.Driver) { _ = d.Core().TransferLeadership(d.Now(), target) })
 			}
 		})
 	}
@@ -231,7 +231,7 @@ func (r *lrun) suspend(p *lproc, d time.Duration) {
 		p.frozenUntil = 0
 		p.tick.reset()
 		if p.up {
-			r.call(p, (*log.Driver).Tick)
+			r.call(p, (*replog.Driver).Tick)
 		}
 	})
 }
@@ -329,13 +329,13 @@ func (r *lrun) membershipPlan() {
 }
 
 // proposeAdmin appends a membership edict through l's Driver, as
-// log.Node's AddLearner, Promote and Remove do, and reports whether it was
+// replog.Node's AddLearner, Promote and Remove do, and reports whether it was
 // appended (its outcome comes later, like any write's).
 func (r *lrun) proposeAdmin(l *lproc, f func(now edict.Time) (wire.Entry, error)) bool {
 	appended := false
-	r.call(l, func(d *log.Driver) {
+	r.call(l, func(d *replog.Driver) {
 		refused := false
-		d.ProposeWith(f, func(_ log.ApplyResult, err error) {
+		d.ProposeWith(f, func(_ replog.ApplyResult, err error) {
 			if !appended && err != nil {
 				refused = true
 			}

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
+	"github.com/edictlog/edictlog/internal/replog"
 )
 
 // A membership change that keeps the leader, or removes it, leaves the
@@ -19,7 +19,7 @@ import (
 // waits for the fault like anything else.
 
 // gapReason is the reason a leader gives for stepping down when it ends
-// its epoch after a stop edict (log.Core's succeed).
+// its epoch after a stop edict (replog.Core's succeed).
 const gapReason = "the next epoch holds the stop edict; wedging"
 
 // logGap is the stretch being timed: its start, the epoch that ends, the
@@ -64,14 +64,14 @@ func (r *lrun) faulty() bool {
 
 // gapEvent times the stretches: a SteppedDown with gapReason opens one, a
 // BecameLeader in a later epoch closes it.
-func (r *lrun) gapEvent(p *lproc, ev log.Event) {
+func (r *lrun) gapEvent(p *lproc, ev replog.Event) {
 	bound := r.sc.GapBound
 	if bound == 0 {
 		return
 	}
 	g := &r.gap
 	switch {
-	case ev.Kind == log.SteppedDown && ev.Reason == gapReason && g.start == 0 && !r.faulty():
+	case ev.Kind == replog.SteppedDown && ev.Reason == gapReason && g.start == 0 && !r.faulty():
 		start, faults := r.w.now, r.faultCount()
 		*g = logGap{start: start, epoch: ev.Epoch, faults: faults, leader: p.id, timed: g.timed, longest: g.longest}
 		r.w.after(bound, func() {
@@ -80,7 +80,7 @@ func (r *lrun) gapEvent(p *lproc, ev log.Event) {
 					g.leader, g.epoch, time.Duration(start), bound)
 			}
 		})
-	case ev.Kind == log.BecameLeader && g.start != 0 && ev.Epoch > g.epoch:
+	case ev.Kind == replog.BecameLeader && g.start != 0 && ev.Epoch > g.epoch:
 		if r.faultCount() == g.faults {
 			g.timed++
 			g.longest = max(g.longest, time.Duration(r.w.now-g.start))

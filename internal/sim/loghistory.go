@@ -6,7 +6,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
+	"github.com/edictlog/edictlog/internal/replog"
 )
 
 // A client operation on a per-key register with compare-and-set.
@@ -24,7 +24,7 @@ type regInput struct {
 	key    string
 	value  string // put, cas: the new value
 	expect string // cas: the value compared with
-	level  log.ReadLevel
+	level  replog.ReadLevel
 }
 
 type regOutput struct {
@@ -67,7 +67,7 @@ type history struct {
 	writes    map[string][]writeRecord // per key, every write ever invoked
 	acked     int
 	unknownN  int
-	readsBy   map[log.ReadLevel]int
+	readsBy   map[replog.ReadLevel]int
 	staleLin  bool // negative control: check stale reads with porcupine too
 	completed int
 }
@@ -83,7 +83,7 @@ type writeRecord struct {
 }
 
 func newHistory() *history {
-	return &history{writes: map[string][]writeRecord{}, readsBy: map[log.ReadLevel]int{}}
+	return &history{writes: map[string][]writeRecord{}, readsBy: map[replog.ReadLevel]int{}}
 }
 
 func (h *history) invokeWrite(op *clientOp) {
@@ -96,7 +96,7 @@ func (h *history) finish(op *clientOp, out regOutput, ret int64) {
 	}
 	op.done = true
 	h.completed++
-	if op.in.kind == opGet && op.in.level == log.ReadStale && !h.staleLin {
+	if op.in.kind == opGet && op.in.level == replog.ReadStale && !h.staleLin {
 		h.stale = append(h.stale, staleRead{key: op.in.key, value: out.value, ret: ret})
 	} else {
 		h.ops = append(h.ops, porcupine.Operation{ClientId: op.client, Input: op.in, Call: op.call, Output: out, Return: ret})

@@ -10,14 +10,14 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
-	"github.com/edictlog/edictlog/log"
+	"github.com/edictlog/edictlog/internal/replog"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/wire"
 )
 
 // lproc is one simulated process of the replicated log. It runs what
-// log.Node runs — log.Recover to start from its stores, a log.Driver around
-// its log.Core — with storage's in-memory stores, which survive its crashes
+// replog.Node runs — replog.Recover to start from its stores, a replog.Driver around
+// its replog.Core — with storage's in-memory stores, which survive its crashes
 // as files would, a KV state machine applied synchronously, and a clock in
 // virtual time. What the simulator checks is the runtime's code, not a
 // copy of it (issue 13, "one driver").
@@ -25,8 +25,8 @@ type lproc struct {
 	id    edict.ProcessID
 	clock *clock
 	inc   uint64
-	d     *log.Driver
-	core  *log.Core // d's
+	d     *replog.Driver
+	core  *replog.Core // d's
 	state StateMachine
 	// ds is state when the scenario's state machine keeps its own state
 	// (DiskState), nil otherwise.
@@ -119,7 +119,7 @@ func (e simEnv) Send(m wire.Message) {
 
 // Persist queues b on p's simulated disk, which writes one batch at a time
 // and takes the scenario's fsync latency for each, while p goes on running
-// (log.Env.Persist). A crash loses what the disk has not finished; the
+// (replog.Env.Persist). A crash loses what the disk has not finished; the
 // Ready cycle's crash point, if it is one of the store's, strikes when
 // this batch's write completes.
 func (e simEnv) Persist(seq uint64, b wire.Batch, after []wire.Message) {
@@ -222,7 +222,7 @@ func (r *lrun) finishWrite(p *lproc, life uint64) {
 	}
 	// The runtime sends what waited for the write and reports it: on a
 	// suspended host, once it resumes (and not at all in a later life).
-	r.call(p, func(d *log.Driver) {
+	r.call(p, func(d *replog.Driver) {
 		if p.inc != life {
 			return
 		}
@@ -248,7 +248,7 @@ func (e simEnv) Apply(es []wire.Entry) {
 	if !p.up {
 		return
 	}
-	results := make([]log.ApplyResult, 0, len(es))
+	results := make([]replog.ApplyResult, 0, len(es))
 	for _, en := range es {
 		res, ok := r.applyEntry(p, en)
 		if !ok {
@@ -265,7 +265,7 @@ func (e simEnv) SendSnapshot(peer edict.ProcessID) {
 	}
 }
 
-func (e simEnv) Event(ev log.Event) {
+func (e simEnv) Event(ev replog.Event) {
 	if e.p.up {
 		e.r.onEvent(e.p, ev)
 	}
@@ -315,7 +315,7 @@ func (p *lproc) holdsDurably(i uint64, st edict.Stamp) bool {
 	if snap := p.snapPos; snap.Index > 0 && i >= snap.Index {
 		if s, ok := p.storedStamp(snap.Index); ok && !s.Equal(snap.Stamp) {
 			// An installed snapshot whose log reset is still on its way:
-			// a restart starts the log over at the snapshot (log.Recover),
+			// a restart starts the log over at the snapshot (replog.Recover),
 			// so nothing the store holds above it survives.
 			return i == snap.Index && snap.Stamp.Equal(st)
 		}

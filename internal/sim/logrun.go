@@ -10,7 +10,7 @@ import (
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/fsm"
-	"github.com/edictlog/edictlog/log"
+	"github.com/edictlog/edictlog/internal/replog"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/wire"
 )
@@ -25,7 +25,7 @@ type LogResult struct {
 	ModelOps  int // a Model's operations whose answers it checked
 	Writes    int // writes acknowledged
 	Unknown   int // writes of unknown outcome
-	Reads     map[log.ReadLevel]int
+	Reads     map[replog.ReadLevel]int
 	Snapshots int // snapshots installed on followers
 	Epochs    uint64
 	Violation string
@@ -180,7 +180,7 @@ func runLog(sc LogScenario, seed uint64, opt runOptions) (res LogResult) {
 		r.finalCheck()
 	}
 	res = LogResult{Seed: seed, Scenario: sc.Name, Events: r.w.events, Committed: len(r.committed),
-		Reads: map[log.ReadLevel]int{}, Snapshots: r.snapshots, Epochs: r.maxEpoch, Violation: r.violation,
+		Reads: map[replog.ReadLevel]int{}, Snapshots: r.snapshots, Epochs: r.maxEpoch, Violation: r.violation,
 		Boundaries: r.crashes.count, CrashedAt: r.crashes.where, ModelOps: r.modelOps,
 		Gaps: r.gap.timed, LongestGap: r.gap.longest}
 	r.hist.count(&res)
@@ -193,9 +193,9 @@ func (r *lrun) fail(format string, args ...any) {
 	}
 }
 
-// start boots or reboots p from its stores, as log.Node starts: through
-// log.Recover (incarnation bumped first, state loaded, snapshot restored)
-// and a log.Driver around a new Core.
+// start boots or reboots p from its stores, as replog.Node starts: through
+// replog.Recover (incarnation bumped first, state loaded, snapshot restored)
+// and a replog.Driver around a new Core.
 func (r *lrun) start(p *lproc) {
 	p.seenCommit, p.crashAt = 0, crashNone
 	if p.store == nil {
@@ -221,7 +221,7 @@ func (r *lrun) start(p *lproc) {
 		}
 		p.state, p.ds = nil, nil
 	}
-	var rec log.Recovery
+	var rec replog.Recovery
 	var err error
 	if r.sc.DiskState {
 		// What the state machine's own store left: a start opens it there.
@@ -236,11 +236,11 @@ func (r *lrun) start(p *lproc) {
 		if plainDisk(p.id) {
 			ds = plainState{ds}
 		}
-		rec, err = log.RecoverDiskFSM(p.id, p.store, p.snaps, ds, peers, !member)
+		rec, err = replog.RecoverDiskFSM(p.id, p.store, p.snaps, ds, peers, !member)
 		p.state, p.ds, p.lastApplied = ds, ds, rec.AppliedEntry
 	} else {
 		st := r.sc.State()
-		rec, err = log.Recover(p.id, p.store, p.snaps, st.Restore, peers, !member)
+		rec, err = replog.Recover(p.id, p.store, p.snaps, st.Restore, peers, !member)
 		p.state, p.ds, p.lastApplied = st, nil, wire.Entry{}
 	}
 	if err != nil {
@@ -252,11 +252,11 @@ func (r *lrun) start(p *lproc) {
 		return
 	}
 	if metas, err := p.snaps.List(); err == nil && len(metas) > 0 {
-		p.snapMetaOnly, _ = log.IsMetaOnlySnapshot(p.snaps, metas[0])
+		p.snapMetaOnly, _ = replog.IsMetaOnlySnapshot(p.snaps, metas[0])
 	}
 	members := rec.State.Epochs[len(rec.State.Epochs)-1].Members
 	p.detector = r.sc.newDetector(p.id, members, p.inc)
-	core, err := log.NewCore(log.CoreConfig{ID: p.id, MaxAppendEntries: r.sc.MaxAppendEntries, Elect: elect.Config{
+	core, err := replog.NewCore(replog.CoreConfig{ID: p.id, MaxAppendEntries: r.sc.MaxAppendEntries, Elect: elect.Config{
 		Rho: r.sc.Rho, RoundTrip: r.sc.RoundTrip, RenewInterval: r.sc.RenewInterval, RenewLead: r.sc.RenewLead, MaxLease: r.sc.MaxLease(),
 		Detector: p.detector, Rand: p.rng,
 	}}, rec.State, p.now(r.w.now))
@@ -265,7 +265,7 @@ func (r *lrun) start(p *lproc) {
 		return
 	}
 	p.core = core
-	p.d = log.NewDriver(core, simClock{r, p}, simEnv{r, p}, rec.Applied)
+	p.d = replog.NewDriver(core, simClock{r, p}, simEnv{r, p}, rec.Applied)
 	p.up, p.started = true, true
 	p.tick.reset()
 	if r.sc.Competing && r.w.now < r.gst {
@@ -280,7 +280,7 @@ func (r *lrun) start(p *lproc) {
 
 // call runs f on p's Driver and carries out the resulting Ready. On a host
 // that is suspended it runs once the host resumes.
-func (r *lrun) call(p *lproc, f func(d *log.Driver)) {
+func (r *lrun) call(p *lproc, f func(d *replog.Driver)) {
 	if !p.up || r.violation != "" {
 		return
 	}
@@ -365,7 +365,7 @@ func (r *lrun) deliver(m wire.Message) {
 	if q == nil || !q.up {
 		return
 	}
-	r.call(q, func(d *log.Driver) {
+	r.call(q, func(d *replog.Driver) {
 		if err := d.Step(m); err != nil {
 			r.fail("%v refused a well-formed message %v: %v", q.id, m, err)
 		}
@@ -375,15 +375,15 @@ func (r *lrun) deliver(m wire.Message) {
 
 // applyEntry applies e to p's state machine and checks that no other
 // entry was ever committed at its index and that applies are gapless.
-func (r *lrun) applyEntry(p *lproc, e wire.Entry) (log.ApplyResult, bool) {
+func (r *lrun) applyEntry(p *lproc, e wire.Entry) (replog.ApplyResult, bool) {
 	if st, ok := r.committed[e.Index]; ok && !st.Equal(e.Stamp) {
 		r.fail("log safety: index %d committed as %v at one process and applied as %v at %v", e.Index, st, e.Stamp, p.id)
-		return log.ApplyResult{}, false
+		return replog.ApplyResult{}, false
 	}
 	r.committed[e.Index] = e.Stamp
 	if e.Index != p.applied+1 {
 		r.fail("%v applied index %d after %d: a gap", p.id, e.Index, p.applied)
-		return log.ApplyResult{}, false
+		return replog.ApplyResult{}, false
 	}
 	fe := fsm.Entry{Index: e.Index, Stamp: e.Stamp}
 	if e.Kind == wire.EntryCommand {
@@ -392,26 +392,26 @@ func (r *lrun) applyEntry(p *lproc, e wire.Entry) (log.ApplyResult, bool) {
 	res := p.state.Apply(fe)
 	p.applied, p.lastApplied = e.Index, e
 	if !r.modelApplied(p, fe, res) {
-		return log.ApplyResult{}, false
+		return replog.ApplyResult{}, false
 	}
 	if p.ds != nil && r.w.chance(r.sc.StateSyncs) {
 		// The state machine commits its own store.
 		if _, err := p.ds.Sync(); err != nil {
 			r.fail("%v: the state machine's sync: %v", p.id, err)
-			return log.ApplyResult{}, false
+			return replog.ApplyResult{}, false
 		}
 		r.boundary(p, func() string {
 			return fmt.Sprintf("its state machine synced itself at %d, a log write pending", e.Index)
 		}, len(p.disk) > 0)
 		if !p.up {
-			return log.ApplyResult{}, false
+			return replog.ApplyResult{}, false
 		}
 	}
-	return log.ApplyResult{Index: e.Index, Stamp: e.Stamp, Response: res}, true
+	return replog.ApplyResult{Index: e.Index, Stamp: e.Stamp, Response: res}, true
 }
 
 // takeSnapshot snapshots p's state machine into its snapshot store and
-// compacts the log behind it, keeping 8 trailing entries, as log.Node's
+// compacts the log behind it, keeping 8 trailing entries, as replog.Node's
 // applier does.
 func (r *lrun) takeSnapshot(p *lproc) {
 	if p.lastApplied.Index != p.applied {
@@ -458,11 +458,11 @@ func (r *lrun) takeSnapshot(p *lproc) {
 }
 
 // syncSnapshot is takeSnapshot for a state machine that keeps its own
-// state, as log.Node's applier takes it: the state machine synced
-// (log.SyncState), a snapshot that holds no copy recorded at the index the
+// state, as replog.Node's applier takes it: the state machine synced
+// (replog.SyncState), a snapshot that holds no copy recorded at the index the
 // sync made durable, and the log compacted behind that.
 func (r *lrun) syncSnapshot(p *lproc) {
-	d, err := log.SyncState(p.ds, p.applied)
+	d, err := replog.SyncState(p.ds, p.applied)
 	if err != nil {
 		r.fail("%v snapshot: %v", p.id, err)
 		return
@@ -481,7 +481,7 @@ func (r *lrun) syncSnapshot(p *lproc) {
 	e := p.lastApplied
 	meta := wire.SnapshotMeta{Index: e.Index, Reign: e.Reign, Stamp: e.Stamp,
 		Config: wire.EpochConfig{Epoch: st.Epoch, Members: st.Members, Learners: st.Learners}}
-	if _, err := log.SaveMetaOnlySnapshot(p.snaps, meta); err != nil {
+	if _, err := replog.SaveMetaOnlySnapshot(p.snaps, meta); err != nil {
 		r.fail("%v save snapshot: %v", p.id, err)
 		return
 	}
@@ -505,7 +505,7 @@ func (r *lrun) syncSnapshot(p *lproc) {
 }
 
 // copyState captures p's state machine's state for a peer that needs a
-// snapshot when the newest one holds none, as log.Node's applier does:
+// snapshot when the newest one holds none, as replog.Node's applier does:
 // synced first, then captured at the last applied entry. A snapshot that
 // knows its size (fsm.SizedSnapshot) is streamed as it is, and nothing is
 // stored; another is stored in p's snapshot store first. It returns the
@@ -574,7 +574,7 @@ func (r *lrun) streamSnapshot(p *lproc, peer edict.ProcessID) {
 	}
 	if !ok {
 		r.w.after(0, func() {
-			r.call(p, func(d *log.Driver) { d.SnapshotSent(peer, 0, fmt.Errorf("no snapshot")) })
+			r.call(p, func(d *replog.Driver) { d.SnapshotSent(peer, 0, fmt.Errorf("no snapshot")) })
 		})
 		return
 	}
@@ -586,7 +586,7 @@ func (r *lrun) streamSnapshot(p *lproc, peer edict.ProcessID) {
 		}
 		reported = true
 		if p.up && p.inc == inc {
-			r.call(p, func(d *log.Driver) { d.SnapshotSent(peer, pos.Index, err) })
+			r.call(p, func(d *replog.Driver) { d.SnapshotSent(peer, pos.Index, err) })
 		}
 	}
 	streamTime := 5 * time.Millisecond
@@ -600,7 +600,7 @@ func (r *lrun) streamSnapshot(p *lproc, peer edict.ProcessID) {
 	r.net.send(from, peer, func() {
 		q := r.procs[peer]
 		var err error
-		r.call(q, func(d *log.Driver) { err = d.AcceptSnapshot(from, meta) })
+		r.call(q, func(d *replog.Driver) { err = d.AcceptSnapshot(from, meta) })
 		if err != nil || !q.up {
 			answer(err)
 			return
@@ -610,7 +610,7 @@ func (r *lrun) streamSnapshot(p *lproc, peer edict.ProcessID) {
 			if !q.up || q.inc != qinc {
 				return // the receiver crashed: the stream broke
 			}
-			r.call(q, func(d *log.Driver) {
+			r.call(q, func(d *replog.Driver) {
 				if st, ok := q.ds.(fsm.StagingFSM); ok {
 					err := r.installStaged(q, d, st, from, meta, data)
 					if !q.up || r.violation != "" {
@@ -655,13 +655,13 @@ func (r *lrun) streamSnapshot(p *lproc, peer edict.ProcessID) {
 
 // onEvent keeps the ground truth of the epochs' members; the Driver has
 // already settled the writes a step-down leaves unknown.
-func (r *lrun) onEvent(p *lproc, ev log.Event) {
-	if traceHook != nil && ev.Kind != log.Applied {
+func (r *lrun) onEvent(p *lproc, ev replog.Event) {
+	if traceHook != nil {
 		traceHook("%12v %v: %v leader=%v epoch=%d index=%d %s", time.Duration(r.w.now), p.id, ev.Kind, ev.Leader, ev.Epoch, ev.Index, ev.Reason)
 	}
 	r.gapEvent(p, ev)
 	switch ev.Kind {
-	case log.ConfigChanged:
+	case replog.ConfigChanged:
 		if ev.Membership == nil {
 			break
 		}
@@ -674,9 +674,9 @@ func (r *lrun) onEvent(p *lproc, ev log.Event) {
 			break
 		}
 		r.epochMembers[cfg.Epoch] = slices.Clone(cfg.Members)
-	case log.EpochChanged:
+	case replog.EpochChanged:
 		r.epochGap.epochChanged(p)
-	case log.BecameLeader:
+	case replog.BecameLeader:
 		if q := r.quota; q != nil && r.w.now < q.until {
 			q.reigns = append(q.reigns, p.id)
 			if len(q.reigns) > 1 {
@@ -700,7 +700,7 @@ func (r *lrun) onEvent(p *lproc, ev log.Event) {
 
 func (r *lrun) armTick(p *lproc) {
 	if p.up {
-		p.tick.arm(r.w, p.clock, p.inc, p.core.NextTick(), r.sc.RenewInterval, func() bool { return p.up }, func() { r.call(p, (*log.Driver).Tick) })
+		p.tick.arm(r.w, p.clock, p.inc, p.core.NextTick(), r.sc.RenewInterval, func() bool { return p.up }, func() { r.call(p, (*replog.Driver).Tick) })
 	}
 }
 

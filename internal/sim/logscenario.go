@@ -3,7 +3,7 @@ package sim
 import (
 	"time"
 
-	"github.com/edictlog/edictlog/log"
+	"github.com/edictlog/edictlog/internal/replog"
 )
 
 // LogScenario is a family of runs of the replicated log: the lease
@@ -14,7 +14,7 @@ type LogScenario struct {
 	Clients int // concurrent clients, one operation in flight each
 	Keys    int // keys the clients use
 	// Levels are the read levels clients use, chosen at random.
-	Levels []log.ReadLevel
+	Levels []replog.ReadLevel
 	// Membership adds a learner, promotes it and removes a member before
 	// GST, Replacements times (default 1); Snapshots compacts the log
 	// often so followers need snapshots.
@@ -172,7 +172,7 @@ type LogScenario struct {
 	// (log-busy-host).
 	MaxLeaderChanges int
 	// BlockingDisk is a negative control: the runtime waits for each
-	// write, stepping nothing meanwhile, as log.Node did before issue 16.
+	// write, stepping nothing meanwhile, as replog.Node did before issue 16.
 	BlockingDisk bool
 	// IgnoreSuspend is a negative control: the driver never asks the
 	// clock whether it was suspended, so a leader trusts a lease that a
@@ -204,7 +204,7 @@ func (ls LogScenario) withDefaults() LogScenario {
 		ls.TrailingEntries = 8
 	}
 	if len(ls.Levels) == 0 {
-		ls.Levels = []log.ReadLevel{log.ReadLease, log.ReadFollower, log.ReadStale}
+		ls.Levels = []replog.ReadLevel{replog.ReadLease, replog.ReadFollower, replog.ReadStale}
 	}
 	if ls.State == nil {
 		ls.State = newKVState
@@ -220,7 +220,7 @@ func (ls LogScenario) withDefaults() LogScenario {
 
 // LogScenarios are the families TestLog runs.
 func LogScenarios() []LogScenario {
-	all := []log.ReadLevel{log.ReadLease, log.ReadFollower, log.ReadStale}
+	all := []replog.ReadLevel{replog.ReadLease, replog.ReadFollower, replog.ReadStale}
 	return []LogScenario{
 		{Scenario: Scenario{Name: "log-basic", N: 3}},
 		// Issue 16: every disk is slow (a disk hog beside the cluster),
@@ -269,7 +269,7 @@ func LogScenarios() []LogScenario {
 		// that joined it rather than wait for the next would miss the
 		// write (log/follower-read-sent-after-start; 20 of 20 seeds).
 		{Scenario: Scenario{Name: "log-follower-reads", N: 3, MinDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond, LongDelay: 0.05},
-			Clients: 8, Keys: 2, Levels: []log.ReadLevel{log.ReadFollower}},
+			Clients: 8, Keys: 2, Levels: []replog.ReadLevel{replog.ReadFollower}},
 		// Issue 16: the leader held to 10% of a CPU for 2.5 s. At most
 		// one change of leader: it keeps the lease or hands over once.
 		{Scenario: Scenario{Name: "log-quota-leader", N: 3}, QuotaLeader: 2500 * time.Millisecond},
@@ -377,7 +377,7 @@ func LogScenarios() []LogScenario {
 		// is slow: its wedge, termination and configuration records wait
 		// there while epochs change around it, and crashes strike it
 		// (and the others) before they land. Lease messages that rest
-		// on those records wait for them too (log.Core.drainElect).
+		// on those records wait for them too (replog.Core.drainElect).
 		{Scenario: Scenario{Name: "log-slow-disk-membership", N: 3, GST: 6 * time.Second, Duration: 10 * time.Second, Crashes: true, CrashEvery: 500 * time.Millisecond},
 			Membership: true, Replacements: 3, Snapshots: true, SlowDisks: 1, SlowFsync: 60 * time.Millisecond, CrashInReady: 0.02, Seeds: 40},
 		// Issue 14's last case, aimed at (adversary_stopisolation.go):

@@ -5,7 +5,7 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/fsm"
-	"github.com/edictlog/edictlog/log"
+	"github.com/edictlog/edictlog/internal/replog"
 	"github.com/edictlog/edictlog/wire"
 )
 
@@ -64,7 +64,7 @@ type ModelOp struct {
 	// Level is the read's level; Read checks what the process that
 	// serves it reads from st, which has applied the entries up to
 	// applied.
-	Level log.ReadLevel
+	Level replog.ReadLevel
 	Read  func(st StateMachine, applied uint64) error
 }
 
@@ -90,10 +90,10 @@ func (r *lrun) nextModelOp(op *clientOp) bool {
 // submitModel hands a model operation to p's Driver: its command
 // proposed, or its read started at its level. Neither goes into the
 // register history; the model checks their answers.
-func (r *lrun) submitModel(p *lproc, d *log.Driver, op *clientOp) {
+func (r *lrun) submitModel(p *lproc, d *replog.Driver, op *clientOp) {
 	m := op.model
 	if m.Command == nil {
-		d.Read(m.Level, func(_ log.ReadResult, err error) {
+		d.Read(m.Level, func(_ replog.ReadResult, err error) {
 			if err == nil {
 				if err := m.Read(userState(p.state), p.applied); err != nil {
 					r.fail("%v: model: a read at %v, applied %d: %v", p.id, m.Level, p.applied, err)
@@ -105,7 +105,7 @@ func (r *lrun) submitModel(p *lproc, d *log.Driver, op *clientOp) {
 		})
 		return
 	}
-	d.Propose(wire.EntryCommand, m.Command, func(res log.ApplyResult, err error) {
+	d.Propose(wire.EntryCommand, m.Command, func(res replog.ApplyResult, err error) {
 		if err == nil {
 			if err := m.Done(res.Index, res.Response); err != nil {
 				r.fail("%v: model: the answer to the command committed at %d: %v", p.id, res.Index, err)

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/elect"
-	"github.com/edictlog/edictlog/log"
+	"github.com/edictlog/edictlog/internal/replog"
 )
 
 // TestMutations is the log's negative control (docs/protocol.md, "The simulator"): every
@@ -50,8 +50,8 @@ func TestMutations(t *testing.T) {
 		lease bool // a lease protocol rule: TestNerio's scenarios hunt it too
 	}
 	var rules []rule
-	for _, r := range log.MutationRules() {
-		rules = append(rules, rule{"log/" + r, func(on bool) { log.Mutate(cond(on, r)) }, false})
+	for _, r := range replog.MutationRules() {
+		rules = append(rules, rule{"log/" + r, func(on bool) { replog.Mutate(cond(on, r)) }, false})
 	}
 	for _, r := range elect.MutationRules() {
 		rules = append(rules, rule{"elect/" + r, func(on bool) { elect.Mutate(cond(on, r)) }, true})
@@ -195,8 +195,8 @@ var argued = map[string]string{
 // usual seeds miss them, the crash-point explorer (TestCrashPoints) runs
 // every boundary of its scenarios' first seed.
 var explorerHunts = map[string]bool{
-	"log/" + log.RuleRecoverInstall:    true,
-	"log/" + log.RuleRecordBeforeAdopt: true,
+	"log/" + replog.RuleRecoverInstall:    true,
+	"log/" + replog.RuleRecordBeforeAdopt: true,
 }
 
 // exploreSeed crashes every boundary of sc's seed in turn and returns the

@@ -6,16 +6,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/wire"
 )
 
-// Store is what RunStore checks: the log's Store (log.Store, the contract
+// Store is what RunStore checks: the log's Store (edictlog.Store, the contract
 // the log relies on) and what every store of package storage adds.
 type Store interface {
-	log.Store
+	edictlog.Store
 	Stats() (storage.Stats, error)
 	Close() error
 }
@@ -23,7 +23,7 @@ type Store interface {
 // SnapshotStore is what RunSnapshotStore checks: the log's SnapshotStore
 // and the maintenance operations of package storage's stores.
 type SnapshotStore interface {
-	log.SnapshotStore
+	edictlog.SnapshotStore
 	Verify(id string) error
 	Delete(id string) error
 }

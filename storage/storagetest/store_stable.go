@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/wire"
 )
@@ -270,7 +270,7 @@ func testReopen(t *testing.T, h StoreHarness) {
 
 // getRecord reads a typed record through the store: what the log does with
 // the well-known keys of package wire.
-func getRecord[T any](decode func(key string, b []byte) (T, error), s log.StableStore, key string) (T, error) {
+func getRecord[T any](decode func(key string, b []byte) (T, error), s edictlog.StableStore, key string) (T, error) {
 	b, err := s.Get(key)
 	if err != nil {
 		var zero T
@@ -279,7 +279,7 @@ func getRecord[T any](decode func(key string, b []byte) (T, error), s log.Stable
 	return decode(key, b)
 }
 
-func setRecord[T any](s log.StableStore, key string, v T, encode func(T) ([]byte, error)) error {
+func setRecord[T any](s edictlog.StableStore, key string, v T, encode func(T) ([]byte, error)) error {
 	b, err := encode(v)
 	if err != nil {
 		return err

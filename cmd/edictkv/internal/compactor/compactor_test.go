@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
-	"github.com/edictlog/edictlog/log"
 )
 
 // fakeClock is virtual time: After's channels fire only when Advance
@@ -305,7 +305,7 @@ func TestStopDuringCompaction(t *testing.T) {
 func TestFollow(t *testing.T) {
 	c, err := New(Config{Retention: Retention{Mode: Revision, Revisions: 1}, KV: &fakeKV{}, Rev: func() int64 { return 1 }, Logger: quiet})
 	require.NoError(t, err)
-	wake, quit := make(chan log.Event, 1), make(chan struct{})
+	wake, quit := make(chan edictlog.Event, 1), make(chan struct{})
 	var mu sync.Mutex
 	leading := true
 	set := func(b bool) { mu.Lock(); leading = b; mu.Unlock() }
@@ -323,12 +323,12 @@ func TestFollow(t *testing.T) {
 	}()
 	<-reads
 	set(false)
-	wake <- log.Event{Kind: log.SteppedDown}
+	wake <- edictlog.Event{Kind: edictlog.SteppedDown}
 	assert.False(t, <-reads)
 	set(true)
-	wake <- log.Event{Kind: log.BecameLeader}
+	wake <- edictlog.Event{Kind: edictlog.BecameLeader}
 	assert.True(t, <-reads)
-	wake <- log.Event{Kind: log.Stopped}
+	wake <- edictlog.Event{Kind: edictlog.Stopped}
 	<-done
 	assert.False(t, c.isLeading(), "a stopped log leads nothing")
 

@@ -1,13 +1,13 @@
 package compactor
 
 import (
-	"github.com/edictlog/edictlog/log"
+	"github.com/edictlog/edictlog"
 )
 
-// Node is the log as Watch follows it (log.Node).
+// Node is the log as Watch follows it (edictlog.Node).
 type Node interface {
-	Status() log.Status
-	Observe(ch chan<- log.Event, filter func(log.Event) bool) *log.Observer
+	Status() edictlog.Status
+	Observe(ch chan<- edictlog.Event, filter func(edictlog.Event) bool) *edictlog.Observer
 }
 
 // Watch keeps c's leadership that of node's Status (IsLeader: this
@@ -15,12 +15,12 @@ type Node interface {
 // function is called, which returns once the watch has ended. It follows
 // the log's leadership events (BecameLeader, SteppedDown, LeaderChanged)
 // as wake-ups, re-reading Status at each: with room for one event, none
-// is missed (see log.Observer).
+// is missed (see edictlog.Observer).
 func Watch(node Node, c *Compactor) (stop func()) {
-	events := make(chan log.Event, 1)
-	obs := node.Observe(events, func(ev log.Event) bool {
+	events := make(chan edictlog.Event, 1)
+	obs := node.Observe(events, func(ev edictlog.Event) bool {
 		switch ev.Kind {
-		case log.BecameLeader, log.SteppedDown, log.LeaderChanged, log.Stopped:
+		case edictlog.BecameLeader, edictlog.SteppedDown, edictlog.LeaderChanged, edictlog.Stopped:
 			return true
 		}
 		return false
@@ -39,14 +39,14 @@ func Watch(node Node, c *Compactor) (stop func()) {
 
 // follow sets c's leadership from leading now and at every wake-up, until
 // quit is closed or the log stops.
-func follow(wake <-chan log.Event, quit <-chan struct{}, leading func() bool, c *Compactor) {
+func follow(wake <-chan edictlog.Event, quit <-chan struct{}, leading func() bool, c *Compactor) {
 	for {
 		c.SetLeading(leading())
 		select {
 		case <-quit:
 			return
 		case ev := <-wake:
-			if ev.Kind == log.Stopped {
+			if ev.Kind == edictlog.Stopped {
 				c.SetLeading(false)
 				return
 			}

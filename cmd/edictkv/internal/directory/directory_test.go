@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/directory"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/fakelog"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
 func newDirectory(t *testing.T) (*directory.Directory, *fakelog.Log) {
@@ -93,7 +93,7 @@ func TestRecord(t *testing.T) {
 	// Where writes are not accepted, Record says so, as the log does.
 	fl.Follow(3)
 	err = d.Record(ctx, 2, directory.Addresses{HTTP: "h:9"})
-	var nle *log.NotLeaderError
+	var nle *edictlog.NotLeaderError
 	require.ErrorAs(t, err, &nle)
 	assert.Equal(t, "h:1", d.HTTPAddr(2))
 }

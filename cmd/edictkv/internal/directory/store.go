@@ -4,15 +4,15 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvstate"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
 // Applier writes an encoded request through the log and returns the
-// state's answer (log.Node.Apply).
+// state's answer (edictlog.Node.Apply).
 type Applier interface {
-	Apply(ctx context.Context, cmd []byte) (log.ApplyResult, error)
+	Apply(ctx context.Context, cmd []byte) (edictlog.ApplyResult, error)
 }
 
 // The attributes of a process's record in the state's member directory.

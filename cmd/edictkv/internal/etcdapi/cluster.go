@@ -12,9 +12,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/directory"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
 // clusterServer answers MemberList from this process's view of the active
@@ -50,7 +50,7 @@ func (c *clusterServer) members() []*pb.Member {
 
 // MemberUpdate changes a member's log transport address, as etcd's changes
 // its peer URLs: a config edict through the log at the leader
-// (log.Node.SetAddress), which keeps the leader and the epoch. A member
+// (edictlog.Node.SetAddress), which keeps the leader and the epoch. A member
 // has one transport address, so PeerURLs holds exactly one, host:port
 // under the scheme MemberList reports (tcp) or etcd's (http, https; the
 // transport's TLS is its own configuration, not the URL's). A member
@@ -67,11 +67,11 @@ func (c *clusterServer) MemberUpdate(ctx context.Context, r *pb.MemberUpdateRequ
 	}
 	return atLeader(c.s, ctx, "/etcdserverpb.Cluster/MemberUpdate", r, true, func(ctx context.Context) (*pb.MemberUpdateResponse, error) {
 		switch err := c.s.cfg.Node.SetAddress(ctx, id, addr); {
-		case errors.Is(err, log.ErrNotMember):
+		case errors.Is(err, edictlog.ErrNotMember):
 			return nil, rpctypes.ErrGRPCMemberNotFound
-		case errors.Is(err, log.ErrBadAddress):
+		case errors.Is(err, edictlog.ErrBadAddress):
 			return nil, status.Error(codes.InvalidArgument, rpctypes.ErrGRPCMemberBadURLs.Error()+": "+err.Error())
-		case errors.Is(err, log.ErrChangeInProgress):
+		case errors.Is(err, edictlog.ErrChangeInProgress):
 			return nil, status.Error(codes.FailedPrecondition, "edictkv: "+err.Error())
 		case err != nil:
 			return nil, err

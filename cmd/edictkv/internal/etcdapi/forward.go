@@ -9,10 +9,10 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/status"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/route"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
 // atLeader runs a call that needs the leader through the router: local
@@ -37,7 +37,7 @@ func atLeader[R any](s *Server, ctx context.Context, method string, req any, wri
 				ctx = kvservice.ForwardedBy(ctx, from)
 			}
 			o, err := local(ctx)
-			var nle *log.NotLeaderError
+			var nle *edictlog.NotLeaderError
 			if errors.As(err, &nle) {
 				return err // refused before anything was written: look again
 			}
@@ -57,14 +57,14 @@ func atLeader[R any](s *Server, ctx context.Context, method string, req any, wri
 			case err == nil:
 				out, forwarded = reply, true
 				return nil
-			case errors.Is(err, log.ErrOutcomeUnknown):
+			case errors.Is(err, edictlog.ErrOutcomeUnknown):
 				s.log.Warn("forwarding a write to the leader failed after it was sent; outcome unknown",
 					"method", method, "leader", uint64(leader), "err", err)
 				return rpctypes.ErrGRPCTimeout
 			}
 			return err
 		})
-	var nle *log.NotLeaderError
+	var nle *edictlog.NotLeaderError
 	switch {
 	case !errors.As(err, &nle):
 		if err != nil {
@@ -93,21 +93,21 @@ func atLeader[R any](s *Server, ctx context.Context, method string, req any, wri
 // here runs a linearizable read at this process, whatever it is: it needs
 // a leader known (a follower read asks it), not this process to lead, so
 // it takes no handover gate and is never forwarded. A read refused for
-// want of a leader (a *log.NotLeaderError) is tried again, as the router
+// want of a leader (a *edictlog.NotLeaderError) is tried again, as the router
 // retries (route.Router.Retry), until its wait ends: then etcd's "no
 // leader".
 func here[R any](s *Server, ctx context.Context, method string, read func(context.Context) (*R, error)) (*R, error) {
 	var out *R
 	err := s.cfg.Router.Retry(ctx, func(ctx context.Context) error {
 		o, err := read(ctx)
-		var nle *log.NotLeaderError
+		var nle *edictlog.NotLeaderError
 		if errors.As(err, &nle) {
 			return err
 		}
 		out = o
 		return s.statusOf(method, err)
 	})
-	var nle *log.NotLeaderError
+	var nle *edictlog.NotLeaderError
 	switch {
 	case !errors.As(err, &nle):
 		if err != nil {

@@ -5,8 +5,8 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
-	"github.com/edictlog/edictlog/log"
 )
 
 // The KV service's full method names, by which calls are forwarded.
@@ -33,7 +33,7 @@ type kvServer struct {
 // one, up to the router's wait, then answers etcd's "no leader".
 func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
 	if r.Serializable {
-		resp, err := k.s.cfg.KV.RangeUnstamped(ctx, log.ReadStale, r)
+		resp, err := k.s.cfg.KV.RangeUnstamped(ctx, edictlog.ReadStale, r)
 		if err != nil {
 			return nil, k.s.statusOf(methodRange, err)
 		}
@@ -41,7 +41,7 @@ func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 		return resp, nil
 	}
 	return here(k.s, ctx, methodRange, func(ctx context.Context) (*pb.RangeResponse, error) {
-		resp, err := k.s.cfg.KV.RangeUnstamped(ctx, log.ReadFollower, r)
+		resp, err := k.s.cfg.KV.RangeUnstamped(ctx, edictlog.ReadFollower, r)
 		return resp, err
 	})
 }
@@ -67,7 +67,7 @@ func (k *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*
 func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
 	if kvservice.ReadOnlyTxn(r) {
 		if kvservice.SerializableTxn(r) {
-			resp, err := k.s.cfg.KV.ReadTxnUnstamped(ctx, log.ReadStale, r)
+			resp, err := k.s.cfg.KV.ReadTxnUnstamped(ctx, edictlog.ReadStale, r)
 			if err != nil {
 				return nil, k.s.statusOf(methodTxn, err)
 			}
@@ -75,7 +75,7 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 			return resp, nil
 		}
 		return here(k.s, ctx, methodTxn, func(ctx context.Context) (*pb.TxnResponse, error) {
-			resp, err := k.s.cfg.KV.ReadTxnUnstamped(ctx, log.ReadFollower, r)
+			resp, err := k.s.cfg.KV.ReadTxnUnstamped(ctx, edictlog.ReadFollower, r)
 			return resp, err
 		})
 	}

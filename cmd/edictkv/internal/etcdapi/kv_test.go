@@ -12,27 +12,27 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/directory"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
 // levelLog records the levels the KV service reads at.
 type levelLog struct {
 	kvservice.Log
 	mu     sync.Mutex
-	levels []log.ReadLevel
+	levels []edictlog.ReadLevel
 }
 
-func (l *levelLog) Read(ctx context.Context, level log.ReadLevel, q []byte) (log.ReadResult, error) {
+func (l *levelLog) Read(ctx context.Context, level edictlog.ReadLevel, q []byte) (edictlog.ReadResult, error) {
 	l.mu.Lock()
 	l.levels = append(l.levels, level)
 	l.mu.Unlock()
 	return l.Log.Read(ctx, level, q)
 }
 
-func (l *levelLog) take() []log.ReadLevel {
+func (l *levelLog) take() []edictlog.ReadLevel {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := l.levels
@@ -75,7 +75,7 @@ func TestReadsAtAFollower(t *testing.T) {
 	assert.Equal(t, uint64(2), got.Header.MemberId, "the follower answers")
 	assert.Equal(t, uint64(17), got.Header.RaftTerm)
 	assert.NotZero(t, got.Header.ClusterId)
-	assert.Equal(t, []log.ReadLevel{log.ReadFollower}, followerLog.take())
+	assert.Equal(t, []edictlog.ReadLevel{edictlog.ReadFollower}, followerLog.take())
 	assert.Empty(t, leaderLog.take(), "the leader read nothing")
 	assert.Zero(t, forwarded("Range"), "not forwarded")
 
@@ -98,7 +98,7 @@ func TestReadsAtAFollower(t *testing.T) {
 	assert.Equal(t, "1", string(txn.Responses[1].GetResponseRange().Kvs[0].Value))
 	assert.Equal(t, uint64(2), txn.Header.MemberId)
 	assert.Equal(t, int64(2), txn.Header.Revision)
-	assert.Equal(t, []log.ReadLevel{log.ReadFollower}, followerLog.take())
+	assert.Equal(t, []edictlog.ReadLevel{edictlog.ReadFollower}, followerLog.take())
 	_, err = kv.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{get(true)}, Failure: []*pb.RequestOp{get(true)}})
 	require.NoError(t, err)
 	assert.Empty(t, followerLog.take(), "nor does a serializable txn")
@@ -115,20 +115,20 @@ func TestReadsAtAFollower(t *testing.T) {
 	fctx := metadata.AppendToOutgoingContext(ctx, "edictkv-forwarded-by", "3")
 	_, err = kv.Range(fctx, &pb.RangeRequest{Key: []byte("a")})
 	require.NoError(t, err)
-	assert.Equal(t, []log.ReadLevel{log.ReadFollower}, followerLog.take())
+	assert.Equal(t, []edictlog.ReadLevel{edictlog.ReadFollower}, followerLog.take())
 
 	// At the leader, the same read is the log's follower level, which
 	// the leader serves as a lease read.
 	_, err = pb.NewKVClient(leader.conn).Range(ctx, &pb.RangeRequest{Key: []byte("a")})
 	require.NoError(t, err)
-	assert.Equal(t, []log.ReadLevel{log.ReadFollower}, leaderLog.take())
+	assert.Equal(t, []edictlog.ReadLevel{edictlog.ReadFollower}, leaderLog.take())
 
 	// No leader known: the log refuses the read, and the router gives up.
 	follower.router.leader = edict.None
 	follower.log.Follow(edict.None)
 	_, err = kv.Range(ctx, &pb.RangeRequest{Key: []byte("a")})
 	assert.Equal(t, rpctypes.ErrNoLeader, rpctypes.Error(err))
-	assert.Equal(t, []log.ReadLevel{log.ReadFollower}, followerLog.take())
+	assert.Equal(t, []edictlog.ReadLevel{edictlog.ReadFollower}, followerLog.take())
 
 	// WithRequireLeader: refused before the call is served, as etcd's
 	// interceptor refuses it.

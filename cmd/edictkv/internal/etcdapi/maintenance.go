@@ -10,9 +10,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/mvcc"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
 // Version is what Maintenance.Status reports as the server version: the
@@ -144,7 +144,7 @@ func (m *maintenanceServer) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequ
 		return nil, rpctypes.ErrGRPCBadLeaderTransferee
 	}
 	_, err := m.s.cfg.Router.HandOver(ctx, target)
-	var nle *log.NotLeaderError
+	var nle *edictlog.NotLeaderError
 	if errors.As(err, &nle) {
 		return nil, rpctypes.ErrGRPCNotLeader
 	}

@@ -17,17 +17,17 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/directory"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/route"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Node is what the API asks of the log beyond the KV service (log.Node).
+// Node is what the API asks of the log beyond the KV service (edictlog.Node).
 type Node interface {
-	Status() log.Status
+	Status() edictlog.Status
 	// ReignIndex is what the header reports as raft_term.
 	ReignIndex() uint64
 	// SetAddress changes a member's log transport address, through the

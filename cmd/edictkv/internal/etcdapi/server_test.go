@@ -23,21 +23,21 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/directory"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/fakelog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/route"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
 type fakeNode struct {
 	mu    sync.Mutex
-	st    log.Status
+	st    edictlog.Status
 	addrs map[edict.ProcessID]string // SetAddress
 }
 
-func (n *fakeNode) Status() log.Status {
+func (n *fakeNode) Status() edictlog.Status {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.st
@@ -50,7 +50,7 @@ func (n *fakeNode) SetAddress(ctx context.Context, id edict.ProcessID, addr stri
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !slices.Contains(n.st.Members, id) && !slices.Contains(n.st.Learners, id) {
-		return &log.MembershipError{Op: "change address", Process: id, Err: log.ErrNotMember}
+		return &edictlog.MembershipError{Op: "change address", Process: id, Err: edictlog.ErrNotMember}
 	}
 	if n.addrs == nil {
 		n.addrs = map[edict.ProcessID]string{}
@@ -80,9 +80,9 @@ func (r *fakeRouter) Do(ctx context.Context, forwarded bool, serve func(context.
 	case r.leader == r.self:
 		return serve(ctx)
 	case r.leader == edict.None:
-		return &log.NotLeaderError{Err: route.ErrNoLeader}
+		return &edictlog.NotLeaderError{Err: route.ErrNoLeader}
 	case forwarded:
-		return &log.NotLeaderError{Leader: r.leader, Err: route.ErrMisdirected}
+		return &edictlog.NotLeaderError{Leader: r.leader, Err: route.ErrMisdirected}
 	}
 	return forward(ctx, r.leader)
 }
@@ -91,16 +91,16 @@ func (r *fakeRouter) Do(ctx context.Context, forwarded bool, serve func(context.
 // once, as the router does once its wait ends.
 func (r *fakeRouter) Retry(ctx context.Context, try func(context.Context) error) error {
 	err := try(ctx)
-	var nle *log.NotLeaderError
+	var nle *edictlog.NotLeaderError
 	if errors.As(err, &nle) {
-		return &log.NotLeaderError{Leader: r.leader, Err: route.ErrNoLeader}
+		return &edictlog.NotLeaderError{Leader: r.leader, Err: route.ErrNoLeader}
 	}
 	return err
 }
 
 func (r *fakeRouter) HandOver(ctx context.Context, target edict.ProcessID) (edict.ProcessID, error) {
 	if r.leader != r.self {
-		return edict.None, &log.NotLeaderError{Leader: r.leader, Err: log.ErrNotLeader}
+		return edict.None, &edictlog.NotLeaderError{Leader: r.leader, Err: edictlog.ErrNotLeader}
 	}
 	r.handedTo = target
 	return target, nil
@@ -155,7 +155,7 @@ func startProcessWith(t testing.TB, id, leader edict.ProcessID, known map[edict.
 		SelfPeer: fmt.Sprintf("127.0.0.1:%d", 7000+id), Known: known, Store: directory.StateStore{Log: fl, State: fl.State}})
 	require.NoError(t, err)
 	p := &process{log: fl, router: &fakeRouter{self: id, leader: leader}, addr: ln.Addr().String(),
-		node: &fakeNode{st: log.Status{ID: id, Leader: leader, IsLeader: id == leader, Members: []edict.ProcessID{1, 2}, Learners: []edict.ProcessID{3}}}}
+		node: &fakeNode{st: edictlog.Status{ID: id, Leader: leader, IsLeader: id == leader, Members: []edict.ProcessID{1, 2}, Learners: []edict.ProcessID{3}}}}
 	ac.Node, ac.KV, ac.Router, ac.Directory = p.node, kv, p.router, dir
 	p.api, err = New(ac)
 	require.NoError(t, err)

@@ -43,13 +43,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
-// Node is what the health checks ask of the log (log.Node).
+// Node is what the health checks ask of the log (edictlog.Node).
 type Node interface {
-	Status() log.Status
+	Status() edictlog.Status
 }
 
 // Config configures a Handler.

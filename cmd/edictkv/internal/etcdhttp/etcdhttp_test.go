@@ -19,8 +19,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
 // fakeKV answers Range with one key, or fails as told; it records the
@@ -51,16 +51,16 @@ func (f *fakeKV) failWith(err error) {
 
 type fakeNode struct {
 	mu sync.Mutex
-	st log.Status
+	st edictlog.Status
 }
 
-func (n *fakeNode) Status() log.Status {
+func (n *fakeNode) Status() edictlog.Status {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.st
 }
 
-func (n *fakeNode) set(st log.Status) {
+func (n *fakeNode) set(st edictlog.Status) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.st = st
@@ -75,7 +75,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
-	f := &fixture{kv: &fakeKV{}, node: &fakeNode{st: log.Status{ID: 1, Leader: 2, Members: []edict.ProcessID{1, 2, 3}}}}
+	f := &fixture{kv: &fakeKV{}, node: &fakeNode{st: edictlog.Status{ID: 1, Leader: 2, Members: []edict.ProcessID{1, 2, 3}}}}
 	gs := grpc.NewServer()
 	pb.RegisterKVServer(gs, f.kv)
 	pb.RegisterLeaseServer(gs, &pb.UnimplementedLeaseServer{})
@@ -171,13 +171,13 @@ func TestHealth(t *testing.T) {
 	assert.Equal(t, `{"health":"false","reason":"ALARM CORRUPT"}`, body)
 	f.alarm()
 
-	f.node.set(log.Status{ID: 1})
+	f.node.set(edictlog.Status{ID: 1})
 	code, body = health("")
 	assert.Equal(t, 503, code)
 	assert.Equal(t, `{"health":"false","reason":"RAFT NO LEADER"}`, body)
 	code, _ = health("?serializable=true")
 	assert.Equal(t, 200, code, "a serializable check needs no leader")
-	f.node.set(log.Status{ID: 1, Leader: 2})
+	f.node.set(edictlog.Status{ID: 1, Leader: 2})
 
 	f.kv.failWith(rpctypes.ErrGRPCNoLeader)
 	code, body = health("")
@@ -195,7 +195,7 @@ func TestHealth(t *testing.T) {
 	assert.Equal(t, "ok\n", body)
 
 	f.alarm(pb.AlarmType_CORRUPT)
-	f.node.set(log.Status{ID: 1, Leader: 2, Learners: []edict.ProcessID{1}})
+	f.node.set(edictlog.Status{ID: 1, Leader: 2, Learners: []edict.ProcessID{1}})
 	code, _, body = f.do(t, "GET", "/readyz", "")
 	assert.Equal(t, 503, code)
 	assert.Equal(t, "[-]data_corruption failed: alarm activated: CORRUPT\n[+]serializable_read ok\n[+]linearizable_read ok\n[-]non_learner failed: not supported for learner\n\n", body)

@@ -1,4 +1,4 @@
-// Package fakelog stands in for log.Node in the tests of edictkv's
+// Package fakelog stands in for edictlog.Node in the tests of edictkv's
 // services and adapters: Log applies each command to a kvstate.State (on
 // a memory backend) at once, at the next index, with a stamp of its own,
 // and answers the read barrier from it.
@@ -14,12 +14,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvstate"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/mvcc"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/mvcc/backend"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/fsm"
-	"github.com/edictlog/edictlog/log"
 )
 
 // Log is a log of one process over a kvstate.State. The zero value is not
@@ -114,20 +114,20 @@ func (l *Log) Applied() []Applied {
 	return append([]Applied(nil), l.applied...)
 }
 
-// Apply implements log.Node.Apply's contract: a follower refuses with a
-// *log.NotLeaderError; a leader applies cmd at the next index and answers
+// Apply implements edictlog.Node.Apply's contract: a follower refuses with a
+// *edictlog.NotLeaderError; a leader applies cmd at the next index and answers
 // with the state machine's response.
-func (l *Log) Apply(ctx context.Context, cmd []byte) (log.ApplyResult, error) {
+func (l *Log) Apply(ctx context.Context, cmd []byte) (edictlog.ApplyResult, error) {
 	if err := ctx.Err(); err != nil {
-		return log.ApplyResult{}, err
+		return edictlog.ApplyResult{}, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.applyErr != nil {
-		return log.ApplyResult{}, l.applyErr
+		return edictlog.ApplyResult{}, l.applyErr
 	}
 	if l.leader != l.self {
-		return log.ApplyResult{}, &log.NotLeaderError{Leader: l.leader, Err: log.ErrNotLeader}
+		return edictlog.ApplyResult{}, &edictlog.NotLeaderError{Leader: l.leader, Err: edictlog.ErrNotLeader}
 	}
 	l.index++
 	st := StampAt(l.index)
@@ -135,15 +135,15 @@ func (l *Log) Apply(ctx context.Context, cmd []byte) (log.ApplyResult, error) {
 	if r, err := kvstate.DecodeRequest(cmd); err == nil {
 		l.applied = append(l.applied, Applied{Index: l.index, Req: r})
 	}
-	return log.ApplyResult{Index: l.index, Stamp: st, Response: res}, nil
+	return edictlog.ApplyResult{Index: l.index, Stamp: st, Response: res}, nil
 }
 
-// Read implements log.Node.Read's contract: a lease read needs this
+// Read implements edictlog.Node.Read's contract: a lease read needs this
 // process to lead, a follower read a leader known; a stale read is always
 // answered, from whatever is applied. The query goes to the state's
 
 // ApplyForwarded applies as Apply does, and records from (Forwarders).
-func (l *Log) ApplyForwarded(ctx context.Context, cmd []byte, from edict.ProcessID) (log.ApplyResult, error) {
+func (l *Log) ApplyForwarded(ctx context.Context, cmd []byte, from edict.ProcessID) (edictlog.ApplyResult, error) {
 	l.mu.Lock()
 	l.forwarders = append(l.forwarders, from)
 	l.mu.Unlock()
@@ -159,39 +159,39 @@ func (l *Log) Forwarders() []edict.ProcessID {
 }
 
 // Query (the empty one is the read barrier).
-func (l *Log) Read(ctx context.Context, level log.ReadLevel, query []byte) (log.ReadResult, error) {
+func (l *Log) Read(ctx context.Context, level edictlog.ReadLevel, query []byte) (edictlog.ReadResult, error) {
 	if err := ctx.Err(); err != nil {
-		return log.ReadResult{}, err
+		return edictlog.ReadResult{}, err
 	}
 	l.mu.Lock()
 	leader, stale, index, rerr := l.leader, l.stale, l.index, l.readErr
 	l.mu.Unlock()
 	if rerr != nil {
-		return log.ReadResult{}, rerr
+		return edictlog.ReadResult{}, rerr
 	}
 	served := level
 	switch level {
-	case log.ReadLease:
+	case edictlog.ReadLease:
 		if leader != l.self {
-			return log.ReadResult{}, &log.NotLeaderError{Leader: leader, Err: log.ErrNotLeader}
+			return edictlog.ReadResult{}, &edictlog.NotLeaderError{Leader: leader, Err: edictlog.ErrNotLeader}
 		}
-	case log.ReadFollower:
+	case edictlog.ReadFollower:
 		if leader == edict.None {
-			return log.ReadResult{}, &log.NotLeaderError{Err: log.ErrNoLeader}
+			return edictlog.ReadResult{}, &edictlog.NotLeaderError{Err: edictlog.ErrNoLeader}
 		}
 		if leader == l.self {
-			served = log.ReadLease
+			served = edictlog.ReadLease
 		}
-	case log.ReadStale:
+	case edictlog.ReadStale:
 	default:
-		return log.ReadResult{}, errors.New("fakelog: unknown read level")
+		return edictlog.ReadResult{}, errors.New("fakelog: unknown read level")
 	}
 	data, err := l.State.Query(query)
 	if err != nil {
-		return log.ReadResult{}, err
+		return edictlog.ReadResult{}, err
 	}
-	out := log.ReadResult{Data: data, Level: served, Index: index}
-	if served == log.ReadStale {
+	out := edictlog.ReadResult{Data: data, Level: served, Index: index}
+	if served == edictlog.ReadStale {
 		out.Staleness = stale
 	}
 	return out, nil

@@ -13,12 +13,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/directory"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/route"
 	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
 // status is this process's own view; Ready is what /readyz answers (see
@@ -40,7 +40,7 @@ func (s *Server) status(ctx context.Context) kvjson.StatusJSON {
 
 // leaseRemaining is how long this process's lease still runs, if it leads,
 // by the clock the Node reads.
-func (s *Server) leaseRemaining(st log.Status) (time.Duration, bool) {
+func (s *Server) leaseRemaining(st edictlog.Status) (time.Duration, bool) {
 	if !st.IsLeader {
 		return 0, false
 	}
@@ -170,7 +170,7 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request, body []byte, what
 // adminFailed answers an admin call that failed, or returns the refusal
 // that sends it to the leader.
 func (s *Server) adminFailed(w http.ResponseWriter, what string, err error) error {
-	var nle *log.NotLeaderError
+	var nle *edictlog.NotLeaderError
 	switch {
 	case errors.As(err, &nle):
 		return err
@@ -209,7 +209,7 @@ func (s *Server) handleTransfer(w http.ResponseWriter, r *http.Request) {
 			relayed = err == nil
 			return err
 		})
-	var nle *log.NotLeaderError
+	var nle *edictlog.NotLeaderError
 	switch {
 	case errors.As(err, &nle):
 		s.answerRouted(w, r, err)
@@ -353,14 +353,14 @@ const (
 // ready process is not shutting down, knows a leader, has applied
 // everything it was told is committed, and — the read barrier — has
 // applied at least the commit index the leader had when it was asked
-// (log.Node.Read at the follower level: the leader answers its commit
+// (edictlog.Node.Read at the follower level: the leader answers its commit
 // index under its lease, and the read returns once this process has
 // applied it; at the leader, a lease read). A process that restarted
 // behind the others learns the leader, and its own commit index, before
 // it has received what the leader committed meanwhile: without the
 // barrier it would be ready while still catching up. The barrier waits
 // at most wait, and ctx.
-func (s *Server) ready(ctx context.Context, st log.Status, wait time.Duration) string {
+func (s *Server) ready(ctx context.Context, st edictlog.Status, wait time.Duration) string {
 	switch {
 	case s.draining.Load():
 		return "shutting down"
@@ -371,10 +371,10 @@ func (s *Server) ready(ctx context.Context, st log.Status, wait time.Duration) s
 	}
 	bctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	if _, err := s.cfg.Node.Read(bctx, log.ReadFollower, nil); err != nil {
+	if _, err := s.cfg.Node.Read(bctx, edictlog.ReadFollower, nil); err != nil {
 		// The read waits for a leader while none is known, and gives up
 		// with a refusal when wait ends first.
-		if nl := (*log.NotLeaderError)(nil); errors.As(err, &nl) && bctx.Err() != nil {
+		if nl := (*edictlog.NotLeaderError)(nil); errors.As(err, &nl) && bctx.Err() != nil {
 			return fmt.Sprintf("no leader answered within %v: %v", wait, err)
 		}
 		if bctx.Err() != nil {

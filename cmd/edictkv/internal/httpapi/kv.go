@@ -14,10 +14,10 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
 	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
 // The query parameters each method accepts; anything else is refused, so
@@ -115,7 +115,7 @@ func (s *Server) checkKey(key string) *apiError {
 	return nil
 }
 
-var levels = map[string]log.ReadLevel{"lease": log.ReadLease, "follower": log.ReadFollower, "stale": log.ReadStale}
+var levels = map[string]edictlog.ReadLevel{"lease": edictlog.ReadLease, "follower": edictlog.ReadFollower, "stale": edictlog.ReadStale}
 
 // get reads a key at the level asked for. The default is follower:
 // linearizable, answered by the process asked, at the leader as a lease
@@ -145,7 +145,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, req kvRequest) {
 	s.metrics.reads.WithLabelValues(name).Inc()
 	read := func(ctx context.Context) error {
 		resp, info, err := s.cfg.KV.Range(ctx, level, rr)
-		var nle *log.NotLeaderError
+		var nle *edictlog.NotLeaderError
 		switch {
 		case errors.As(err, &nle):
 			return err // route again
@@ -158,13 +158,13 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, req kvRequest) {
 		s.answerRead(w, req.key, resp, info)
 		return nil
 	}
-	if level == log.ReadLease {
+	if level == edictlog.ReadLease {
 		s.atLeader(w, r, nil, req.redirect, false, read)
 		return
 	}
 	// Follower and stale reads are served here; only a follower read with
 	// no leader known has to wait for one, up to the router's wait.
-	var nle *log.NotLeaderError
+	var nle *edictlog.NotLeaderError
 	if err := s.cfg.Router.Retry(r.Context(), read); errors.As(err, &nle) && r.Context().Err() == nil {
 		s.noLeader(w, edict.None)
 	}
@@ -183,7 +183,7 @@ func (s *Server) answerRead(w http.ResponseWriter, key string, resp *pb.RangeRes
 	}
 	kv := resp.Kvs[0]
 	out := kvjson.GetResponse{KVJSON: *kvJSON(kv, info), Index: index, Consistency: served}
-	if info.Level == log.ReadStale {
+	if info.Level == edictlog.ReadStale {
 		ms := info.Staleness.Milliseconds()
 		if info.Staleness < 0 {
 			ms = -1
@@ -314,7 +314,7 @@ func (s *Server) written(w http.ResponseWriter, key string, h *pb.ResponseHeader
 // writeFailed answers a write the service did not do, or returns the
 // refusal that sends it to the leader.
 func (s *Server) writeFailed(w http.ResponseWriter, err error) error {
-	var nle *log.NotLeaderError
+	var nle *edictlog.NotLeaderError
 	if errors.As(err, &nle) {
 		// Refused, not appended (no longer the leader, a transfer, an
 		// ending epoch): look for the leader again.

@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
 // /readyz: ready means a leader is known, what this process was told is
@@ -39,7 +39,7 @@ func TestReadyz(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code, body)
 	assert.True(t, statusReady())
 	f.node.mu.Lock()
-	assert.Equal(t, []log.ReadLevel{log.ReadFollower, log.ReadFollower}, f.node.levels, "the barrier is a follower read")
+	assert.Equal(t, []edictlog.ReadLevel{edictlog.ReadFollower, edictlog.ReadFollower}, f.node.levels, "the barrier is a follower read")
 	f.node.mu.Unlock()
 
 	// Caught up with what it knows, but not with the leader: the barrier
@@ -55,7 +55,7 @@ func TestReadyz(t *testing.T) {
 	assert.False(t, statusReady())
 
 	set(func(n *fakeNode) {
-		n.barrier = func(context.Context) error { return &log.NotLeaderError{Err: log.ErrNoLeader} }
+		n.barrier = func(context.Context) error { return &edictlog.NotLeaderError{Err: edictlog.ErrNoLeader} }
 	})
 	code, body = readyz()
 	assert.Equal(t, http.StatusServiceUnavailable, code)

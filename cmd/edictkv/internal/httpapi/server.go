@@ -11,23 +11,23 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/directory"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/route"
 	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Node is what the API asks of the log beyond the KV service: its status,
-// and the admin operations (log.Node).
+// and the admin operations (edictlog.Node).
 type Node interface {
-	Status() log.Status
+	Status() edictlog.Status
 	Clock() edict.Clock
 	// Read is the log's read barrier (readiness asks it, at the follower
 	// level, with the empty query).
-	Read(ctx context.Context, level log.ReadLevel, query []byte) (log.ReadResult, error)
+	Read(ctx context.Context, level edictlog.ReadLevel, query []byte) (edictlog.ReadResult, error)
 	AddLearner(ctx context.Context, id edict.ProcessID, addr string) error
 	Promote(ctx context.Context, id edict.ProcessID) error
 	Remove(ctx context.Context, id edict.ProcessID) error
@@ -201,7 +201,7 @@ func (s *Server) handle(method, path string, h http.HandlerFunc) {
 // atLeader runs a request that needs the leader through the router: serve
 // here if this process leads, and otherwise forward it to the leader (or
 // redirect, with ?redirect); with no leader reachable within the router's
-// wait, answer 503. serve returns a *log.NotLeaderError, having written
+// wait, answer 503. serve returns a *edictlog.NotLeaderError, having written
 // nothing, when leadership moved under it; the request is then routed
 // again. body is the request body, already read, so that it can be
 // forwarded; write says the request changes state.
@@ -216,7 +216,7 @@ func (s *Server) forwarder(w http.ResponseWriter, r *http.Request, body []byte, 
 		addr := s.cfg.Directory.HTTPAddr(leader)
 		switch {
 		case addr == "":
-			return &log.NotLeaderError{Leader: leader, Err: route.ErrNoAddress}
+			return &edictlog.NotLeaderError{Leader: leader, Err: route.ErrNoAddress}
 		case redirect:
 			s.metrics.forwarded.WithLabelValues("redirect").Inc()
 			w.Header().Set("Location", "http://"+addr+r.URL.RequestURI())
@@ -227,7 +227,7 @@ func (s *Server) forwarder(w http.ResponseWriter, r *http.Request, body []byte, 
 		switch {
 		case err == nil:
 			s.metrics.forwarded.WithLabelValues("proxy").Inc()
-		case errors.Is(err, log.ErrOutcomeUnknown):
+		case errors.Is(err, edictlog.ErrOutcomeUnknown):
 			writeError(w, errorf(http.StatusBadGateway, kvjson.CodeOutcomeUnknown,
 				fmt.Sprintf("the leader (%s) did not answer: the write may or may not have been applied; read the key to find out: %v", addr, err)))
 			return nil
@@ -239,7 +239,7 @@ func (s *Server) forwarder(w http.ResponseWriter, r *http.Request, body []byte, 
 // answerRouted answers what the router's loop ended with when nothing
 // was answered yet.
 func (s *Server) answerRouted(w http.ResponseWriter, r *http.Request, err error) {
-	var nle *log.NotLeaderError
+	var nle *edictlog.NotLeaderError
 	switch {
 	case !errors.As(err, &nle):
 		// Answered, here or by the leader, or the client left.

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/directory"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/fakelog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
@@ -25,35 +26,34 @@ import (
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/route"
 	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
 // fakeNode is the log's status and admin side, as told.
 type fakeNode struct {
 	mu       sync.Mutex
-	st       log.Status
+	st       edictlog.Status
 	clock    *edict.ManualClock
 	learners map[edict.ProcessID]string
 	// barrier, if set, answers Read, the read barrier readiness asks
 	// for; levels are the levels it was asked at.
 	barrier func(context.Context) error
-	levels  []log.ReadLevel
+	levels  []edictlog.ReadLevel
 }
 
-func (n *fakeNode) Read(ctx context.Context, level log.ReadLevel, _ []byte) (log.ReadResult, error) {
+func (n *fakeNode) Read(ctx context.Context, level edictlog.ReadLevel, _ []byte) (edictlog.ReadResult, error) {
 	n.mu.Lock()
 	n.levels = append(n.levels, level)
 	barrier := n.barrier
 	n.mu.Unlock()
 	if barrier != nil {
 		if err := barrier(ctx); err != nil {
-			return log.ReadResult{}, err
+			return edictlog.ReadResult{}, err
 		}
 	}
-	return log.ReadResult{Level: level}, nil
+	return edictlog.ReadResult{Level: level}, nil
 }
 
-func (n *fakeNode) Status() log.Status {
+func (n *fakeNode) Status() edictlog.Status {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.st
@@ -96,9 +96,9 @@ func (r *fakeRouter) where(forwarded bool) (here bool, leader edict.ProcessID, e
 	case r.leader == r.self:
 		return true, r.leader, nil
 	case r.leader == edict.None:
-		return false, edict.None, &log.NotLeaderError{Err: route.ErrNoLeader}
+		return false, edict.None, &edictlog.NotLeaderError{Err: route.ErrNoLeader}
 	case forwarded:
-		return false, r.leader, &log.NotLeaderError{Leader: r.leader, Err: route.ErrMisdirected}
+		return false, r.leader, &edictlog.NotLeaderError{Leader: r.leader, Err: route.ErrMisdirected}
 	}
 	return false, r.leader, nil
 }
@@ -155,7 +155,7 @@ func newFixture(t testing.TB, with ...func(*Config)) *fixture {
 		Known: map[edict.ProcessID]directory.Addresses{2: {HTTP: "127.0.0.1:8002"}},
 		Store: directory.StateStore{Log: fl, State: fl.State}})
 	require.NoError(t, err)
-	node := &fakeNode{st: log.Status{ID: 1, Epoch: 1, Leader: 1, IsLeader: true, Members: []edict.ProcessID{1, 2, 3}},
+	node := &fakeNode{st: edictlog.Status{ID: 1, Epoch: 1, Leader: 1, IsLeader: true, Members: []edict.ProcessID{1, 2, 3}},
 		clock: edict.NewManualClock(edict.Time{Incarnation: 1}), learners: map[edict.ProcessID]string{}}
 	router := &fakeRouter{self: 1, leader: 1}
 	cfg := Config{ID: 1, Node: node, KV: kv, Router: router, Directory: dir, MaxBodyBytes: 256,
@@ -368,7 +368,7 @@ func TestErrorOf(t *testing.T) {
 		assert.Equal(t, c.index, e.body.Index, "%v", c.err)
 		assert.NotEmpty(t, e.body.Error)
 	}
-	f.log.FailApply(log.ErrNotCommitted)
+	f.log.FailApply(edictlog.ErrNotCommitted)
 	a := f.do(t, "PUT", "/v1/kv/a", "x")
 	assert.Equal(t, http.StatusServiceUnavailable, a.code)
 	assert.Equal(t, kvjson.CodeNotCommitted, a.errorBody(t).Code)

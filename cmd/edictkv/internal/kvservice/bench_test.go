@@ -7,9 +7,9 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/fakelog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
-	"github.com/edictlog/edictlog/log"
 )
 
 // BenchmarkRange is the service's cost of a Range of one key (8 bytes,
@@ -28,7 +28,7 @@ func BenchmarkRange(b *testing.B) {
 	if _, _, err := s.Put(ctx, &pb.PutRequest{Key: key, Value: bytes.Repeat([]byte("v"), 256)}); err != nil {
 		b.Fatal(err)
 	}
-	for _, level := range []log.ReadLevel{log.ReadStale, log.ReadFollower} {
+	for _, level := range []edictlog.ReadLevel{edictlog.ReadStale, edictlog.ReadFollower} {
 		b.Run(level.String()+"/stamps", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

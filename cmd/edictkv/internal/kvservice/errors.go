@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/edictlog/edictlog/log"
+	"github.com/edictlog/edictlog"
 )
 
 // The errors of the KV service: every error it returns wraps one of them
-// (or is a *log.NotLeaderError, or the caller's context's error), and
+// (or is a *edictlog.NotLeaderError, or the caller's context's error), and
 // each adapter maps them to its own answers — etcd's rpctypes errors for
 // gRPC, HTTP statuses and codes for the HTTP API. The messages of the
 // ones etcd has are etcd's, without its "etcdserver: " or "mvcc: "
@@ -56,17 +56,17 @@ var (
 var (
 	// ErrNoLeader: no leader was known, or reachable, within the wait
 	// (internal/route gives up with it). Nothing was written.
-	ErrNoLeader = log.ErrNoLeader
+	ErrNoLeader = edictlog.ErrNoLeader
 	// ErrTimeout: a write's outcome is unknown — its deadline passed
 	// before it was applied here, or its forwarding broke after it was
 	// sent. It may still commit. Also a read that timed out.
-	ErrTimeout = log.ErrOutcomeUnknown
+	ErrTimeout = edictlog.ErrOutcomeUnknown
 	// ErrLeaderChanged: the leader lost its lease while the write was
 	// pending and the next reign committed another edict at its index:
 	// the write had no effect, and retrying it is safe.
-	ErrLeaderChanged = log.ErrNotCommitted
+	ErrLeaderChanged = edictlog.ErrNotCommitted
 	// ErrStopped: the process is shutting down; nothing was written.
-	ErrStopped = log.ErrShutdown
+	ErrStopped = edictlog.ErrShutdown
 )
 
 // RevisionError refuses a read at a revision the state cannot answer at.

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/fakelog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
-	"github.com/edictlog/edictlog/log"
 )
 
 const testQuota = 1 << 20
@@ -145,7 +145,7 @@ func TestQuotaAlarmRetried(t *testing.T) {
 	_, err := s.Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: 9, Alarm: pb.AlarmType_NOSPACE})
 	require.NoError(t, err)
 	size.Store(testQuota)
-	fl.FailApply(log.ErrNotCommitted)
+	fl.FailApply(edictlog.ErrNotCommitted)
 	_, _, err = s.Put(ctx, &pb.PutRequest{Key: []byte("a")})
 	assert.ErrorIs(t, err, kvservice.ErrNoSpace)
 	assert.Len(t, alarmRequests(fl), 1, "member 9's only")

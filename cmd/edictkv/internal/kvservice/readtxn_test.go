@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/fakelog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
 func rangeOp(key string, serializable bool) *pb.RequestOp {
@@ -36,32 +36,32 @@ func TestReadTxn(t *testing.T) {
 		Failure: []*pb.RequestOp{rangeOp("missing", false)}}
 	require.True(t, kvservice.ReadOnlyTxn(txn))
 	require.False(t, kvservice.SerializableTxn(txn))
-	resp, info, err := s.ReadTxn(ctx, log.ReadFollower, txn)
+	resp, info, err := s.ReadTxn(ctx, edictlog.ReadFollower, txn)
 	require.NoError(t, err)
 	assert.True(t, resp.Succeeded)
 	assert.Equal(t, int64(3), resp.Header.Revision)
 	require.Len(t, resp.Responses, 2)
 	assert.Equal(t, "2", string(resp.Responses[1].GetResponseRange().Kvs[0].Value))
-	assert.Equal(t, log.ReadLease, info.Level, "a follower read at the leader is a lease read")
+	assert.Equal(t, edictlog.ReadLease, info.Level, "a follower read at the leader is a lease read")
 	assert.Equal(t, fakelog.StampAt(1), info.Stamp(2))
 	assert.Equal(t, fakelog.StampAt(2), info.Stamp(3))
-	bare, err := s.ReadTxnUnstamped(ctx, log.ReadFollower, txn)
+	bare, err := s.ReadTxnUnstamped(ctx, edictlog.ReadFollower, txn)
 	require.NoError(t, err)
 	assert.Equal(t, resp, bare, "the etcd API's read answers the same")
 	assert.Len(t, fl.Applied(), applied, "nothing went through the log")
 
 	fl.Follow(2)
 	fl.SetStaleness(40 * time.Millisecond)
-	_, info, err = s.ReadTxn(ctx, log.ReadFollower, txn)
+	_, info, err = s.ReadTxn(ctx, edictlog.ReadFollower, txn)
 	require.NoError(t, err)
-	assert.Equal(t, log.ReadFollower, info.Level)
-	_, info, err = s.ReadTxn(ctx, log.ReadStale, &pb.TxnRequest{Success: []*pb.RequestOp{rangeOp("a", true)}})
+	assert.Equal(t, edictlog.ReadFollower, info.Level)
+	_, info, err = s.ReadTxn(ctx, edictlog.ReadStale, &pb.TxnRequest{Success: []*pb.RequestOp{rangeOp("a", true)}})
 	require.NoError(t, err)
-	assert.Equal(t, log.ReadStale, info.Level)
+	assert.Equal(t, edictlog.ReadStale, info.Level)
 	assert.Equal(t, 40*time.Millisecond, info.Staleness)
 	fl.Follow(edict.None)
-	_, _, err = s.ReadTxn(ctx, log.ReadFollower, txn)
-	var nle *log.NotLeaderError
+	_, _, err = s.ReadTxn(ctx, edictlog.ReadFollower, txn)
+	var nle *edictlog.NotLeaderError
 	require.ErrorAs(t, err, &nle, "no leader known: the router looks again")
 	fl.Follow(1)
 
@@ -77,9 +77,9 @@ func TestReadTxn(t *testing.T) {
 		{"a future revision", &pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestRange{
 			RequestRange: &pb.RangeRequest{Key: []byte("a"), Revision: 9}}}}}, kvservice.ErrFutureRev},
 	} {
-		_, _, err := s.ReadTxn(ctx, log.ReadFollower, c.txn)
+		_, _, err := s.ReadTxn(ctx, edictlog.ReadFollower, c.txn)
 		assert.ErrorIs(t, err, c.want, c.name)
-		_, err = s.ReadTxnUnstamped(ctx, log.ReadFollower, c.txn)
+		_, err = s.ReadTxnUnstamped(ctx, edictlog.ReadFollower, c.txn)
 		assert.ErrorIs(t, err, c.want, c.name+", unstamped")
 	}
 	assert.Len(t, fl.Applied(), applied, "nothing went through the log")

@@ -10,7 +10,7 @@
 // answers.
 //
 // The service runs a call here. A write, or a lease read, at a process
-// that does not lead returns the log's *log.NotLeaderError, having done
+// that does not lead returns the log's *edictlog.NotLeaderError, having done
 // nothing: the adapter's router then sends the call to the leader.
 //
 // What it guarantees:
@@ -23,7 +23,7 @@
 //     stamp. A Txn's compares and the branch they choose are evaluated
 //     and applied together.
 //   - A read — a Range, or a Txn whose every op is a range (ReadTxn) — is
-//     served at the level asked for (log.ReadLevel: lease, follower or
+//     served at the level asked for (edictlog.ReadLevel: lease, follower or
 //     stale), writes no log entry, and its header carries the revision of
 //     the state it was answered from. A read at a revision the state
 //     cannot answer at is refused with a *RevisionError (ErrCompacted,
@@ -42,7 +42,7 @@
 // compaction revision on, Compact compacts (and waits for the removal
 // with physical), and a write's header carries the state's revision after
 // it. The log decides when a read may be answered (its read barrier,
-// log.Node.Read); the state answers it.
+// edictlog.Node.Read); the state answers it.
 package kvservice
 
 import (
@@ -56,24 +56,24 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvstate"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
-// Log is the replicated log the service writes through (log.Node).
+// Log is the replicated log the service writes through (edictlog.Node).
 type Log interface {
 	// Apply replicates an encoded request and returns once the state has
-	// applied it, with its *kvstate.Result (log.Node.Apply).
-	Apply(ctx context.Context, cmd []byte) (log.ApplyResult, error)
+	// applied it, with its *kvstate.Result (edictlog.Node.Apply).
+	Apply(ctx context.Context, cmd []byte) (edictlog.ApplyResult, error)
 	// ApplyForwarded is Apply for a write process from forwarded here,
 	// which the log tells of the commit at once
-	// (log.Node.ApplyForwarded).
-	ApplyForwarded(ctx context.Context, cmd []byte, from edict.ProcessID) (log.ApplyResult, error)
+	// (edictlog.Node.ApplyForwarded).
+	ApplyForwarded(ctx context.Context, cmd []byte, from edict.ProcessID) (edictlog.ApplyResult, error)
 	// Read returns once a read at level may be answered from this
-	// process's state (log.Node.Read with the empty query: the read
+	// process's state (edictlog.Node.Read with the empty query: the read
 	// barrier).
-	Read(ctx context.Context, level log.ReadLevel, query []byte) (log.ReadResult, error)
+	Read(ctx context.Context, level edictlog.ReadLevel, query []byte) (edictlog.ReadResult, error)
 }
 
 // State is the replicated state the log applies to, as the service reads
@@ -208,7 +208,7 @@ func (s *Service) Limits() Limits { return s.limits }
 type Info struct {
 	// Level is how a read was served: a follower read answered by the
 	// leader itself is served as a lease read.
-	Level log.ReadLevel
+	Level edictlog.ReadLevel
 	// Staleness bounds, for a stale read, how old the answer may be
 	// (negative: no leader heard from since this process started).
 	Staleness time.Duration
@@ -223,10 +223,10 @@ type Info struct {
 func (i Info) Stamp(rev int64) edict.Stamp { return i.Stamps[rev] }
 
 // Range reads a key or a range at level: once the log's read barrier
-// says the state may answer (log.Node.Read), the state answers at
+// says the state may answer (edictlog.Node.Read), the state answers at
 // r.Revision (0: its current revision), which must be one it keeps. The
 // header's revision is the state's revision the answer reflects.
-func (s *Service) Range(ctx context.Context, level log.ReadLevel, r *pb.RangeRequest) (*pb.RangeResponse, Info, error) {
+func (s *Service) Range(ctx context.Context, level edictlog.ReadLevel, r *pb.RangeRequest) (*pb.RangeResponse, Info, error) {
 	if err := s.checkRange(r); err != nil {
 		return nil, Info{}, err
 	}
@@ -241,14 +241,14 @@ func (s *Service) Range(ctx context.Context, level log.ReadLevel, r *pb.RangeReq
 // without asking the log, as etcd's serializable read reads its store:
 // the log answers a stale read at once, from whatever is applied, and
 // its answer would only say how stale the state may be.
-func (s *Service) RangeUnstamped(ctx context.Context, level log.ReadLevel, r *pb.RangeRequest) (*pb.RangeResponse, error) {
+func (s *Service) RangeUnstamped(ctx context.Context, level edictlog.ReadLevel, r *pb.RangeRequest) (*pb.RangeResponse, error) {
 	if err := s.checkRange(r); err != nil {
 		return nil, err
 	}
 	resp, _, err := read(s, ctx, level, r.Revision, func(ctx context.Context) (*pb.RangeResponse, map[int64]edict.Stamp, error) {
 		resp, err := s.state.RangeUnstamped(ctx, r)
 		return resp, nil, err
-	}, level != log.ReadStale)
+	}, level != edictlog.ReadStale)
 	return resp, err
 }
 
@@ -265,7 +265,7 @@ func (s *Service) checkRange(r *pb.RangeRequest) error {
 // entry: its compares and ranges at one revision, the header's. etcd's
 // server answers such a txn the same way. Txn answers it too, through the
 // log.
-func (s *Service) ReadTxn(ctx context.Context, level log.ReadLevel, r *pb.TxnRequest) (*pb.TxnResponse, Info, error) {
+func (s *Service) ReadTxn(ctx context.Context, level edictlog.ReadLevel, r *pb.TxnRequest) (*pb.TxnResponse, Info, error) {
 	if err := s.checkReadTxn(r); err != nil {
 		return nil, Info{}, err
 	}
@@ -277,14 +277,14 @@ func (s *Service) ReadTxn(ctx context.Context, level log.ReadLevel, r *pb.TxnReq
 // ReadTxnUnstamped answers as ReadTxn does, with neither stamps nor
 // Info, and at the stale level without asking the log (see
 // RangeUnstamped).
-func (s *Service) ReadTxnUnstamped(ctx context.Context, level log.ReadLevel, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+func (s *Service) ReadTxnUnstamped(ctx context.Context, level edictlog.ReadLevel, r *pb.TxnRequest) (*pb.TxnResponse, error) {
 	if err := s.checkReadTxn(r); err != nil {
 		return nil, err
 	}
 	resp, _, err := read(s, ctx, level, 0, func(ctx context.Context) (*pb.TxnResponse, map[int64]edict.Stamp, error) {
 		resp, err := s.state.ReadTxnUnstamped(ctx, r)
 		return resp, nil, err
-	}, level != log.ReadStale)
+	}, level != edictlog.ReadStale)
 	return resp, err
 }
 
@@ -311,7 +311,7 @@ func SerializableTxn(r *pb.TxnRequest) bool { return kvstate.SerializableTxn(r) 
 // barrier is false, for a stale read that needs nothing of it), then the
 // state. rev is the revision the request names, for a refusal's
 // RevisionError.
-func read[T interface{ Size() int }](s *Service, ctx context.Context, level log.ReadLevel, rev int64,
+func read[T interface{ Size() int }](s *Service, ctx context.Context, level edictlog.ReadLevel, rev int64,
 	answer func(context.Context) (T, map[int64]edict.Stamp, error), barrier bool) (T, Info, error) {
 	var zero T
 	info := Info{Level: level}
@@ -324,7 +324,7 @@ func read[T interface{ Size() int }](s *Service, ctx context.Context, level log.
 			return zero, Info{}, s.failure("read", err)
 		}
 		info.Level = res.Level
-		if res.Level == log.ReadStale {
+		if res.Level == edictlog.ReadStale {
 			info.Staleness = res.Staleness
 		}
 	}
@@ -481,7 +481,7 @@ func (s *Service) AwaitRevision(ctx context.Context, rev int64) error {
 			// Not bound to this caller's context: the others share it.
 			go func() {
 				bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
-				_, b.err = s.log.Read(bctx, log.ReadFollower, nil)
+				_, b.err = s.log.Read(bctx, edictlog.ReadFollower, nil)
 				cancel()
 				s.barrierMu.Lock()
 				s.barrier = nil
@@ -533,7 +533,7 @@ func write[T any](s *Service, ctx context.Context, req *kvstate.Request, rev int
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	start := time.Now()
-	var res log.ApplyResult
+	var res edictlog.ApplyResult
 	if from := forwarder(ctx); from != edict.None {
 		res, err = s.log.ApplyForwarded(ctx, data, from)
 	} else {
@@ -592,7 +592,7 @@ func (s *Service) refusal(what string, rev int64, err error) error {
 // (they are the package's sentinels, or route again); the service's own
 // deadline is a timeout; the caller's context ending is the caller's.
 func (s *Service) failure(what string, err error) error {
-	var nle *log.NotLeaderError
+	var nle *edictlog.NotLeaderError
 	switch {
 	case errors.As(err, &nle):
 		return err

@@ -13,11 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/fakelog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvservice"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvstate"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
 func newService(t *testing.T, l kvservice.Limits) (*kvservice.Service, *fakelog.Log, *[]time.Duration) {
@@ -58,20 +58,20 @@ func TestWritesAndReads(t *testing.T) {
 	assert.Equal(t, fakelog.StampAt(4), info.Stamp(3))
 	put(t, s, "b", "x") // entry 5, revision 4
 
-	got, info, err := s.Range(ctx, log.ReadLease, &pb.RangeRequest{Key: []byte("a"), RangeEnd: []byte("c")})
+	got, info, err := s.Range(ctx, edictlog.ReadLease, &pb.RangeRequest{Key: []byte("a"), RangeEnd: []byte("c")})
 	require.NoError(t, err)
 	assert.Equal(t, int64(4), got.Header.Revision)
 	require.Len(t, got.Kvs, 2)
 	assert.Equal(t, int64(2), got.Kvs[0].Version)
 	assert.Equal(t, int64(2), got.Kvs[0].CreateRevision)
-	assert.Equal(t, log.ReadLease, info.Level)
+	assert.Equal(t, edictlog.ReadLease, info.Level)
 	assert.Equal(t, fakelog.StampAt(4), info.Stamp(3))
 	assert.Equal(t, fakelog.StampAt(5), info.Stamp(4))
-	bare, err := s.RangeUnstamped(ctx, log.ReadLease, &pb.RangeRequest{Key: []byte("a"), RangeEnd: []byte("c")})
+	bare, err := s.RangeUnstamped(ctx, edictlog.ReadLease, &pb.RangeRequest{Key: []byte("a"), RangeEnd: []byte("c")})
 	require.NoError(t, err)
 	assert.Equal(t, got, bare, "the etcd API's read answers the same")
 
-	old, info, err := s.Range(ctx, log.ReadLease, &pb.RangeRequest{Key: []byte("a"), Revision: 2})
+	old, info, err := s.Range(ctx, edictlog.ReadLease, &pb.RangeRequest{Key: []byte("a"), Revision: 2})
 	require.NoError(t, err)
 	assert.Equal(t, "1", string(old.Kvs[0].Value), "a read at a past revision")
 	assert.Equal(t, int64(4), old.Header.Revision)
@@ -117,48 +117,48 @@ func TestReadLevels(t *testing.T) {
 	ctx := context.Background()
 	req := &pb.RangeRequest{Key: []byte("k")}
 
-	_, info, err := s.Range(ctx, log.ReadFollower, req)
+	_, info, err := s.Range(ctx, edictlog.ReadFollower, req)
 	require.NoError(t, err)
-	assert.Equal(t, log.ReadLease, info.Level, "a follower read the leader answers is a lease read")
+	assert.Equal(t, edictlog.ReadLease, info.Level, "a follower read the leader answers is a lease read")
 
 	fl.Follow(2)
 	fl.SetStaleness(40 * time.Millisecond)
-	_, err = rangeErr(s, log.ReadLease, req)
-	var nle *log.NotLeaderError
+	_, err = rangeErr(s, edictlog.ReadLease, req)
+	var nle *edictlog.NotLeaderError
 	require.ErrorAs(t, err, &nle)
 	assert.Equal(t, edict.ProcessID(2), nle.Leader)
-	_, info, err = s.Range(ctx, log.ReadFollower, req)
+	_, info, err = s.Range(ctx, edictlog.ReadFollower, req)
 	require.NoError(t, err)
-	assert.Equal(t, log.ReadFollower, info.Level)
+	assert.Equal(t, edictlog.ReadFollower, info.Level)
 	assert.Zero(t, info.Staleness)
-	resp, info, err := s.Range(ctx, log.ReadStale, req)
+	resp, info, err := s.Range(ctx, edictlog.ReadStale, req)
 	require.NoError(t, err)
-	assert.Equal(t, log.ReadStale, info.Level)
+	assert.Equal(t, edictlog.ReadStale, info.Level)
 	assert.Equal(t, 40*time.Millisecond, info.Staleness)
 	assert.Len(t, resp.Kvs, 1)
 
 	fl.Follow(edict.None)
-	_, err = rangeErr(s, log.ReadFollower, req)
+	_, err = rangeErr(s, edictlog.ReadFollower, req)
 	require.ErrorAs(t, err, &nle)
 	require.ErrorIs(t, err, kvservice.ErrNoLeader)
 
 	// The etcd API's serializable read reads the state without asking
 	// the log; its other reads ask it.
 	fl.FailRead(errors.New("the log was asked"))
-	bare, err := s.RangeUnstamped(ctx, log.ReadStale, req)
+	bare, err := s.RangeUnstamped(ctx, edictlog.ReadStale, req)
 	require.NoError(t, err)
 	assert.Equal(t, resp, bare)
-	_, err = s.ReadTxnUnstamped(ctx, log.ReadStale, &pb.TxnRequest{})
+	_, err = s.ReadTxnUnstamped(ctx, edictlog.ReadStale, &pb.TxnRequest{})
 	require.NoError(t, err)
-	_, err = s.RangeUnstamped(ctx, log.ReadFollower, req)
+	_, err = s.RangeUnstamped(ctx, edictlog.ReadFollower, req)
 	require.ErrorContains(t, err, "the log was asked")
-	_, err = s.ReadTxnUnstamped(ctx, log.ReadFollower, &pb.TxnRequest{})
+	_, err = s.ReadTxnUnstamped(ctx, edictlog.ReadFollower, &pb.TxnRequest{})
 	require.ErrorContains(t, err, "the log was asked")
-	_, err = rangeErr(s, log.ReadStale, req)
+	_, err = rangeErr(s, edictlog.ReadStale, req)
 	require.ErrorContains(t, err, "the log was asked", "the HTTP API's stale read asks it: it reports the staleness")
 }
 
-func rangeErr(s *kvservice.Service, level log.ReadLevel, r *pb.RangeRequest) (*pb.RangeResponse, error) {
+func rangeErr(s *kvservice.Service, level edictlog.ReadLevel, r *pb.RangeRequest) (*pb.RangeResponse, error) {
 	resp, _, err := s.Range(context.Background(), level, r)
 	return resp, err
 }
@@ -180,7 +180,7 @@ func TestRangeAtRevisionAndCompact(t *testing.T) {
 		want error
 	}{{0, nil}, {3, nil}, {5, nil}, {1, kvservice.ErrCompacted}, {2, kvservice.ErrCompacted}, {6, kvservice.ErrFutureRev}, {1 << 40, kvservice.ErrFutureRev}} {
 		t.Run(fmt.Sprint(c.rev), func(t *testing.T) {
-			resp, err := rangeErr(s, log.ReadLease, &pb.RangeRequest{Key: []byte("k"), Revision: c.rev})
+			resp, err := rangeErr(s, edictlog.ReadLease, &pb.RangeRequest{Key: []byte("k"), Revision: c.rev})
 			if c.want == nil {
 				require.NoError(t, err)
 				assert.Equal(t, int64(5), resp.Header.Revision)
@@ -238,7 +238,7 @@ func TestRefusalsChangeNothing(t *testing.T) {
 }
 
 // The log's outcomes reach the caller as the taxonomy's; a refusal to
-// route again stays a *log.NotLeaderError; the caller leaving is the
+// route again stays a *edictlog.NotLeaderError; the caller leaving is the
 // caller's own error.
 func TestLogOutcomes(t *testing.T) {
 	s, fl, commits := newService(t, kvservice.Limits{})
@@ -248,22 +248,22 @@ func TestLogOutcomes(t *testing.T) {
 		logErr error
 		want   error
 	}{
-		{"outcome unknown", fmt.Errorf("%w: %w", log.ErrOutcomeUnknown, context.DeadlineExceeded), kvservice.ErrTimeout},
-		{"not committed", log.ErrNotCommitted, kvservice.ErrLeaderChanged},
-		{"shut down", log.ErrShutdown, kvservice.ErrStopped},
+		{"outcome unknown", fmt.Errorf("%w: %w", edictlog.ErrOutcomeUnknown, context.DeadlineExceeded), kvservice.ErrTimeout},
+		{"not committed", edictlog.ErrNotCommitted, kvservice.ErrLeaderChanged},
+		{"shut down", edictlog.ErrShutdown, kvservice.ErrStopped},
 		{"deadline", context.DeadlineExceeded, kvservice.ErrTimeout},
 		{"caller left", context.Canceled, context.Canceled},
-		{"not leader", &log.NotLeaderError{Leader: 3, Err: log.ErrNotLeader}, log.ErrNotLeader},
-		{"transfer", &log.NotLeaderError{Leader: 1, Err: log.ErrTransferring}, log.ErrTransferring},
+		{"not leader", &edictlog.NotLeaderError{Leader: 3, Err: edictlog.ErrNotLeader}, edictlog.ErrNotLeader},
+		{"transfer", &edictlog.NotLeaderError{Leader: 1, Err: edictlog.ErrTransferring}, edictlog.ErrTransferring},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fl.FailApply(c.logErr)
 			_, _, err := s.Put(ctx, &pb.PutRequest{Key: []byte("k")})
 			require.ErrorIs(t, err, c.want)
 			fl.FailRead(c.logErr)
-			_, err = rangeErr(s, log.ReadLease, &pb.RangeRequest{Key: []byte("k")})
+			_, err = rangeErr(s, edictlog.ReadLease, &pb.RangeRequest{Key: []byte("k")})
 			require.ErrorIs(t, err, c.want)
-			var nle *log.NotLeaderError
+			var nle *edictlog.NotLeaderError
 			assert.Equal(t, errors.As(c.logErr, &nle), errors.As(err, &nle), "routed again exactly when the log says so")
 		})
 	}
@@ -326,14 +326,14 @@ func TestLimitsDefaults(t *testing.T) {
 type barrierLog struct {
 	*fakelog.Log
 	pending [][]byte
-	reads   []log.ReadLevel
+	reads   []edictlog.ReadLevel
 }
 
-func (l *barrierLog) Read(ctx context.Context, level log.ReadLevel, q []byte) (log.ReadResult, error) {
+func (l *barrierLog) Read(ctx context.Context, level edictlog.ReadLevel, q []byte) (edictlog.ReadResult, error) {
 	l.reads = append(l.reads, level)
 	for _, cmd := range l.pending {
 		if _, err := l.Log.Apply(ctx, cmd); err != nil {
-			return log.ReadResult{}, err
+			return edictlog.ReadResult{}, err
 		}
 	}
 	l.pending = nil
@@ -360,8 +360,8 @@ func TestAwaitRevision(t *testing.T) {
 	require.NoError(t, err)
 	bl.pending = [][]byte{cmd}
 	require.NoError(t, s.AwaitRevision(ctx, resp.Header.Revision+1))
-	assert.Equal(t, []log.ReadLevel{log.ReadFollower}, bl.reads, "behind: the follower read barrier")
-	got, err := s.RangeUnstamped(ctx, log.ReadStale, &pb.RangeRequest{Key: []byte("k")})
+	assert.Equal(t, []edictlog.ReadLevel{edictlog.ReadFollower}, bl.reads, "behind: the follower read barrier")
+	got, err := s.RangeUnstamped(ctx, edictlog.ReadStale, &pb.RangeRequest{Key: []byte("k")})
 	require.NoError(t, err)
 	assert.Equal(t, "2", string(got.Kvs[0].Value), "a serializable read sees the write awaited")
 
@@ -378,12 +378,12 @@ type heldLog struct {
 	reads   atomic.Int32
 }
 
-func (l *heldLog) Read(ctx context.Context, level log.ReadLevel, q []byte) (log.ReadResult, error) {
+func (l *heldLog) Read(ctx context.Context, level edictlog.ReadLevel, q []byte) (edictlog.ReadResult, error) {
 	l.reads.Add(1)
 	select {
 	case <-l.release:
 	case <-ctx.Done():
-		return log.ReadResult{}, ctx.Err()
+		return edictlog.ReadResult{}, ctx.Err()
 	}
 	return l.Log.Read(ctx, level, q)
 }

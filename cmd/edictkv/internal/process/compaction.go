@@ -6,10 +6,10 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/compactor"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/route"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
 // startCompactor starts auto-compaction, if the configuration asks for
@@ -54,7 +54,7 @@ func (l leaderCompactions) Compact(ctx context.Context, r *pb.CompactionRequest)
 		resp, err = l.p.kv.Compact(ctx, r)
 		return err
 	}, func(_ context.Context, leader edict.ProcessID) error {
-		return &log.NotLeaderError{Leader: leader, Err: route.ErrMisdirected}
+		return &edictlog.NotLeaderError{Leader: leader, Err: route.ErrMisdirected}
 	})
 	return resp, err
 }

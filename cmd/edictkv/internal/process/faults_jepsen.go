@@ -44,10 +44,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
 	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/transport"
 	"github.com/edictlog/edictlog/wire"
 )
@@ -110,7 +110,7 @@ func (d DelayJSON) validate() error {
 }
 
 // FsyncJSON is the slow-disk fault (jepsen builds only): before every
-// durable batch of the log (log.Store.StoreBatch: the entries, and the
+// durable batch of the log (edictlog.Store.StoreBatch: the entries, and the
 // records stored with them, each written with one fsync) the process waits
 // a uniform time in [MinMS, MaxMS], as if the write and its fsync took that
 // much longer. The wait is in the store, under the Node's persister and
@@ -274,7 +274,7 @@ type slowStore struct {
 	f *faults
 }
 
-// StoreBatch implements log.LogStore: the wait, then the write. The
+// StoreBatch implements edictlog.LogStore: the wait, then the write. The
 // setting is read once per batch, so a change applies from the next one.
 func (s *slowStore) StoreBatch(b wire.Batch) error {
 	if st := s.f.fsync.Load(); st.on() {
@@ -294,12 +294,12 @@ func (s *slowStore) StoreBatch(b wire.Batch) error {
 	return s.StatsStore.StoreBatch(b)
 }
 
-func (f *faults) wrapTransport(t *transport.TCP) log.Transport {
+func (f *faults) wrapTransport(t *transport.TCP) edictlog.Transport {
 	return newFaultyTransport(t, f)
 }
 
 // wrapClock returns the rate-scaled view of c, the clock the Node would
-// read (log.Config.WrapClock); every call returns the same clock (there is
+// read (edictlog.Config.WrapClock); every call returns the same clock (there is
 // one per process).
 func (f *faults) wrapClock(c edict.Clock) edict.Clock {
 	f.clock.mu.Lock()

@@ -3,9 +3,9 @@
 package process
 
 import (
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/httpapi"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/transport"
 )
 
@@ -18,7 +18,7 @@ func newFaultHooks(*Process) faultHooks { return faultHooks{} }
 
 func (faultHooks) wrapStore(s StatsStore) StatsStore { return s }
 
-func (faultHooks) wrapTransport(t *transport.TCP) log.Transport { return t }
+func (faultHooks) wrapTransport(t *transport.TCP) edictlog.Transport { return t }
 
 func (faultHooks) wrapClock(c edict.Clock) edict.Clock { return c }
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
 // gossipAddr returns a localhost address whose port was free a moment ago
@@ -59,14 +59,14 @@ func TestGossipFollowsEpoch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	// A removal is refused while the leader has not heard from the member
-	// that would be left with it (log.ErrQuorumLost): the cluster may
+	// that would be left with it (edictlog.ErrQuorumLost): the cluster may
 	// have elected before every process was up.
 	for {
 		err := c.procs[leader].Node.Remove(ctx, gone)
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, log.ErrQuorumLost) || ctx.Err() != nil {
+		if !errors.Is(err, edictlog.ErrQuorumLost) || ctx.Err() != nil {
 			t.Fatalf("remove %d: %v", gone, err)
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/mvcc"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/wire"
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,7 +37,7 @@ func (m *metrics) observeCommit(d time.Duration) { m.commit.Observe(d.Seconds())
 // leaderCounter counts the reigns this process started and the changes of
 // leader it saw. Its filter sees every event the Node announces, as it is
 // sent, whether or not a channel has room: it counts the leader events
-// there and takes none (log.Observer). A reign under way, or a leader
+// there and takes none (edictlog.Observer). A reign under way, or a leader
 // known, when the count starts is counted from Status; each reign once, by
 // its stamp.
 //
@@ -49,7 +49,7 @@ func (m *metrics) observeCommit(d time.Duration) { m.commit.Observe(d.Seconds())
 // again). Followers learn of a leader from its appends, so a reign of the
 // same leader that follows without a gap is not a change.
 type leaderCounter struct {
-	obs *log.Observer
+	obs *edictlog.Observer
 
 	mu         sync.Mutex
 	lastReign  edict.Stamp
@@ -58,16 +58,16 @@ type leaderCounter struct {
 	changes    uint64
 }
 
-func newLeaderCounter(node *log.Node) *leaderCounter {
+func newLeaderCounter(node *edictlog.Node) *leaderCounter {
 	c := &leaderCounter{}
-	c.obs = node.Observe(make(chan log.Event, 1), func(ev log.Event) bool {
+	c.obs = node.Observe(make(chan edictlog.Event, 1), func(ev edictlog.Event) bool {
 		switch ev.Kind {
-		case log.BecameLeader:
+		case edictlog.BecameLeader:
 			c.seeReign(ev.Reign)
 			c.seeLeader(ev.Leader)
-		case log.LeaderChanged:
+		case edictlog.LeaderChanged:
 			c.seeLeader(ev.Leader)
-		case log.SteppedDown:
+		case edictlog.SteppedDown:
 			c.seeLeader(edict.None)
 		}
 		return false
@@ -116,30 +116,32 @@ func (c *leaderCounter) changeCount() float64 {
 // its log's store and of the state's store. Values that are state (lease, indexes, backlog) and the Node's own
 // counters are read from the Node at scrape time; leader events are
 // counted as they happen.
-func newMetrics(reg prometheus.Registerer, node *log.Node, store *TimedStore, state *mvcc.Store) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, node *edictlog.Node, store *TimedStore, state *mvcc.Store) (*metrics, error) {
 	m := &metrics{commit: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edictkv_commit_seconds",
 		Help: "Time from a write's proposal at the leader to its commit and apply.", Buckets: LatencyBuckets})}
 	m.leaders = newLeaderCounter(node)
-	status := func(f func(log.Status) float64) func() float64 { return func() float64 { return f(node.Status()) } }
+	status := func(f func(edictlog.Status) float64) func() float64 {
+		return func() float64 { return f(node.Status()) }
+	}
 	cs := []prometheus.Collector{m.commit,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edictkv_reigns_started_total",
 			Help: "Reigns (runs of leadership) this process started."}, m.leaders.reignCount),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edictkv_leader_changes_seen_total",
 			Help: "Changes of the leader this process knows of to another process (or to the same one after none), as etcd_server_leader_changes_seen_total counts them."},
 			m.leaders.changeCount),
-		gauge("edictkv_is_leader", "1 while this process holds the lease and leads.", status(func(st log.Status) float64 { return b2f(st.IsLeader) })),
-		gauge("edictkv_lease_remaining_seconds", "How long this process's lease still runs (0 when not leading).", status(func(st log.Status) float64 {
+		gauge("edictkv_is_leader", "1 while this process holds the lease and leads.", status(func(st edictlog.Status) float64 { return b2f(st.IsLeader) })),
+		gauge("edictkv_lease_remaining_seconds", "How long this process's lease still runs (0 when not leading).", status(func(st edictlog.Status) float64 {
 			if !st.IsLeader {
 				return 0
 			}
 			d, _ := st.LeaseExpiry.Sub(node.Clock().Now())
 			return max(d, 0).Seconds()
 		})),
-		gauge("edictkv_leader_id", "The leader this process knows of (0: none).", status(func(st log.Status) float64 { return float64(st.Leader) })),
-		gauge("edictkv_epoch", "The active epoch.", status(func(st log.Status) float64 { return float64(st.Epoch) })),
-		gauge("edictkv_commit_index", "The highest index known committed.", status(func(st log.Status) float64 { return float64(st.Commit) })),
-		gauge("edictkv_applied_index", "The highest index applied to the state machine.", status(func(st log.Status) float64 { return float64(st.Applied) })),
-		gauge("edictkv_last_index", "The last index in this process's log.", status(func(st log.Status) float64 { return float64(st.LastIndex) })),
+		gauge("edictkv_leader_id", "The leader this process knows of (0: none).", status(func(st edictlog.Status) float64 { return float64(st.Leader) })),
+		gauge("edictkv_epoch", "The active epoch.", status(func(st edictlog.Status) float64 { return float64(st.Epoch) })),
+		gauge("edictkv_commit_index", "The highest index known committed.", status(func(st edictlog.Status) float64 { return float64(st.Commit) })),
+		gauge("edictkv_applied_index", "The highest index applied to the state machine.", status(func(st edictlog.Status) float64 { return float64(st.Applied) })),
+		gauge("edictkv_last_index", "The last index in this process's log.", status(func(st edictlog.Status) float64 { return float64(st.LastIndex) })),
 		newNodeStats(node),
 		newStateStats(state),
 		// process_resident_memory_bytes and the rest of the process's own
@@ -160,12 +162,12 @@ func newMetrics(reg prometheus.Registerer, node *log.Node, store *TimedStore, st
 func (m *metrics) close() { m.leaders.obs.Cancel() }
 
 // nodeStats exports the Node's lease and storage statistics
-// (log.Node.LeaseStats, StorageStats), read once per scrape: the signs of a
+// (edictlog.Node.LeaseStats, StorageStats), read once per scrape: the signs of a
 // gray failure — a busy or starved process renewing late, a slow disk
 // leaving entries waiting for their fsync, flow control holding proposals
 // back — before they cost a lease.
 type nodeStats struct {
-	node *log.Node
+	node *edictlog.Node
 
 	renewals, renewalsLate, lost, grantAge   *prometheus.Desc
 	lostLate, stall, renewLead               *prometheus.Desc
@@ -173,7 +175,7 @@ type nodeStats struct {
 	shed, throttled                          *prometheus.Desc
 }
 
-func newNodeStats(node *log.Node) *nodeStats {
+func newNodeStats(node *edictlog.Node) *nodeStats {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
@@ -252,7 +254,7 @@ func b2f(b bool) float64 {
 // StatsStore is a log store that reports its sizes and fsyncs, as package
 // storage's stores do.
 type StatsStore interface {
-	log.Store
+	edictlog.Store
 	Stats() (storage.Stats, error)
 }
 
@@ -270,7 +272,7 @@ func NewTimedStore(st StatsStore) *TimedStore {
 		Help: "Time to store one batch of log entries durably (write and fsync), leader and followers alike."})}
 }
 
-// StoreBatch implements log.LogStore.
+// StoreBatch implements edictlog.LogStore.
 func (t *TimedStore) StoreBatch(b wire.Batch) error {
 	start := time.Now()
 	err := t.StatsStore.StoreBatch(b)

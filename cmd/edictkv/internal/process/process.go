@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/compactor"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/directory"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/etcdapi"
@@ -30,7 +31,6 @@ import (
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/elect/gossip"
-	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/transport"
 	"github.com/edictlog/edictlog/wire"
@@ -60,19 +60,19 @@ type Config struct {
 	// ClusterID names the cluster in every transport handshake.
 	ClusterID string
 	// Join starts a process that a running cluster will add as a learner
-	// (log.Config.Join): on its first start it counts itself in no epoch,
+	// (edictlog.Config.Join): on its first start it counts itself in no epoch,
 	// and learns the cluster's configuration from the log.
 	Join bool
 	// TLS, if set, requires mutual TLS between processes.
 	TLS *transport.TLSFiles
-	// Rho is the clock drift bound; Lease the longest lease (log.Config
+	// Rho is the clock drift bound; Lease the longest lease (edictlog.Config
 	// MaxLease); RoundTrip and RenewInterval the lease's round-trip
-	// estimate and renewal spacing (log.Config's). Zero: the library's
+	// estimate and renewal spacing (edictlog.Config's). Zero: the library's
 	// defaults.
 	Rho                      float64
 	Lease                    time.Duration
 	RoundTrip, RenewInterval time.Duration
-	// SnapshotEvery and TrailingEntries: see log.Config (zero: the
+	// SnapshotEvery and TrailingEntries: see edictlog.Config (zero: the
 	// defaults).
 	SnapshotEvery, TrailingEntries uint64
 	// Limits bound what clients may write, through either API (zero
@@ -146,7 +146,7 @@ type Process struct {
 
 	// Set by Start: the log, and over it and the state the leader router,
 	// the member directory, the KV service and the HTTP API.
-	Node   *log.Node
+	Node   *edictlog.Node
 	router *route.Router
 	dir    *directory.Directory
 	kv     *kvservice.Service
@@ -274,7 +274,7 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 	}
 	p.releaseHeap = holdHeapFloor(floor)
 	// The detector is built once the Node has bumped the incarnation and
-	// built its clock (log.Config.NewDetector): gossip reads the clock, and
+	// built its clock (edictlog.Config.NewDetector): gossip reads the clock, and
 	// the papers' algorithms name their messages by incarnation. None: the
 	// Node's default (elect.LowestLive).
 	var det elect.Detector
@@ -295,7 +295,7 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 			return d, err
 		}
 	}
-	node, err := log.Start(context.Background(), log.Config{ID: p.cfg.ID, Peers: raft, Join: p.cfg.Join, Store: timed,
+	node, err := edictlog.Start(context.Background(), edictlog.Config{ID: p.cfg.ID, Peers: raft, Join: p.cfg.Join, Store: timed,
 		Snapshots: p.snaps, Transport: p.faults.wrapTransport(p.trans), FSM: p.State, WrapClock: p.faults.wrapClock,
 		NewDetector: newDetector, Rho: p.cfg.Rho, MaxLease: p.cfg.Lease, RoundTrip: p.cfg.RoundTrip,
 		RenewInterval: p.cfg.RenewInterval, SnapshotEvery: p.cfg.SnapshotEvery,
@@ -354,7 +354,7 @@ func (p *Process) GossipAddr() string {
 }
 
 // startGossip builds the memberlist detector, reading clock. It must exist
-// before the Node runs (log.Config.NewDetector), so its first epoch and
+// before the Node runs (edictlog.Config.NewDetector), so its first epoch and
 // members come from the store — the newest epoch configuration recorded
 // there, or the bootstrap members of raft — and watchEpoch corrects them
 // from the Node's Status as soon as the Node runs.
@@ -419,13 +419,13 @@ func storedEpoch(s *storage.BoltStore) (uint64, []edict.ProcessID, error) {
 // Node's active epoch. The log tells its detector of a new epoch itself
 // (log's onEpochTerminated calls SetEpoch); this corrects, at once, the
 // guess startGossip made from the store, and follows every later change
-// of epoch or configuration the Node announces (log.Node.Observe), reading
+// of epoch or configuration the Node announces (edictlog.Node.Observe), reading
 // Status at each: with a channel of one, none is missed.
 func (p *Process) watchEpoch() {
 	p.stopWatch = make(chan struct{})
-	events := make(chan log.Event, 1)
-	obs := p.Node.Observe(events, func(ev log.Event) bool {
-		return ev.Kind == log.EpochChanged || ev.Kind == log.ConfigChanged
+	events := make(chan edictlog.Event, 1)
+	obs := p.Node.Observe(events, func(ev edictlog.Event) bool {
+		return ev.Kind == edictlog.EpochChanged || ev.Kind == edictlog.ConfigChanged
 	})
 	st := p.Node.Status()
 	epoch, members := st.Epoch, st.Members
@@ -492,7 +492,7 @@ func (p *Process) Shutdown(ctx context.Context) error {
 	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	target, err := p.router.HandOver(tctx, edict.None)
 	cancel()
-	var nle *log.NotLeaderError
+	var nle *edictlog.NotLeaderError
 	switch {
 	case errors.As(err, &nle):
 		// Not the leader: nothing to hand over.

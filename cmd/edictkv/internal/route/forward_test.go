@@ -20,10 +20,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/route"
 	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
 // The HTTP forwarder marks the call, relays the leader's answer, and
@@ -81,8 +81,8 @@ func TestHTTPForwarder(t *testing.T) {
 			requireLookAgain(t, err, route.ErrUnreachable)
 		}},
 		{"a write that broke after it was sent", addr, "hang up", true, func(t *testing.T, w *httptest.ResponseRecorder, err error) {
-			require.ErrorIs(t, err, log.ErrOutcomeUnknown)
-			var nle *log.NotLeaderError
+			require.ErrorIs(t, err, edictlog.ErrOutcomeUnknown)
+			var nle *edictlog.NotLeaderError
 			require.False(t, errors.As(err, &nle), "never sent again")
 			assert.Zero(t, w.Body.Len())
 		}},
@@ -110,7 +110,7 @@ func TestHTTPForwarder(t *testing.T) {
 
 func requireLookAgain(t *testing.T, err error, why error) {
 	t.Helper()
-	var nle *log.NotLeaderError
+	var nle *edictlog.NotLeaderError
 	require.ErrorAs(t, err, &nle)
 	require.ErrorIs(t, err, why)
 	require.Equal(t, edict.ProcessID(1), nle.Leader)
@@ -167,7 +167,7 @@ func TestGRPCForwarder(t *testing.T) {
 
 	// An unknown address is not sent at all.
 	err = f.Invoke(ctx, 3, put, &pb.PutRequest{Key: []byte("k")}, &out, true)
-	var nle *log.NotLeaderError
+	var nle *edictlog.NotLeaderError
 	require.ErrorAs(t, err, &nle)
 	require.ErrorIs(t, err, route.ErrNoAddress)
 
@@ -186,7 +186,7 @@ func TestGRPCForwarder(t *testing.T) {
 		require.Error(t, err)
 		if !errors.As(err, &nle) {
 			require.True(t, write, "a read is always looked at again: %v", err)
-			require.ErrorIs(t, err, log.ErrOutcomeUnknown)
+			require.ErrorIs(t, err, edictlog.ErrOutcomeUnknown)
 		}
 	}
 

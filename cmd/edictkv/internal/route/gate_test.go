@@ -9,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/route"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
 // A handover waits for the calls being served as leader, stops serving
@@ -92,7 +92,7 @@ func TestHandOverGate(t *testing.T) {
 
 	// Not the leader any more: a handover is refused as the log refuses.
 	_, err := r.HandOver(context.Background(), edict.None)
-	var nle *log.NotLeaderError
+	var nle *edictlog.NotLeaderError
 	require.ErrorAs(t, err, &nle)
 }
 

@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
 // A forwarded gRPC call carries forwardedBy in its metadata. A process
@@ -117,23 +117,23 @@ func (f *GRPCForwarder) conn(leader edict.ProcessID) (*grpc.ClientConn, error) {
 // at leader with req, and fills reply with the answer. It returns nil, or
 // the leader's own error answer (a gRPC status), or:
 //
-//   - a *log.NotLeaderError naming leader when the call is worth another
+//   - a *edictlog.NotLeaderError naming leader when the call is worth another
 //     look: leader's address is not known, its connection is down (the
 //     call is then not sent), it answered MisdirectedGRPC, or, for a read
 //     (write false), the call failed in transport;
-//   - an error wrapping log.ErrOutcomeUnknown for a write whose call
+//   - an error wrapping edictlog.ErrOutcomeUnknown for a write whose call
 //     failed in transport after it was sent: it is not sent again;
 //   - ctx's error (as a gRPC status) when ctx ended.
 func (f *GRPCForwarder) Invoke(ctx context.Context, leader edict.ProcessID, method string, req, reply any, write bool) error {
 	c, err := f.conn(leader)
 	if err != nil {
-		return &log.NotLeaderError{Leader: leader, Err: err}
+		return &edictlog.NotLeaderError{Leader: leader, Err: err}
 	}
 	if c.GetState() == connectivity.TransientFailure {
 		// Not sent: gRPC fails such calls at once. Look again when the
 		// connection is back or the leader changed.
 		c.Connect()
-		return &log.NotLeaderError{Leader: leader, Err: ErrUnreachable}
+		return &edictlog.NotLeaderError{Leader: leader, Err: ErrUnreachable}
 	}
 	fctx := metadata.AppendToOutgoingContext(ctx, forwardedBy, strconv.FormatUint(uint64(f.self), 10))
 	err = c.Invoke(fctx, method, req, reply)
@@ -146,15 +146,15 @@ func (f *GRPCForwarder) Invoke(ctx context.Context, leader edict.ProcessID, meth
 	ans := status.Convert(err)
 	switch {
 	case ans.Code() == codes.Unavailable && ans.Message() == misdirectedMsg:
-		return &log.NotLeaderError{Leader: leader, Err: ErrMoved}
+		return &edictlog.NotLeaderError{Leader: leader, Err: ErrMoved}
 	case fromServer(ans):
 		return err // the leader's own answer
 	case write:
 		return fmt.Errorf("%w: forwarding %s to the leader (process %d) failed after it was sent: %w",
-			log.ErrOutcomeUnknown, method, leader, err)
+			edictlog.ErrOutcomeUnknown, method, leader, err)
 	}
 	// A read is safe to send again.
-	return &log.NotLeaderError{Leader: leader, Err: fmt.Errorf("%w: %w", ErrUnreachable, err)}
+	return &edictlog.NotLeaderError{Leader: leader, Err: fmt.Errorf("%w: %w", ErrUnreachable, err)}
 }
 
 // fromServer tells an answer written by an edictkv handler from one gRPC

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/kvjson"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
 // HTTPForwarder sends HTTP calls on to the leader's HTTP API and relays
@@ -38,10 +38,10 @@ func ForwardedHTTP(r *http.Request) bool { return r.Header.Get(kvjson.HeaderForw
 // addr, and copies the answer to w. It returns nil once the answer was
 // relayed. It writes nothing to w and returns:
 //
-//   - a *log.NotLeaderError naming leader when the call is worth another
+//   - a *edictlog.NotLeaderError naming leader when the call is worth another
 //     look: leader refused it (421: it no longer leads), could not be
 //     connected to, or, for a read (write false), failed in any way;
-//   - an error wrapping log.ErrOutcomeUnknown for a write whose
+//   - an error wrapping edictlog.ErrOutcomeUnknown for a write whose
 //     connection failed after it was sent: it may have been applied, and
 //     is not sent again;
 //   - the context's error when r's context ended (the client left).
@@ -56,7 +56,7 @@ func (f *HTTPForwarder) Forward(w http.ResponseWriter, r *http.Request, leader e
 	if err != nil {
 		// The leader's address does not make a URL: another look may
 		// find a better one.
-		return &log.NotLeaderError{Leader: leader, Err: fmt.Errorf("route: forward to %q: %w", addr, err)}
+		return &edictlog.NotLeaderError{Leader: leader, Err: fmt.Errorf("route: forward to %q: %w", addr, err)}
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		req.Header.Set("Content-Type", ct)
@@ -74,13 +74,13 @@ func (f *HTTPForwarder) Forward(w http.ResponseWriter, r *http.Request, leader e
 			return r.Context().Err()
 		case !write || (errors.As(err, &op) && op.Op == "dial"):
 			// Nothing sent, or a read: look again.
-			return &log.NotLeaderError{Leader: leader, Err: fmt.Errorf("%w: %w", ErrUnreachable, err)}
+			return &edictlog.NotLeaderError{Leader: leader, Err: fmt.Errorf("%w: %w", ErrUnreachable, err)}
 		}
-		return fmt.Errorf("%w: the leader (process %d at %s) did not answer a forwarded write: %w", log.ErrOutcomeUnknown, leader, addr, err)
+		return fmt.Errorf("%w: the leader (process %d at %s) did not answer a forwarded write: %w", edictlog.ErrOutcomeUnknown, leader, addr, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusMisdirectedRequest {
-		return &log.NotLeaderError{Leader: leader, Err: ErrMoved}
+		return &edictlog.NotLeaderError{Leader: leader, Err: ErrMoved}
 	}
 	for k, vs := range resp.Header {
 		if strings.HasPrefix(k, "X-Edictkv-") || k == "Content-Type" || k == "Retry-After" || k == "Location" {

@@ -13,10 +13,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/route"
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/fsm/kvfsm"
-	"github.com/edictlog/edictlog/log"
 	"github.com/edictlog/edictlog/storage"
 	"github.com/edictlog/edictlog/transport"
 )
@@ -27,12 +27,12 @@ type cluster struct {
 	t     *testing.T
 	nets  map[edict.ProcessID]*transport.TCP
 	addrs map[edict.ProcessID]string
-	nodes map[edict.ProcessID]*log.Node
+	nodes map[edict.ProcessID]*edictlog.Node
 }
 
 func newCluster(t *testing.T, n int) *cluster {
 	c := &cluster{t: t, nets: map[edict.ProcessID]*transport.TCP{}, addrs: map[edict.ProcessID]string{},
-		nodes: map[edict.ProcessID]*log.Node{}}
+		nodes: map[edict.ProcessID]*edictlog.Node{}}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for i := 1; i <= n; i++ {
 		id := edict.ProcessID(i)
@@ -55,7 +55,7 @@ func (c *cluster) start(ids ...edict.ProcessID) {
 	for _, id := range ids {
 		snaps, err := storage.NewMemSnapshotStore(2)
 		require.NoError(c.t, err)
-		n, err := log.Start(context.Background(), log.Config{ID: id, Peers: c.addrs, Store: storage.NewMemStore(), Snapshots: snaps,
+		n, err := edictlog.Start(context.Background(), edictlog.Config{ID: id, Peers: c.addrs, Store: storage.NewMemStore(), Snapshots: snaps,
 			Transport: c.nets[id], FSM: kvfsm.NewKV(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			RoundTrip: 25 * time.Millisecond, RenewInterval: 300 * time.Millisecond})
 		require.NoError(c.t, err)
@@ -64,7 +64,7 @@ func (c *cluster) start(ids ...edict.ProcessID) {
 }
 
 // leader waits for a node that leads, and returns it and a follower.
-func (c *cluster) leader() (l, f *log.Node) {
+func (c *cluster) leader() (l, f *edictlog.Node) {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		l, f = nil, nil
@@ -85,7 +85,7 @@ func (c *cluster) leader() (l, f *log.Node) {
 }
 
 func notLeader(leader edict.ProcessID) error {
-	return &log.NotLeaderError{Leader: leader, Err: errors.New("test: look again")}
+	return &edictlog.NotLeaderError{Leader: leader, Err: errors.New("test: look again")}
 }
 
 func never(t *testing.T) func(context.Context, edict.ProcessID) error {
@@ -96,7 +96,7 @@ func never(t *testing.T) func(context.Context, edict.ProcessID) error {
 }
 
 // The leader serves, and Do returns serve's answer, errors included; a
-// refusal (a *log.NotLeaderError) is tried again, after a short back-off.
+// refusal (a *edictlog.NotLeaderError) is tried again, after a short back-off.
 func TestDoServesAtTheLeader(t *testing.T) {
 	c := newCluster(t, 3)
 	c.start(1, 2, 3)
@@ -148,7 +148,7 @@ func TestDoForwardsOnce(t *testing.T) {
 		t.Error("forwarded a second time")
 		return nil
 	})
-	var nle *log.NotLeaderError
+	var nle *edictlog.NotLeaderError
 	require.ErrorAs(t, err, &nle)
 	require.ErrorIs(t, err, route.ErrMisdirected)
 	require.Equal(t, l.Status().ID, nle.Leader)
@@ -176,7 +176,7 @@ func TestDoGivesUp(t *testing.T) {
 	start := time.Now()
 	err := r.Do(context.Background(), false, nil, unreachable)
 	took := time.Since(start)
-	var nle *log.NotLeaderError
+	var nle *edictlog.NotLeaderError
 	require.ErrorAs(t, err, &nle)
 	require.ErrorIs(t, err, route.ErrNoLeader)
 	require.Equal(t, l.Status().ID, nle.Leader)

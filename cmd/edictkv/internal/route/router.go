@@ -8,15 +8,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
 var (
 	// ErrNoLeader: no leader was known, or reachable, within the wait. It
 	// is the log's own sentinel, so that one check covers a read the Node
 	// refused for want of a leader and a call the Router gave up on.
-	ErrNoLeader = log.ErrNoLeader
+	ErrNoLeader = edictlog.ErrNoLeader
 	// ErrMisdirected: the call was forwarded here, and this process does
 	// not lead; the forwarder should look for the leader again.
 	ErrMisdirected = errors.New("route: forwarded to a process that does not lead")
@@ -35,11 +35,11 @@ const (
 // Router routes the calls of one process. It is safe for concurrent use;
 // Close it when done.
 type Router struct {
-	node *log.Node
+	node *edictlog.Node
 	id   edict.ProcessID
 	wait time.Duration
 
-	obs  *log.Observer
+	obs  *edictlog.Observer
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
@@ -56,15 +56,15 @@ type Router struct {
 }
 
 // New returns a Router for node that waits up to wait for a leader.
-func New(node *log.Node, wait time.Duration) *Router {
+func New(node *edictlog.Node, wait time.Duration) *Router {
 	r := &Router{node: node, id: node.Status().ID, wait: wait, stop: make(chan struct{}), done: make(chan struct{}),
 		changed: make(chan struct{})}
 	// Events are wake-ups to read Status again: a channel of one misses
-	// nothing (see log.Observer).
-	events := make(chan log.Event, 1)
-	r.obs = node.Observe(events, func(ev log.Event) bool {
+	// nothing (see edictlog.Observer).
+	events := make(chan edictlog.Event, 1)
+	r.obs = node.Observe(events, func(ev edictlog.Event) bool {
 		switch ev.Kind {
-		case log.BecameLeader, log.SteppedDown, log.LeaderChanged, log.Stopped:
+		case edictlog.BecameLeader, edictlog.SteppedDown, edictlog.LeaderChanged, edictlog.Stopped:
 			return true
 		}
 		return false
@@ -77,7 +77,7 @@ func New(node *log.Node, wait time.Duration) *Router {
 func (r *Router) Wait() time.Duration { return r.wait }
 
 // watch wakes the waiters at every leadership event.
-func (r *Router) watch(events <-chan log.Event) {
+func (r *Router) watch(events <-chan edictlog.Event) {
 	defer close(r.done)
 	for {
 		select {
@@ -113,14 +113,14 @@ func (r *Router) Close() {
 // Do runs a call that needs the leader, with serve here while this
 // process leads and no handover is under way, or with forward at the
 // leader another process is known to be. Either returns a
-// *log.NotLeaderError when the call was not answered and is worth another
+// *edictlog.NotLeaderError when the call was not answered and is worth another
 // look (leadership moved; the leader could not be reached; nothing was
 // written); anything else is the answer, and Do returns it. forwarded
 // says another process sent the call here. serve and forward are given
 // ctx; the wait is Do's own.
 func (r *Router) Do(ctx context.Context, forwarded bool, serve func(context.Context) error,
 	forward func(ctx context.Context, leader edict.ProcessID) error) error {
-	return r.loop(ctx, func(st log.Status) (bool, error) {
+	return r.loop(ctx, func(st edictlog.Status) (bool, error) {
 		switch {
 		case st.IsLeader:
 			return true, r.serveGated(ctx, serve)
@@ -128,7 +128,7 @@ func (r *Router) Do(ctx context.Context, forwarded bool, serve func(context.Cont
 			// Beginning a reign: it will lead, or step down, in a moment.
 			return false, nil
 		case forwarded:
-			return true, &log.NotLeaderError{Leader: st.Leader, Err: ErrMisdirected}
+			return true, &edictlog.NotLeaderError{Leader: st.Leader, Err: ErrMisdirected}
 		case st.Leader != edict.None:
 			return true, forward(ctx, st.Leader)
 		}
@@ -140,28 +140,28 @@ func (r *Router) Do(ctx context.Context, forwarded bool, serve func(context.Cont
 // nothing, while a handover is under way.
 func (r *Router) serveGated(ctx context.Context, serve func(context.Context) error) error {
 	if !r.gate.TryRLock() {
-		return &log.NotLeaderError{Leader: edict.None, Err: ErrHandingOver}
+		return &edictlog.NotLeaderError{Leader: edict.None, Err: ErrHandingOver}
 	}
 	defer r.gate.RUnlock()
 	if r.handingOver.Load() {
-		return &log.NotLeaderError{Leader: edict.None, Err: ErrHandingOver}
+		return &edictlog.NotLeaderError{Leader: edict.None, Err: ErrHandingOver}
 	}
 	return serve(ctx)
 }
 
 // Retry runs try, which serves a call here that needs a leader known (a
 // follower read), and runs it again while it returns a
-// *log.NotLeaderError, as Do does; anything else try returns is the
+// *edictlog.NotLeaderError, as Do does; anything else try returns is the
 // answer. It does not take the handover gate: a read has no outcome to
 // lose when leadership moves.
 func (r *Router) Retry(ctx context.Context, try func(context.Context) error) error {
-	return r.loop(ctx, func(log.Status) (bool, error) { return true, try(ctx) }, nil)
+	return r.loop(ctx, func(edictlog.Status) (bool, error) { return true, try(ctx) }, nil)
 }
 
 // loop runs attempt until it answers, waiting between attempts as the
 // package documents. attempt reports whether it tried anything; final
 // says which of its refusals are returned at once.
-func (r *Router) loop(ctx context.Context, attempt func(log.Status) (tried bool, err error), final func(error) bool) error {
+func (r *Router) loop(ctx context.Context, attempt func(edictlog.Status) (tried bool, err error), final func(error) bool) error {
 	// The wait's timer starts only with the first wait: a call answered
 	// at its first attempt, as nearly every call is, costs none.
 	var wait context.Context
@@ -170,7 +170,7 @@ func (r *Router) loop(ctx context.Context, attempt func(log.Status) (tried bool,
 	for {
 		changed := r.changes()
 		tried, err := attempt(r.node.Status())
-		var nle *log.NotLeaderError
+		var nle *edictlog.NotLeaderError
 		switch {
 		case !tried:
 			backoff = 0 // nothing to retry: wait for an event
@@ -214,7 +214,7 @@ func (r *Router) giveUp(ctx context.Context) error {
 	if cerr := ctx.Err(); cerr != nil {
 		err = fmt.Errorf("%w: %w", ErrNoLeader, cerr)
 	}
-	return &log.NotLeaderError{Leader: r.node.Status().Leader, Err: err}
+	return &edictlog.NotLeaderError{Leader: r.node.Status().Leader, Err: err}
 }
 
 // HandOver transfers leadership to target, or, if target is None, to the
@@ -222,7 +222,7 @@ func (r *Router) giveUp(ctx context.Context) error {
 // calls stop being served here at once and wait for the next leader; the
 // calls being served here finish first; then the log transfers
 // leadership. It returns the target once the log knows the target leads.
-// A process that does not lead refuses with a *log.NotLeaderError; with
+// A process that does not lead refuses with a *edictlog.NotLeaderError; with
 // no other member to hand to it returns None and does nothing.
 //
 // Handovers run one at a time. Do not call HandOver from a call served
@@ -232,7 +232,7 @@ func (r *Router) HandOver(ctx context.Context, target edict.ProcessID) (edict.Pr
 	defer r.handover.Unlock()
 	st := r.node.Status()
 	if !st.IsLeader {
-		return edict.None, &log.NotLeaderError{Leader: st.Leader, Err: log.ErrNotLeader}
+		return edict.None, &edictlog.NotLeaderError{Leader: st.Leader, Err: edictlog.ErrNotLeader}
 	}
 	if target == edict.None {
 		if target = r.Successor(); target == edict.None {
@@ -264,7 +264,7 @@ func (r *Router) HandOver(ctx context.Context, target edict.ProcessID) (edict.Pr
 func (r *Router) Transfer(ctx context.Context, forwarded bool, target edict.ProcessID,
 	forward func(ctx context.Context, leader edict.ProcessID) error) (edict.ProcessID, error) {
 	var chosen edict.ProcessID
-	err := r.loop(ctx, func(st log.Status) (bool, error) {
+	err := r.loop(ctx, func(st edictlog.Status) (bool, error) {
 		switch {
 		case st.IsLeader:
 			var err error
@@ -273,7 +273,7 @@ func (r *Router) Transfer(ctx context.Context, forwarded bool, target edict.Proc
 		case st.Leader == r.id:
 			return false, nil
 		case forwarded:
-			return true, &log.NotLeaderError{Leader: st.Leader, Err: ErrMisdirected}
+			return true, &edictlog.NotLeaderError{Leader: st.Leader, Err: ErrMisdirected}
 		case st.Leader != edict.None:
 			return true, forward(ctx, st.Leader)
 		}

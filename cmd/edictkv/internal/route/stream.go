@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
 // Forwarded calls in batches: the calls a process sends on to the leader
@@ -213,9 +213,9 @@ type (
 
 // InvokeStreamed calls method at leader, as Invoke does, over the
 // forwarding stream to leader (see StreamMethod), with the answers Invoke
-// gives: nil, the leader's own error answer, a *log.NotLeaderError for a
+// gives: nil, the leader's own error answer, a *edictlog.NotLeaderError for a
 // call worth another look (not sent: no address, no connection; or
-// refused as misdirected), an error wrapping log.ErrOutcomeUnknown for a
+// refused as misdirected), an error wrapping edictlog.ErrOutcomeUnknown for a
 // write whose stream broke after it was sent, or ctx's error. A call
 // whose ctx ends while it waits is answered at once; its answer, when it
 // comes, is dropped.
@@ -236,7 +236,7 @@ func (f *GRPCForwarder) InvokeStreamed(ctx context.Context, leader edict.Process
 		c.Timeout = max(time.Until(dl), time.Microsecond)
 	}
 	if !st.enqueue(c) {
-		return &log.NotLeaderError{Leader: leader, Err: fmt.Errorf("%w: the forwarding stream broke", ErrUnreachable)}
+		return &edictlog.NotLeaderError{Leader: leader, Err: fmt.Errorf("%w: the forwarding stream broke", ErrUnreachable)}
 	}
 	select {
 	case <-c.done:
@@ -249,19 +249,19 @@ func (f *GRPCForwarder) InvokeStreamed(ctx context.Context, leader edict.Process
 		// Nothing ran: the leader has no forwarding stream.
 		return f.Invoke(ctx, leader, method, req, reply, write)
 	case errors.Is(c.err, errDrained):
-		return &log.NotLeaderError{Leader: leader, Err: fmt.Errorf("%w: %w", ErrMoved, c.err)}
+		return &edictlog.NotLeaderError{Leader: leader, Err: fmt.Errorf("%w: %w", ErrMoved, c.err)}
 	case c.err != nil && c.sent && write:
 		return fmt.Errorf("%w: forwarding %s to the leader (process %d) failed after it was sent: %w",
-			log.ErrOutcomeUnknown, method, leader, c.err)
+			edictlog.ErrOutcomeUnknown, method, leader, c.err)
 	case c.err != nil:
-		return &log.NotLeaderError{Leader: leader, Err: fmt.Errorf("%w: %w", ErrUnreachable, c.err)}
+		return &edictlog.NotLeaderError{Leader: leader, Err: fmt.Errorf("%w: %w", ErrUnreachable, c.err)}
 	case c.answer.Code == codes.OK:
 		if err := reply.Unmarshal(c.answer.Body); err != nil {
 			return status.Errorf(codes.Internal, "route: decode the leader's %s reply: %v", method, err)
 		}
 		return nil
 	case c.answer.Code == codes.Unavailable && string(c.answer.Body) == misdirectedMsg:
-		return &log.NotLeaderError{Leader: leader, Err: ErrMoved}
+		return &edictlog.NotLeaderError{Leader: leader, Err: ErrMoved}
 	}
 	return status.Error(c.answer.Code, string(c.answer.Body))
 }
@@ -324,11 +324,11 @@ func (f *GRPCForwarder) stream(ctx context.Context, leader edict.ProcessID) (*ca
 	f.mu.Unlock()
 	c, err := f.conn(leader)
 	if err != nil {
-		return nil, &log.NotLeaderError{Leader: leader, Err: err}
+		return nil, &edictlog.NotLeaderError{Leader: leader, Err: err}
 	}
 	if c.GetState() == connectivity.TransientFailure {
 		c.Connect()
-		return nil, &log.NotLeaderError{Leader: leader, Err: ErrUnreachable}
+		return nil, &edictlog.NotLeaderError{Leader: leader, Err: ErrUnreachable}
 	}
 	f.opening.Lock() // one stream opened at a time: no two to one leader
 	defer f.opening.Unlock()
@@ -340,7 +340,7 @@ func (f *GRPCForwarder) stream(ctx context.Context, leader edict.ProcessID) (*ca
 	closed := f.streams == nil
 	f.mu.Unlock()
 	if closed {
-		return nil, &log.NotLeaderError{Leader: leader, Err: errors.New("route: the gRPC forwarder is closed")}
+		return nil, &edictlog.NotLeaderError{Leader: leader, Err: errors.New("route: the gRPC forwarder is closed")}
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	sctx = metadata.AppendToOutgoingContext(sctx, forwardedBy, strconv.FormatUint(uint64(f.self), 10))
@@ -356,7 +356,7 @@ func (f *GRPCForwarder) stream(ctx context.Context, leader edict.ProcessID) (*ca
 		if done := ctx.Err(); done != nil {
 			return nil, status.FromContextError(done).Err()
 		}
-		return nil, &log.NotLeaderError{Leader: leader, Err: fmt.Errorf("%w: open the forwarding stream: %w", ErrUnreachable, err)}
+		return nil, &edictlog.NotLeaderError{Leader: leader, Err: fmt.Errorf("%w: open the forwarding stream: %w", ErrUnreachable, err)}
 	}
 	st := &callStream{f: f, leader: leader, addr: f.addr(leader), cs: cs, cancel: cancel, pending: map[uint64]*streamCall{},
 		wake: make(chan struct{}, 1), stopped: make(chan struct{})}
@@ -364,7 +364,7 @@ func (f *GRPCForwarder) stream(ctx context.Context, leader edict.ProcessID) (*ca
 	if f.streams == nil {
 		f.mu.Unlock()
 		cancel()
-		return nil, &log.NotLeaderError{Leader: leader, Err: errors.New("route: the gRPC forwarder is closed")}
+		return nil, &edictlog.NotLeaderError{Leader: leader, Err: errors.New("route: the gRPC forwarder is closed")}
 	}
 	f.streams[leader] = st
 	f.mu.Unlock()

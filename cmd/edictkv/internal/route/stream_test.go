@@ -20,9 +20,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/edictlog/edictlog"
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/route"
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/log"
 )
 
 // streamLeader serves the forwarding stream as fakeKV serves Put: each
@@ -144,7 +144,7 @@ func TestStreamedForwarder(t *testing.T) {
 	defer cancel()
 	_, err = call(short, "slow")
 	assert.Equal(t, codes.DeadlineExceeded, status.Code(err), "the caller's deadline, which the leader is told")
-	var nle *log.NotLeaderError
+	var nle *edictlog.NotLeaderError
 	require.ErrorAs(t, f.InvokeStreamed(ctx, 3, put, &pb.PutRequest{Key: []byte("k")}, &pb.PutResponse{}, true), &nle)
 
 	// 200 callers at once: every call answered once. (How many share a
@@ -187,7 +187,7 @@ func TestStreamedForwarderBreaks(t *testing.T) {
 	<-l.received
 	g.Stop() // the connection breaks with the call in flight
 	err := <-errs
-	require.ErrorIs(t, err, log.ErrOutcomeUnknown)
+	require.ErrorIs(t, err, edictlog.ErrOutcomeUnknown)
 	close(l.held)
 
 	// A leader that drains ends the stream once it has answered what it

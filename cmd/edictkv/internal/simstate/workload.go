@@ -9,8 +9,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/edictlog/edictlog/cmd/edictkv/internal/kvstate"
+	"github.com/edictlog/edictlog/internal/replog"
 	"github.com/edictlog/edictlog/internal/sim"
-	"github.com/edictlog/edictlog/log"
 )
 
 // The workload's keys, apart from the register operations' (k0, k1, …,
@@ -48,7 +48,7 @@ func (c *Checker) Op(rng *rand.Rand) sim.ModelOp {
 		return c.command(&kvstate.Request{Compaction: &pb.CompactionRequest{Revision: c.genCompaction(rng)}})
 	}
 	req := c.genRange(rng)
-	levels := []log.ReadLevel{log.ReadLease, log.ReadFollower, log.ReadStale}
+	levels := []replog.ReadLevel{replog.ReadLease, replog.ReadFollower, replog.ReadStale}
 	return sim.ModelOp{Level: levels[rng.IntN(len(levels))], Read: func(st sim.StateMachine, applied uint64) error {
 		return c.checkRead(st, applied, req)
 	}}

@@ -1,7 +1,0 @@
-//go:build !edictmutate
-
-package log
-
-// mutated is false in every build but the mutation runner's: the checks it
-// guards compile to what they say.
-func mutated(string) bool { return false }

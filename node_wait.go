@@ -1,0 +1,131 @@
+package edictlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/edictlog/edictlog/edict"
+)
+
+// untilLeader runs attempt, and runs it again each time the Node's view
+// of the leader changes, for as long as it is refused for want of a
+// leader here: no leader known, this process about to lead (its reign not
+// ready yet), or the epoch ending. A refusal that names another process
+// as the leader, any other error and success are returned as they are.
+// attempt reports the active epoch its refusal was made in (0 if it does
+// not know), so that a write refused because that epoch is ending is not
+// tried again before the next one.
+//
+// It never polls: it subscribes to the Node's leadership and epoch events
+// after the first such refusal (so the path of a write that finds a leader
+// costs nothing), and looks at Status when one arrives. Every event is
+// sent after the Status that reflects it is published (see Observer), so
+// a change that lets the attempt through is never missed: one made before
+// the subscription is in the Status read right after it, one made after
+// comes as an event.
+//
+// If ctx ends while it waits, the error is a *NotLeaderError wrapping both
+// the last refusal's reason and ctx's error: nothing was written.
+func (n *Node) untilLeader(ctx context.Context, attempt func() (epoch uint64, err error)) error {
+	var wake chan Event
+	var obs *Observer
+	defer func() {
+		if obs != nil {
+			obs.Cancel()
+		}
+	}()
+	for {
+		if wake != nil {
+			// Only an event sent after this attempt starts says
+			// something the attempt did not see.
+			select {
+			case <-wake:
+			default:
+			}
+		}
+		epoch, err := attempt()
+		var nl *NotLeaderError
+		if !errors.As(err, &nl) || !n.waitsFor(nl) {
+			return err
+		}
+		first := obs == nil
+		if first {
+			wake = make(chan Event, 1)
+			obs = n.Observe(wake, leadershipEvent)
+		}
+		if err := n.awaitLeader(ctx, wake, nl, epoch, first); err != nil {
+			return err
+		}
+	}
+}
+
+// leadershipEvent is the filter of untilLeader's subscription: the events
+// that can tell it a leader is known or ready.
+func leadershipEvent(ev Event) bool {
+	switch ev.Kind {
+	case BecameLeader, SteppedDown, LeaderChanged, EpochChanged, ConfigChanged, Stopped:
+		return true
+	}
+	return false
+}
+
+// waitsFor reports whether a refusal is one to wait out here rather than
+// return: no leader is known (or the one named has not been heard from
+// for a lease's length, so Status names none), this process is the one
+// about to lead, or the epoch is ending. A refusal naming another process
+// that is heard from, or the target of a transfer, goes back to the
+// caller at once: the library does not forward.
+func (n *Node) waitsFor(nl *NotLeaderError) bool {
+	switch {
+	case nl.Leader == edict.None, nl.Leader == n.cfg.ID:
+		return true
+	case errors.Is(nl.Err, ErrStopped), errors.Is(nl.Err, ErrNoLeader):
+		return true
+	case errors.Is(nl.Err, ErrTransferring):
+		return false
+	}
+	return n.Status().Leader == edict.None
+}
+
+// awaitLeader waits until Status shows a leader the refused attempt may
+// succeed with (this process leading a ready reign) or be sent to
+// (another process), in an epoch after epoch if the refusal was for an
+// ending epoch. On the first refusal the Status now is looked at before
+// any event; after a later one, only an event sent since the attempt
+// started wakes it, since the Status already seen let that attempt through
+// and it was refused all the same.
+func (n *Node) awaitLeader(ctx context.Context, wake <-chan Event, nl *NotLeaderError, epoch uint64, first bool) error {
+	ending := errors.Is(nl.Err, ErrStopped)
+	look := first
+	for {
+		if look {
+			st := n.Status()
+			known := st.Leader != edict.None && st.Leader != n.cfg.ID
+			if (st.IsLeader || known) && (!ending || st.Epoch > epoch || known) {
+				return nil
+			}
+		}
+		look = true
+		select {
+		case ev := <-wake:
+			if ev.Kind == Stopped {
+				return ErrShutdown
+			}
+		case <-n.done:
+			return ErrShutdown
+		case <-ctx.Done():
+			return &NotLeaderError{Leader: nl.Leader, Err: &waitEndedError{refusal: nl.Err, ctx: ctx.Err()}}
+		}
+	}
+}
+
+// waitEndedError is why a call that waited for a leader gave up: the
+// refusal it last had, and the context's end.
+type waitEndedError struct{ refusal, ctx error }
+
+func (e *waitEndedError) Error() string {
+	return fmt.Sprintf("%v; gave up waiting for a leader: %v", e.refusal, e.ctx)
+}
+
+func (e *waitEndedError) Unwrap() []error { return []error{e.refusal, e.ctx} }
