@@ -403,3 +403,41 @@ func TestClusterCloseLeavesNoGoroutines(t *testing.T) {
 		t.Fatalf("a goroutine of the kit outlived Close:\n%s", left)
 	}
 }
+
+// A process restarted at a new address serves again: it announces where
+// it listens, and the leader makes the address the cluster's.
+func TestClusterRestartAtNewAddress(t *testing.T) {
+	ctx := longCtx(t)
+	c := countersCluster(t, edictlogtest.ClusterConfig{})
+	add(t, ctx, c, 3)
+	for round := range 2 {
+		leader, err := c.WaitLeader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The first round moves a follower, the second the leader.
+		moved := leader
+		if round == 0 {
+			for _, id := range c.Running() {
+				if id != leader {
+					moved = id
+					break
+				}
+			}
+		}
+		c.Kill(moved)
+		c.RestartAt(moved, fmt.Sprintf("mem:%d-moved-%d", moved, round))
+		res := add(t, ctx, c, 1)
+		if got := hits(t, ctx, c, moved, res.Index); got != 4+round {
+			t.Fatalf("process %v at its new address reads %d, want %d", moved, got, 4+round)
+		}
+		for _, id := range c.Running() {
+			if id == moved {
+				continue
+			}
+			if got, _ := c.Transport(id).PeerAddr(moved); got != c.Addr(moved) {
+				t.Fatalf("process %v reaches %v at %q, not its new address %q", id, moved, got, c.Addr(moved))
+			}
+		}
+	}
+}
