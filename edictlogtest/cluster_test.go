@@ -216,29 +216,72 @@ func TestClusterLossyNetwork(t *testing.T) {
 	}
 }
 
-// A new process joins as a learner and receives the log.
-func TestClusterJoin(t *testing.T) {
+// admin runs a membership change at whichever process leads, again while
+// it is refused before anything was written: not the leader, or another
+// change in flight.
+func admin(t *testing.T, ctx context.Context, c *edictlogtest.Cluster, what string, f func(*log.Node) error) {
+	t.Helper()
+	for {
+		leader, err := c.WaitLeader(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		n := c.Node(leader)
+		if n == nil {
+			continue
+		}
+		err = f(n)
+		var nl *log.NotLeaderError
+		switch {
+		case err == nil:
+			return
+		case errors.As(err, &nl), errors.Is(err, log.ErrChangeInProgress):
+			select {
+			case <-time.After(5 * time.Millisecond):
+			case <-ctx.Done():
+				t.Fatalf("%s: %v", what, err)
+			}
+		default:
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+}
+
+// A new process joins as a learner, receives the log and is promoted; a
+// member, the leader itself, is removed; writes go on throughout.
+func TestClusterMembership(t *testing.T) {
 	ctx := longCtx(t)
 	c := countersCluster(t, edictlogtest.ClusterConfig{})
 	add(t, ctx, c, 4)
 	c.Join(4)
-	for {
-		leader, err := c.WaitLeader(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = c.Node(leader).AddLearner(ctx, 4, edictlogtest.DefaultAddr(4))
-		var nl *log.NotLeaderError
-		if err == nil {
-			break
-		}
-		if !errors.As(err, &nl) {
-			t.Fatalf("AddLearner: %v", err)
-		}
-	}
+	admin(t, ctx, c, "add learner", func(n *log.Node) error { return n.AddLearner(ctx, 4, c.Addr(4)) })
 	res := add(t, ctx, c, 1)
 	if got := hits(t, ctx, c, 4, res.Index); got != 5 {
 		t.Fatalf("the learner reads %d, want 5", got)
+	}
+	admin(t, ctx, c, "promote", func(n *log.Node) error { return n.Promote(ctx, 4) })
+	res = add(t, ctx, c, 1)
+	leader, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin(t, ctx, c, "remove", func(n *log.Node) error { return n.Remove(ctx, leader) })
+	res = add(t, ctx, c, 1)
+	if res.Response != int64(7) {
+		t.Fatalf("the write after the changes answered %v, want 7", res.Response)
+	}
+	now, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now == leader {
+		t.Fatalf("removed %v still leads", leader)
+	}
+	if got := hits(t, ctx, c, 4, res.Index); got != 7 {
+		t.Fatalf("the promoted process reads %d, want 7", got)
+	}
+	if m := c.Node(now).Status().Members; slices.Contains(m, leader) || !slices.Contains(m, 4) {
+		t.Fatalf("members %v after promoting 4 and removing %v", m, leader)
 	}
 }
 
