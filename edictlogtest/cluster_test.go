@@ -216,29 +216,72 @@ func TestClusterLossyNetwork(t *testing.T) {
 	}
 }
 
-// A new process joins as a learner and receives the log.
-func TestClusterJoin(t *testing.T) {
+// admin runs a membership change at whichever process leads, again while
+// it is refused before anything was written: not the leader, or another
+// change in flight.
+func admin(t *testing.T, ctx context.Context, c *edictlogtest.Cluster, what string, f func(*edictlog.Node) error) {
+	t.Helper()
+	for {
+		leader, err := c.WaitLeader(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		n := c.Node(leader)
+		if n == nil {
+			continue
+		}
+		err = f(n)
+		var nl *edictlog.NotLeaderError
+		switch {
+		case err == nil:
+			return
+		case errors.As(err, &nl), errors.Is(err, edictlog.ErrChangeInProgress):
+			select {
+			case <-time.After(5 * time.Millisecond):
+			case <-ctx.Done():
+				t.Fatalf("%s: %v", what, err)
+			}
+		default:
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+}
+
+// A new process joins as a learner, receives the log and is promoted; a
+// member, the leader itself, is removed; writes go on throughout.
+func TestClusterMembership(t *testing.T) {
 	ctx := longCtx(t)
 	c := countersCluster(t, edictlogtest.ClusterConfig{})
 	add(t, ctx, c, 4)
 	c.Join(4)
-	for {
-		leader, err := c.WaitLeader(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = c.Node(leader).AddLearner(ctx, 4, edictlogtest.DefaultAddr(4))
-		var nl *edictlog.NotLeaderError
-		if err == nil {
-			break
-		}
-		if !errors.As(err, &nl) {
-			t.Fatalf("AddLearner: %v", err)
-		}
-	}
+	admin(t, ctx, c, "add learner", func(n *edictlog.Node) error { return n.AddLearner(ctx, 4, c.Addr(4)) })
 	res := add(t, ctx, c, 1)
 	if got := hits(t, ctx, c, 4, res.Index); got != 5 {
 		t.Fatalf("the learner reads %d, want 5", got)
+	}
+	admin(t, ctx, c, "promote", func(n *edictlog.Node) error { return n.Promote(ctx, 4) })
+	res = add(t, ctx, c, 1)
+	leader, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin(t, ctx, c, "remove", func(n *edictlog.Node) error { return n.Remove(ctx, leader) })
+	res = add(t, ctx, c, 1)
+	if res.Response != int64(7) {
+		t.Fatalf("the write after the changes answered %v, want 7", res.Response)
+	}
+	now, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now == leader {
+		t.Fatalf("removed %v still leads", leader)
+	}
+	if got := hits(t, ctx, c, 4, res.Index); got != 7 {
+		t.Fatalf("the promoted process reads %d, want 7", got)
+	}
+	if m := c.Node(now).Status().Members; slices.Contains(m, leader) || !slices.Contains(m, 4) {
+		t.Fatalf("members %v after promoting 4 and removing %v", m, leader)
 	}
 }
 
@@ -401,5 +444,43 @@ func TestClusterCloseLeavesNoGoroutines(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("a goroutine of the kit outlived Close:\n%s", left)
+	}
+}
+
+// A process restarted at a new address serves again: it announces where
+// it listens, and the leader makes the address the cluster's.
+func TestClusterRestartAtNewAddress(t *testing.T) {
+	ctx := longCtx(t)
+	c := countersCluster(t, edictlogtest.ClusterConfig{})
+	add(t, ctx, c, 3)
+	for round := range 2 {
+		leader, err := c.WaitLeader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The first round moves a follower, the second the leader.
+		moved := leader
+		if round == 0 {
+			for _, id := range c.Running() {
+				if id != leader {
+					moved = id
+					break
+				}
+			}
+		}
+		c.Kill(moved)
+		c.RestartAt(moved, fmt.Sprintf("mem:%d-moved-%d", moved, round))
+		res := add(t, ctx, c, 1)
+		if got := hits(t, ctx, c, moved, res.Index); got != 4+round {
+			t.Fatalf("process %v at its new address reads %d, want %d", moved, got, 4+round)
+		}
+		for _, id := range c.Running() {
+			if id == moved {
+				continue
+			}
+			if got, _ := c.Transport(id).PeerAddr(moved); got != c.Addr(moved) {
+				t.Fatalf("process %v reaches %v at %q, not its new address %q", id, moved, got, c.Addr(moved))
+			}
+		}
 	}
 }

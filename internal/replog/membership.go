@@ -559,11 +559,12 @@ func (c *Core) checkQuorum(now edict.Time, op string, id edict.ProcessID, epoch 
 // every 40 ms), so a peer silent that long has missed dozens of each,
 // while a stall of the peer's host or of the network as long as a lease
 // — which the lease protocol rides out — does not make it look dead.
-// etcd waits 5 s (its HealthInterval) after a restart of its own before
-// it trusts the check; a leader here is one only after a quorum granted,
-// and its progress starts empty with every reign, so it knows no more
-// than its reign has seen: a change asked for in the first moments of a
-// reign may be refused, and is retried.
+// etcd asks more of a peer (isConnectedSince: its connection up for the
+// last 5 s, HealthInterval), from a transport this Core does not see; a
+// leader here knows only what its reign has heard, since its progress
+// starts empty with every reign, so a change asked for in the first
+// moments of a reign, before a slow member's first answer, may be
+// refused, and can be tried again.
 func (c *Core) liveWindow() time.Duration {
 	return max(2*c.el.MaxLease(), 4*c.cfg.Heartbeat)
 }
