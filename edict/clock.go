@@ -16,7 +16,7 @@ type Clock interface {
 	// clock's latest reading, the clock may have run slower than real
 	// time by more than ρ allows (a host suspend or VM freeze that the raw
 	// clock does not count). It judges as of the latest reading, so a
-	// caller takes one with Now first, as log.Driver does on every input;
+	// caller takes one with Now first, as replog.Driver does on every input;
 	// it need not read the clock again, which on Linux costs three system
 	// calls. A leader treats its lease as expired when it does: a leader
 	// must never see time pass slower than it does (docs/protocol.md, "Clocks"). Granters

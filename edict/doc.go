@@ -2,7 +2,7 @@
 // readings ([Time]), quorum timestamps ([QT]) and edict stamps ([Stamp]), with
 // their order, validation and wire encoding. It does no I/O apart from
 // reading the real clock (clock_linux.go; the incarnation is the log store's,
-// log.StableStore.BumpIncarnation), and it can be used on its own by any
+// edictlog.StableStore.BumpIncarnation), and it can be used on its own by any
 // process that receives edicts and wants to fence stale leaders.
 //
 // Equation numbers refer to van Renesse, Schneider and Gehrke, "Nerio: Leader

@@ -1,9 +1,9 @@
 // Package edictlogtest is a test kit for programs that embed edictlog's
 // replicated log, in the spirit of net/http/httptest: it runs Nodes of
-// package log in one test process, with no TCP, and checks a state
+// package edictlog in one test process, with no TCP, and checks a state
 // machine against the contract of package fsm.
 //
-//   - [Network] and [Transport]: an in-memory log.Transport. Any number
+//   - [Network] and [Transport]: an in-memory edictlog.Transport. Any number
 //     of transports attach to one Network by address; the Network
 //     injects faults per directed link between two processes: cuts
 //     ([Network.Cut], [Network.Partition], [Network.Isolate]), loss
@@ -24,7 +24,7 @@
 //
 // # What the transport guarantees
 //
-// What log.Transport promises, and what package transport's TCP does
+// What edictlog.Transport promises, and what package transport's TCP does
 // beyond it where a Node can tell the difference:
 //
 //   - A message is delivered whole or not at all, to the process it is

@@ -12,7 +12,7 @@ import (
 	"github.com/edictlog/edictlog/wire"
 )
 
-// SendSnapshot implements log.Transport. The stream is carried in pieces
+// SendSnapshot implements edictlog.Transport. The stream is carried in pieces
 // of NetworkConfig.SnapshotChunkSize, each a copy, with the source read
 // only as the receiver reads: nothing holds the whole snapshot. As on TCP,
 // the receiver reaches io.EOF only after exactly meta.Size bytes and only

@@ -125,7 +125,7 @@ type Config struct {
 
 // ApplyDefaults fills the zero timing fields — Rho, RoundTrip,
 // RenewInterval, MaxLease — with the defaults documented on each. New
-// calls it; a runtime that needs the values earlier (log.Node, to size its
+// calls it; a runtime that needs the values earlier (edictlog.Node, to size its
 // detector) calls it too, so that the defaults live in one place.
 func (c *Config) ApplyDefaults() {
 	if c.Rho == 0 {

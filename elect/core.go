@@ -197,7 +197,7 @@ func (c *Core) Step(now edict.Time, m Message) error {
 		kind = Lagging
 	}
 	c.cfg.Detector.Observe(Observation{Kind: kind, Process: m.From, At: now})
-	if kind == Heard && (m.Type == MsgGrantRequest && !m.Wedge && c.campaigns(m) || mutated(RuleStandAside)) {
+	if kind == Heard && (m.Type == MsgGrantRequest && !m.Wedge && c.campaigns(m) || mutated(ruleStandAside)) {
 		c.cfg.Detector.Observe(Observation{Kind: Campaigned, Process: m.From, At: now})
 		if m.Type == MsgGrantRequest && !m.Wedge {
 			c.yieldCampaign(now, m)
@@ -458,7 +458,7 @@ func (c *Core) lowestUnterminated() uint64 {
 		if es.terminated {
 			continue
 		}
-		if i > 0 && eps[i-1].epoch+1 != es.epoch && c.terminatedBelow < es.epoch && !mutated(RuleNoEpochSkip) {
+		if i > 0 && eps[i-1].epoch+1 != es.epoch && c.terminatedBelow < es.epoch && !mutated(ruleNoEpochSkip) {
 			return eps[i-1].epoch
 		}
 		return es.epoch

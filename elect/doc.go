@@ -2,7 +2,7 @@
 // and the weak-leader detectors that tell it when to try for the lease.
 //
 // A [Core] has no goroutines, sockets, disk or clock of its own: the caller
-// (the log.Node runtime, or the simulator in internal/sim) feeds it clock
+// (the edictlog.Node runtime, or the simulator in internal/sim) feeds it clock
 // readings and messages through [Core.Tick] and [Core.Step] and collects
 // what it must do from [Core.Ready] — records to persist first, then
 // messages to send, and events — in the manner of etcd-raft's Ready.

@@ -189,7 +189,7 @@ func (c *Core) onWedgeReply(now edict.Time, m Message) {
 		}
 	}
 	w.wedged = append(w.wedged, m.From)
-	if blocking(es.qs, w.wedged) || mutated(RuleWedgeOnEpochChange) {
+	if blocking(es.qs, w.wedged) || mutated(ruleWedgeOnEpochChange) {
 		c.learnTerminated(now, m.Epoch+1)
 	}
 }

@@ -153,7 +153,7 @@ func (c *Core) onGrantRequest(now edict.Time, m Message) {
 	}
 	c.observeRenewalGap(now, m, es)
 	switch {
-	case now.Before(c.quarantineUntil) && !mutated(RuleQuarantineGrants):
+	case now.Before(c.quarantineUntil) && !mutated(ruleQuarantineGrants):
 		d, _ := c.quarantineUntil.Sub(now)
 		c.nack(now, m, es, edict.None, d)
 		return

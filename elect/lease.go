@@ -147,7 +147,7 @@ func (c *Core) renewSpacing() time.Duration {
 func (c *Core) leadAt(now edict.Time) time.Duration {
 	base := c.baseLead()
 	ceiling := c.cfg.MaxLease - c.renewSpacing()
-	if mutated(RuleAdaptiveLead) {
+	if mutated(ruleAdaptiveLead) {
 		ceiling = base
 	}
 	return max(base, min(2*c.stalls.peak(now), ceiling))
@@ -186,7 +186,7 @@ func (c *Core) chooseDelta(now edict.Time) time.Duration {
 // fallback candidate finish before the next starts.
 func (c *Core) maybeStart(now edict.Time) {
 	es := c.epochs[c.active]
-	if c.attempt != nil || es == nil || es.terminated || !es.qs.IsMember(c.id) || es.heard && !mutated(RuleNoCampaignHeard) {
+	if c.attempt != nil || es == nil || es.terminated || !es.qs.IsMember(c.id) || es.heard && !mutated(ruleNoCampaignHeard) {
 		return
 	}
 	if c.successorKnown(c.active) || c.wedges[c.active] != nil {
@@ -227,7 +227,7 @@ func (c *Core) maybeStart(now edict.Time) {
 		return
 	}
 	if c.cfg.Detector.WeakLeader(now) != c.id {
-		if now.Before(c.fallbackAt()) || mutated(RuleCampaignFallback) {
+		if now.Before(c.fallbackAt()) || mutated(ruleCampaignFallback) {
 			return
 		}
 		c.leaderSeen = now // the next fallback waits a whole FallbackAfter again
@@ -285,7 +285,7 @@ func (c *Core) Campaign(now edict.Time) {
 	// rather than after, cancelling it.
 	c.checkLease(now)
 	es := c.epochs[c.active]
-	if es == nil || !es.qs.IsMember(c.id) || c.lease.valid(now) || es.heard && !mutated(RuleNoCampaignHeard) {
+	if es == nil || !es.qs.IsMember(c.id) || c.lease.valid(now) || es.heard && !mutated(ruleNoCampaignHeard) {
 		return
 	}
 	// Supersede, do not revoke: a revocation stamped now would also
@@ -315,7 +315,7 @@ func (c *Core) start(now edict.Time, renewal bool) {
 // onGrantReply is steps 7–8 for one ok or nack.
 func (c *Core) onGrantReply(now edict.Time, m Message) {
 	a := c.attempt
-	if a == nil || m.Epoch != a.epoch || m.Start != a.start && !mutated(RuleReplyAttempt) {
+	if a == nil || m.Epoch != a.epoch || m.Start != a.start && !mutated(ruleReplyAttempt) {
 		if d := c.completed; m.Type == MsgGrant && d != nil && m.Epoch == d.epoch && m.Start == d.start &&
 			c.epochs[d.epoch] != nil && c.epochs[d.epoch].qs.IsMember(m.From) {
 			c.noteGrant(now, m.From) // late for the quorum, but a grant
@@ -456,7 +456,7 @@ func (c *Core) checkAttempt(now edict.Time) {
 	if a == nil || now.Before(a.giveUp) {
 		return
 	}
-	if a.renewal && c.lease.valid(now) && now.Before(a.deadline) && !mutated(RuleRenewalPatience) {
+	if a.renewal && c.lease.valid(now) && now.Before(a.deadline) && !mutated(ruleRenewalPatience) {
 		for _, q := range c.epochs[a.epoch].qs.Members() {
 			if !a.replied[q] {
 				c.send(now, Message{Type: MsgGrantRequest, From: c.id, To: q, Epoch: a.epoch, Start: a.start, Delta: a.delta})
@@ -535,7 +535,7 @@ func (c *Core) standAsideIfLate(now edict.Time) {
 
 // standAside is standAsideIfLate's action, once per lease.
 func (c *Core) standAside(now edict.Time) {
-	if c.lease.stoodAside || mutated(RuleStandAside) {
+	if c.lease.stoodAside || mutated(ruleStandAside) {
 		return
 	}
 	if es := c.epochs[c.lease.epoch]; es == nil || len(es.qs.Members()) < 2 {

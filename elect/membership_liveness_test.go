@@ -201,7 +201,7 @@ func TestAnUnknownEpochIsNotSkipped(t *testing.T) {
 func TestCandidateYieldsToTheCampaignItNames(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
 	for _, d := range c.dets {
-		d.SuspectAfter = 2 * c.cores[1].cfg.MaxLease // as log.Node sets it
+		d.SuspectAfter = 2 * c.cores[1].cfg.MaxLease // as edictlog.Node sets it
 	}
 	c.elect(1)
 	// Long enough under p1 for its followers to suspect each other by

@@ -32,7 +32,7 @@ func RegisterMutationRules(rules ...string) {
 // EDICT_MUTATE names a rule to switch off from the start, so that any
 // test can be run against one mutation:
 //
-//	EDICT_MUTATE=reply-reign go test -tags edictmutate ./log/ -run TestInteraction/stale_append_reply
+//	EDICT_MUTATE=reply-reign go test -tags edictmutate ./internal/replog/ -run TestInteraction/stale_append_reply
 //
 // It is read on the first call to Mutated, once every package has
 // registered its rules.

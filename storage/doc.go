@@ -1,8 +1,8 @@
 // Package storage keeps everything an edictlog process must remember across a
-// restart: the log of edicts (log.LogStore), the small records the protocol
-// must never forget (log.StableStore: incarnation, accepted reign, per-epoch
-// wedge state, epoch configurations) and FSM snapshots (log.SnapshotStore).
-// The interfaces are declared in package log, where they are consumed; the
+// restart: the log of edicts (edictlog.LogStore), the small records the protocol
+// must never forget (edictlog.StableStore: incarnation, accepted reign, per-epoch
+// wedge state, epoch configurations) and FSM snapshots (edictlog.SnapshotStore).
+// The interfaces are declared in package edictlog, where they are consumed; the
 // values they carry (wire.Entry, wire.Batch, wire.SnapshotMeta) and the
 // stable-key schema are package wire's.
 //

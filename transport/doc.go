@@ -1,5 +1,5 @@
 // Package transport carries edictlog's messages between processes: [TCP],
-// the production implementation of log.Transport (the interface is declared
+// the production implementation of edictlog.Transport (the interface is declared
 // where the log consumes it). The messages themselves, one wire.Message
 // envelope holding either a lease message of package elect or a log
 // message, are package wire's, with the structural rules every message
@@ -60,7 +60,7 @@
 // A hello says where its dialer listens, so that a process restarted on a
 // new address is found again by every peer it connects to, before any
 // operator or replicated change names the address: the acceptor reports
-// it (TCP.WatchAddresses; log.Node re-dials the peer there at once and,
+// it (TCP.WatchAddresses; edictlog.Node re-dials the peer there at once and,
 // while it leads, makes the address the cluster's, Node.SetAddress). An
 // address is reported only from a peer that proves its identity as far as
 // the transport can: with mutual TLS, only when the peer's certificate

@@ -236,11 +236,11 @@ func (t *TCP) PeerAddr(id edict.ProcessID) (string, bool) {
 
 // Announce sets the incarnation that this node's hellos carry beside its
 // address from now on (a number higher in every later life of the node,
-// such as log.Node.Incarnation), and connects to every known peer at
+// such as edictlog.Node.Incarnation), and connects to every known peer at
 // once, so that each learns where this node listens without waiting for
 // a message to it: a peer that had it at an older address reaches it at
 // the new one from then on. Connections already open keep the hello they
-// were opened with. log.Node calls it when it starts, before it sends
+// were opened with. edictlog.Node calls it when it starts, before it sends
 // anything.
 func (t *TCP) Announce(incarnation uint64) {
 	t.incarnation.Store(incarnation)

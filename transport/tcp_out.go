@@ -112,7 +112,7 @@ func newOutLane(t *TCP, p *peer, kind lane, queue, window int) *outLane {
 
 // enqueue queues frame f, waiting for room (and a window token) until ctx
 // is done. Room that is there is always taken, even with ctx already done,
-// so a caller that must never block (the log.Node loop) passes a done
+// so a caller that must never block (the edictlog.Node loop) passes a done
 // context and loses a frame only when the window or queue is full.
 func (l *outLane) enqueue(ctx context.Context, f []byte) error {
 	if l.window != nil {

@@ -8,7 +8,7 @@ type Position struct {
 	Stamp edict.Stamp
 }
 
-// Batch is one atomic, durable change to a log store (log.Store): what a follower persists
+// Batch is one atomic, durable change to a log store (edictlog.Store): what a follower persists
 // before it acknowledges an append, with the stable state that must move with
 // it. The steps apply in this order, all in one transaction:
 //

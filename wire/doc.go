@@ -8,9 +8,10 @@
 // every message obeys (Message.Validate), which transport's decoder checks.
 //
 // It sits at the bottom of the import graph, beside edict and elect (whose
-// lease messages it carries), and does no I/O: the log core (package log)
-// speaks it, and the I/O packages (storage, transport) implement the
-// interfaces log declares in its terms. So `go list -deps ./log` holds
+// lease messages it carries), and does no I/O: the log (package edictlog
+// and the protocol under it, internal/replog) speaks it, and the I/O
+// packages (storage, transport) implement the interfaces edictlog declares
+// in its terms. So `go list -deps .` of the module's root package holds
 // neither bbolt nor go-msgpack, net/http or crypto/tls (.ci/run checks it).
 //
 // Invariants:
@@ -41,6 +42,6 @@ var (
 	// error names the record (the stable key, the payload).
 	ErrCorrupt = errors.New("wire: corrupt record")
 	// ErrNotFound reports a stable key that holds no value: what a stable
-	// store's Get returns for a key never set (log.StableStore).
+	// store's Get returns for a key never set (edictlog.StableStore).
 	ErrNotFound = errors.New("not found")
 )

@@ -17,7 +17,7 @@ import (
 // log itself. Addrs names the processes whose address the edict sets: the
 // learner a config edict adds, or the member or learner whose address a
 // config edict of the configuration in force changes
-// (log.Core.ChangeAddress); a process it leaves out keeps the address it
+// (replog.Core.ChangeAddress); a process it leaves out keeps the address it
 // had.
 type Membership struct {
 	Config EpochConfig

@@ -35,7 +35,7 @@ type SnapshotMeta struct {
 // SnapshotSink receives the data of a snapshot being created. Close makes
 // the snapshot durable and visible, Cancel discards it; either may be called
 // once, and nothing is visible in List before Close returns nil. It is
-// declared here rather than beside log.SnapshotStore so that a store's
+// declared here rather than beside edictlog.SnapshotStore so that a store's
 // Create can name it without importing the log.
 type SnapshotSink interface {
 	io.Writer

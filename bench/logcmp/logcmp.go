@@ -1,5 +1,5 @@
 // Package logcmp measures committed writes per second and write latency of
-// edictlog's edictlog.Node and of hashicorp/raft with raft-boltdb, on the same
+// edictlog.Node and of hashicorp/raft with raft-boltdb, on the same
 // machine in one run: three nodes in one process each, fsync on, TCP over
 // loopback, 256-byte values, writers calling the leader's Apply and
 // waiting for it, hashicorp/raft in its default configuration.

@@ -209,7 +209,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// leaseTimings are the lease's timings a process runs with (log.Config's
+// leaseTimings are the lease's timings a process runs with (edictlog.Config's
 // RoundTrip, RenewInterval and MaxLease); zero is the library's default.
 type leaseTimings struct{ roundTrip, renewInterval, maxLease time.Duration }
 

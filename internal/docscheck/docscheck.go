@@ -15,13 +15,13 @@
 //     answer to is refused as ambiguous; the document must give the path.
 //   - Type.Member, where Type is a type declared somewhere in the
 //     repository: a type of that name must have that member.
-//   - a path with a slash (log/leader.go, bench/etcd/compare.sh,
-//     log/testdata/, cmd/edictkv/internal): a file or directory of the
+//   - a path with a slash (internal/replog/leader.go, bench/etcd/compare.sh,
+//     internal/replog/testdata/, cmd/edictkv/internal): a file or directory of the
 //     repository, from its root or, as documents name them inside a module
 //     or a package tree, from any directory (route/stream.go). A path whose
 //     first element is no directory of the repository is another project's
 //     (etcd's server/storage/mvcc/...) and is not checked.
-//   - a Go file followed by identifiers (`log/leader.go` `startReign`,
+//   - a Go file followed by identifiers (`internal/replog/leader.go` `startReign`,
 //     `onAppend`): each must be declared in that file.
 //   - a test, benchmark, fuzz target or example (TestLog,
 //     TestNegativeControl/drift-beyond-rho): a function of that name must
@@ -35,9 +35,9 @@
 // true now, and the history is in git.
 //
 // In fenced code blocks (commands, diagrams, sketches of the API) only the
-// exported names that a repository package qualifies (log.Start,
+// exported names that a repository package qualifies (edictlog.Start,
 // storage.OpenBolt) are checked: the rest is other programs' text. The
-// runnable examples (log/example_test.go) keep the API itself compiling.
+// runnable examples (example_test.go) keep the API itself compiling.
 package docscheck
 
 import (

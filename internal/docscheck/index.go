@@ -37,9 +37,20 @@ type Index struct {
 	// and the methods whose receivers it declares, by file path.
 	fileDecls map[string]map[string]bool
 	// rules holds the names of the mutation rules (the string constants
-	// named Rule... that EDICT_MUTATE takes), as written and prefixed with
-	// their package's name: accept-reign, log/accept-reign.
+	// named ...Rule... or rule... that EDICT_MUTATE takes), as written and
+	// prefixed as the mutation runner names them: accept-reign,
+	// log/accept-reign.
 	rules map[string]bool
+}
+
+// rulePrefix is the prefix the mutation runner (internal/sim's
+// TestMutations) gives a package's rules: the package's name, but for the
+// replicated log's, which it names for what they guard.
+func rulePrefix(pkg string) string {
+	if pkg == "replog" {
+		return "log"
+	}
+	return pkg
 }
 
 type pkg struct {
@@ -173,11 +184,11 @@ func (ix *Index) add(rel string, f *ast.File) {
 					for i, n := range s.Names {
 						p.top[n.Name] = true
 						declare(n.Name)
-						if d.Tok == token.CONST && strings.Contains(n.Name, "Rule") && i < len(s.Values) {
+						if d.Tok == token.CONST && (strings.Contains(n.Name, "Rule") || strings.HasPrefix(n.Name, "rule")) && i < len(s.Values) {
 							if lit, ok := s.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
 								if v, err := strconv.Unquote(lit.Value); err == nil {
 									ix.rules[v] = true
-									ix.rules[p.name+"/"+v] = true
+									ix.rules[rulePrefix(p.name)+"/"+v] = true
 								}
 							}
 						}

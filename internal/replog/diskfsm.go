@@ -125,7 +125,7 @@ func kindOf(store SnapshotStore, m wire.SnapshotMeta) (snapshotKind, error) {
 // as Driver.InstallSnapshot's publish step), and only after that may f
 // install it (InstallStagedSnapshot), so that a crash anywhere leaves the
 // old state and log, or the metadata recorded with the state staged or
-// installed: never a state the log cannot describe. replog.Node and the
+// installed: never a state the log cannot describe. edictlog.Node and the
 // simulator both install such snapshots through it.
 func StageSnapshot(f fsm.StagingFSM, index uint64, r io.Reader) error {
 	if err := f.Stage(index, r); err != nil {
@@ -166,7 +166,7 @@ func InstallStagedSnapshot(f fsm.StagingFSM, index uint64) error {
 // compacted: the index f reports durable. It is what keeps the log from
 // being compacted past the state machine's durable state, which a crash
 // would leave with entries neither in the state machine nor in the log.
-// replog.Node and the simulator both take their snapshots of a DiskFSM
+// edictlog.Node and the simulator both take their snapshots of a DiskFSM
 // through it.
 func SyncState(f fsm.DiskFSM, applied uint64) (uint64, error) {
 	if mutated(RuleCompactBehindDurable) {

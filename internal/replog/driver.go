@@ -37,7 +37,7 @@ type Env interface {
 
 // Driver is the replicated log's runtime on one goroutine: it carries out
 // a Core's Ready with the I/O its Env provides, and keeps every write and
-// read until it can say what became of it. It is the one driver: replog.Node
+// read until it can say what became of it. It is the one driver: edictlog.Node
 // runs it with a real clock, bbolt, TCP and a state machine on a goroutine
 // of its own; the simulator runs the same Driver with
 // in-memory stores, virtual time and a synchronous state machine, so what

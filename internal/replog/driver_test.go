@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// driven runs one tcluster process through a Driver, as replog.Node does,
+// driven runs one tcluster process through a Driver, as edictlog.Node does,
 // with the tcluster's synchronous stores: the batch is durable when
 // Persist returns, and the state machine applies what Apply hands it once
 // HandleReady is done (Synced and Applied come back as inputs).

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// afterEvent is what replog.Node's loop does after each event, whatever it
+// afterEvent is what edictlog.Node's loop does after each event, whatever it
 // was: Tick if the Core's next deadline has passed, then carry out the
 // Ready. Under a steady stream of events this check, not the timer, is
 // what ticks.
@@ -28,7 +28,7 @@ func (x *driven) afterEvent() {
 // past the renewal point hid it, the runtime never ticked and the lease
 // lapsed (an edictkv end-to-end handover saw writes of unknown outcome;
 // elect's TestNextTickKeepsOverdueRenewal is the same rule at the lease
-// core). The leader runs as replog.Node's loop does, with its select at its
+// core). The leader runs as edictlog.Node's loop does, with its select at its
 // worst: a proposal is always ready and wins over the timer, so only the
 // check after each event ticks. Virtual time: the claim holds on any
 // machine, however busy.

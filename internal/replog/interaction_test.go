@@ -22,15 +22,15 @@ import (
 // written under each command. The test replays every file and fails on the
 // first command whose output differs.
 //
-//	go test ./log/ -run TestInteraction                      # replay them all
-//	go test ./log/ -run TestInteraction/stale_append_reply   # one file
-//	go test ./log/ -run TestInteraction -rewrite             # write the output anew
+//	go test ./internal/replog/ -run TestInteraction                      # replay them all
+//	go test ./internal/replog/ -run TestInteraction/stale_append_reply   # one file
+//	go test ./internal/replog/ -run TestInteraction -rewrite             # write the output anew
 //
 // After -rewrite, read the diff: the output is the story, and a rewrite
 // accepts whatever the code does now. A transcript that guards a safety
 // rule says so in its header, and fails with the rule switched off:
 //
-//	EDICT_MUTATE=reply-reign go test -tags edictmutate ./log/ -run TestInteraction/stale_append_reply
+//	EDICT_MUTATE=reply-reign go test -tags edictmutate ./internal/replog/ -run TestInteraction/stale_append_reply
 //
 // Such a failure stops at the first command whose output differs; to read
 // the mutated run to its end, run it with -rewrite on a copy of the file.

@@ -47,7 +47,7 @@ type Recovery struct {
 // id if it joins a running cluster, and stored — and the newest snapshot
 // is restored into the state machine through restore, and the log after
 // it loaded. A damaged snapshot or a gap between it and the log is an
-// error naming it, never a silent start from an older state. replog.Node and
+// error naming it, never a silent start from an older state. edictlog.Node and
 // the simulator both start this way.
 func Recover(id edict.ProcessID, store Store, snaps SnapshotStore, restore func(io.Reader) error,
 	peers map[edict.ProcessID]string, join bool) (Recovery, error) {

@@ -12,7 +12,7 @@ import (
 // The Figure 8 adversary (LogScenario.Figure8) plays, before GST, the
 // schedule of crashes and lost appends of Figure 8 of the Raft paper
 // against five processes: the case "commit only the current reign's
-// entries" (log/leader.go maybeCommit) is for. Random faults
+// entries" (internal/replog/leader.go maybeCommit) is for. Random faults
 // (log-figure8) almost never line its four reigns up; this adversary does
 // it on purpose, each step timed by what it sees on the wire. The faults
 // are ones a deployment sees: crash-restarts that keep the stores, log

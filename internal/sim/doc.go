@@ -28,15 +28,15 @@
 //     partition, until GST; after GST every message arrives within d/2 and
 //     the failure detector is accurate (the premises of eqs. 4 and 5).
 //
-// The log runs (RunLog) run log.Node's own runtime: each process starts
-// with log.Recover from storage's in-memory stores, which outlive its
-// crashes, and its Core is driven by a log.Driver whose Env is the
+// The log runs (RunLog) run edictlog.Node's own runtime: each process starts
+// with replog.Recover from storage's in-memory stores, which outlive its
+// crashes, and its Core is driven by a replog.Driver whose Env is the
 // simulated network, stores and state machine (logproc.go): kvfsm's KV,
 // or any StateMachine a scenario brings (LogScenario.State, state.go),
 // and with DiskState one that keeps its own state (fsm.DiskFSM), durable
 // as of its last sync and lost beyond it in a crash, which starts through
-// log.RecoverDiskFSM and is snapshotted through log.SyncState, and which
-// stages the snapshots it is sent (log.StageSnapshot; fsm.StagingFSM) on
+// replog.RecoverDiskFSM and is snapshotted through replog.SyncState, and which
+// stages the snapshots it is sent (replog.StageSnapshot; fsm.StagingFSM) on
 // the processes of odd id and restores them from the snapshot store on
 // the others (plainState); that
 // machine's store may be the scenario's own (LogScenario.StateDisk), which

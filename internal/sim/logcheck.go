@@ -104,7 +104,7 @@ func (r *lrun) checkCommitted(p *lproc, i uint64) {
 // the grants that made it, and another lease needs one of those grants. A
 // suspended host is left out: its stopped clock believes what it likes,
 // and it must give the lease up on resume, before it acts on it
-// (log.Driver.Now). This is what catches a granter that forgot its grant
+// (replog.Driver.Now). This is what catches a granter that forgot its grant
 // without the restart quarantine, or a suspend counted from too late.
 func (r *lrun) checkOneLeader(p *lproc) {
 	if p.frozenUntil > r.w.now || !r.believesLeader(p) {

@@ -185,7 +185,7 @@ var deeperHunts = map[string]struct {
 // argued rather than failing, and still hunts them, so that a run that
 // does catch one shows the argument wrong.
 var argued = map[string]string{
-	"elect/" + elect.RuleNoCampaignHeard: "a reign starts from the best log of a quorum of its epoch, which meets the quorum of the epoch before that committed the stop edict (one member changes at a time)",
+	"elect/no-campaign-heard": "a reign starts from the best log of a quorum of its epoch, which meets the quorum of the epoch before that committed the stop edict (one member changes at a time)",
 }
 
 // explorerHunts are the rules whose deletion costs nothing until a

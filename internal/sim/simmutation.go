@@ -1,12 +1,12 @@
 package sim
 
-// The runtime's suspend check (log.Driver.Now asks the clock whether the
+// The runtime's suspend check (replog.Driver.Now asks the clock whether the
 // host was suspended since the lease was measured) rests on the clock
 // telling the truth about suspends. TestMutations (mutate_test.go, -tags
 // edictmutate) switches that off — the process's clock then never reports
 // one, as a runtime that did not ask — like the log's and elect's rules;
 // simMutation is empty in every other run. The incarnation bump, the
-// other rule a runtime keeps, is log.Recover's (log's incarnation-bump).
+// other rule a runtime keeps, is replog.Recover's (log's incarnation-bump).
 const (
 	// SimRuleSuspendCheck: the runtime learns of host suspends and gives
 	// up a lease one may have outlived.

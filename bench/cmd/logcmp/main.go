@@ -1,4 +1,4 @@
-// Command logcmp runs edictlog's log.Node and hashicorp/raft side by side
+// Command logcmp runs edictlog.Node and hashicorp/raft side by side
 // on this machine, interleaved, and prints committed writes per second,
 // p50/p99 write latency and the ratio, for 1 and 64 writers.
 //

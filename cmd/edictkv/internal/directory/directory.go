@@ -64,7 +64,7 @@ type Store interface {
 	// Save records the non-empty addresses of a for id through the log,
 	// in one entry, and returns once it is applied here. It runs where
 	// writes are accepted (the leader); elsewhere it returns the log's
-	// *log.NotLeaderError.
+	// *edictlog.NotLeaderError.
 	Save(ctx context.Context, id edict.ProcessID, a Addresses) error
 }
 

@@ -4,7 +4,7 @@
 // package: one file per etcd service (kv.go, cluster.go, maintenance.go,
 // watch.go; Lease and Auth will get theirs), each decoding nothing itself —
 // gRPC hands it etcd's messages — and calling what does the work: the KV
-// service (internal/kvservice) for KV, the log.Node and the member
+// service (internal/kvservice) for KV, the edictlog.Node and the member
 // directory (internal/directory) for Cluster and Maintenance. A call that
 // needs the leader goes through the router (internal/route), which serves
 // it here under the handover gate or forwards it, by its full method name,
@@ -41,12 +41,12 @@
 //     that changes a key makes the next one, without gaps; the log's own
 //     entries make none. A write's header revision is the state's revision
 //     after it; every other header's is the state's current revision.
-//   - The header's raft_term is log.Node.ReignIndex: the index of the
+//   - The header's raft_term is edictlog.Node.ReignIndex: the index of the
 //     current reign's start edict, a number that grows with each reign.
 //     member_id is the process id; cluster_id the FNV-1a hash of the
 //     cluster's name.
 //   - Cluster.MemberUpdate: one peer URL, the member's new log transport
-//     address, through the log at the leader (log.Node.SetAddress: a
+//     address, through the log at the leader (edictlog.Node.SetAddress: a
 //     config edict that keeps the leader and the epoch); etcd's "member
 //     not found" and "given member URLs are invalid".
 //   - Cluster.MemberList; Maintenance.Status (etcdctl's endpoint status:

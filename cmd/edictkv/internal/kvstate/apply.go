@@ -15,7 +15,7 @@ import (
 
 // Result is what Apply answers for an entry: the response of the request
 // it carried, or its refusal. The log hands it to whoever proposed the
-// entry (log.ApplyResult.Response).
+// entry (edictlog.ApplyResult.Response).
 type Result struct {
 	// Index is the entry's log index.
 	Index uint64

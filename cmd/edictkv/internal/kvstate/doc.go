@@ -1,5 +1,5 @@
 // Package kvstate is edictkv's replicated state: the state machine the
-// log (log.Node) drives, on the MVCC store (internal/mvcc). It applies
+// log (edictlog.Node) drives, on the MVCC store (internal/mvcc). It applies
 // log entries with etcd's semantics, answers reads at any revision the
 // store keeps, keeps a system namespace of its own beside the user
 // keyspace, and keeps itself durable: it is an fsm.DiskFSM.
@@ -82,6 +82,6 @@
 // Range reads the applied state directly, at any revision from
 // CompactRev to Rev, with every option of etcd's RangeRequest. It does
 // not decide when a read may be served: the log's read barrier does
-// (log.Node.Read with the empty query, which Query answers); the state
+// (edictlog.Node.Read with the empty query, which Query answers); the state
 // answers once it returns.
 package kvstate

@@ -292,7 +292,7 @@ func (s *State) DiscardStaged() error {
 	return nil
 }
 
-// Query implements fsm.Querier for the log's read barrier (log.Node.Read):
+// Query implements fsm.Querier for the log's read barrier (edictlog.Node.Read):
 // the empty query answers the current revision, 8 big-endian bytes. Reads
 // themselves are served by Range once the barrier returns.
 func (s *State) Query(q []byte) ([]byte, error) {

@@ -4,7 +4,7 @@
 // and the snapshot folder, binds the log's transport and the API
 // listeners, builds the weak leader election (the Node's default,
 // gossip's memberlist detector, or one of the papers' algorithms), starts
-// a log.Node with the state as its FSM (an fsm.DiskFSM: it starts where
+// a edictlog.Node with the state as its FSM (an fsm.DiskFSM: it starts where
 // its file left it), and wires over them what both APIs share — one leader router
 // with its handover gate (internal/route), the member directory
 // (internal/directory), the KV service (internal/kvservice, with the
@@ -30,7 +30,7 @@
 //     addresses in the member directory (through whichever process leads)
 //     until they are there, so that the others can forward to it and list
 //     it.
-//   - It follows the Node by its events (log.Node.Observe), never by
+//   - It follows the Node by its events (edictlog.Node.Observe), never by
 //     polling Status: the gossip detector's epoch and members, the count
 //     of reigns, and the compactor's leadership.
 //   - The compactor proposes only at the leader, under the router's

@@ -21,17 +21,17 @@
 //     one hop at most, so stale leader hints cannot make it loop.
 //   - It never polls the Node. While no leader is known, or this process
 //     is beginning a reign, it waits for the Node's next leadership event
-//     (log.Node.Observe), which the Node sends only once Status shows the
+//     (edictlog.Node.Observe), which the Node sends only once Status shows the
 //     change. After an attempt that was refused or could not reach the
 //     leader it tries again at the next leadership event or after a short
 //     back-off (10ms, doubling up to 100ms), whichever comes first: a
 //     refusal such as a transfer that gives up, or a leader whose address
 //     is not yet known, ends without an event.
 //   - It gives up after the wait it was made with, and then says so with a
-//     *log.NotLeaderError (wrapping ErrNoLeader, and the context's error
+//     *edictlog.NotLeaderError (wrapping ErrNoLeader, and the context's error
 //     if the caller's context ended) that names the leader it knew of, if
 //     any. Serve and forward functions signal "look again" the same way,
-//     so one check, errors.As(err, new(*log.NotLeaderError)), tells a
+//     so one check, errors.As(err, new(*edictlog.NotLeaderError)), tells a
 //     call not answered from one answered.
 //
 // What the forwarders guarantee: a call is marked as forwarded (the
@@ -39,9 +39,9 @@
 // so that the process it reaches refuses it rather than forwarding it on;
 // a call that was certainly not delivered (no address known, no
 // connection, a refusal by a process that does not lead), and a read
-// whatever befell it, is reported as a *log.NotLeaderError, to be routed
+// whatever befell it, is reported as a *edictlog.NotLeaderError, to be routed
 // again; a write whose connection failed after it was sent is reported as
-// an error wrapping log.ErrOutcomeUnknown and never sent again, since a
+// an error wrapping edictlog.ErrOutcomeUnknown and never sent again, since a
 // retried compare-and-swap could fail against its own first attempt.
 //
 // Calls whose answers are small (Put) go over a stream per leader
