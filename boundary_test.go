@@ -30,10 +30,11 @@ func TestStoreInterfacesMatch(t *testing.T) {
 // A read level crosses the boundary as a number: both sides must number
 // the levels alike.
 func TestReadLevelsMatch(t *testing.T) {
-	for _, l := range []ReadLevel{ReadLease, ReadFollower, ReadStale} {
-		require.Equal(t, l.String(), coreLevel(l).String())
-	}
-	require.Equal(t, "unknown", coreLevel(ReadStale+1).String(), "no level beyond the three")
+	require.Equal(t, replog.ReadLease, coreLevel(ReadLease))
+	require.Equal(t, replog.ReadFollower, coreLevel(ReadFollower))
+	require.Equal(t, replog.ReadStale, coreLevel(ReadStale))
+	require.Equal(t, []string{"lease", "follower", "stale", "unknown"},
+		[]string{ReadLease.String(), ReadFollower.String(), ReadStale.String(), (ReadStale + 1).String()})
 }
 
 // Every kind of the protocol's events becomes the Node's kind of the same

@@ -20,7 +20,7 @@ const (
 	SteppedDown
 	// LeaderChanged: this process learned of a different leader. A Node
 	// also reports it when Status's Leader or IsLeader changed without
-	// one of the Core's leader events (its lease lapsed before a tick
+	// one of the protocol's leader events (its lease lapsed before a tick
 	// noticed; it began a reign).
 	LeaderChanged
 	// EpochChanged: the process moved to a new epoch (membership changed).

@@ -1,9 +1,6 @@
 package edictlog
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/internal/replog"
 )
@@ -44,12 +41,9 @@ type MembershipError struct {
 	Err  error
 }
 
+// Error reads as the protocol's refusal it was made from.
 func (e *MembershipError) Error() string {
-	s := fmt.Sprintf("%s %v in epoch %d: %v", e.Op, e.Process, e.Epoch, e.Err)
-	if errors.Is(e.Err, ErrQuorumLost) {
-		s += fmt.Sprintf(" (live members of the new configuration: %v)", e.Live)
-	}
-	return s
+	return (&replog.MembershipError{Op: e.Op, Process: e.Process, Epoch: e.Epoch, Live: e.Live, Err: e.Err}).Error()
 }
 
 func (e *MembershipError) Unwrap() error { return e.Err }

@@ -72,11 +72,9 @@ type NotLeaderError struct {
 	Err    error
 }
 
+// Error reads as the protocol's refusal it was made from.
 func (e *NotLeaderError) Error() string {
-	if e.Leader == edict.None {
-		return e.Err.Error() + " (no leader known)"
-	}
-	return fmt.Sprintf("%v (leader is %v)", e.Err, e.Leader)
+	return (&replog.NotLeaderError{Leader: e.Leader, Err: e.Err}).Error()
 }
 
 func (e *NotLeaderError) Unwrap() error { return e.Err }
@@ -118,10 +116,11 @@ type Status struct {
 	Match map[edict.ProcessID]uint64
 }
 
-// Node is the replicated log's runtime: it runs a Driver with a real
-// clock, storage, transport and state machine. One goroutine, the loop,
-// owns the Driver and its Core; another applies committed entries to the
-// FSM. All methods are safe for concurrent use.
+// Node is one process of the replicated log: it runs the protocol
+// (internal/replog's Driver and Core) with a real clock, storage,
+// transport and state machine. One goroutine, the loop, owns the
+// protocol; another applies committed entries to the FSM. All methods
+// are safe for concurrent use.
 type Node struct {
 	cfg   Config
 	clock edict.Clock
@@ -181,7 +180,7 @@ type Node struct {
 
 // Start opens a Node: it bumps the incarnation durably, restores the
 // newest snapshot into the FSM (for an fsm.DiskFSM, only if its own store
-// is behind the snapshot: RecoverDiskFSM), loads the log, and starts the
+// is behind the snapshot), loads the log, and starts the
 // runtime. It returns once the runtime runs, before any leader is known:
 // calls that need one wait for it (Apply, Read).
 //
@@ -194,7 +193,7 @@ type Node struct {
 //
 // A snapshot is checked whatever the FSM reads of it: the stream is read
 // to its end after Restore returns, so that the snapshot store verifies
-// its digest (restoreChecked).
+// its digest.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err

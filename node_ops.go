@@ -75,7 +75,7 @@ func (n *Node) Apply(ctx context.Context, cmd []byte) (ApplyResult, error) {
 // ApplyForwarded is Apply for a write that process from forwarded here
 // and answers its client once it has applied the write too, as etcd's
 // members do: once the write commits, this leader tells from so at once
-// (Core.TellCommitted) rather than with the next append or heartbeat,
+// rather than with the next append or heartbeat,
 // which on an idle cluster may be a heartbeat away. It waits for a leader
 // as Apply does.
 func (n *Node) ApplyForwarded(ctx context.Context, cmd []byte, from edict.ProcessID) (ApplyResult, error) {

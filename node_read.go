@@ -26,17 +26,7 @@ const (
 	ReadStale
 )
 
-func (l ReadLevel) String() string {
-	switch l {
-	case ReadLease:
-		return "lease"
-	case ReadFollower:
-		return "follower"
-	case ReadStale:
-		return "stale"
-	}
-	return "unknown"
-}
+func (l ReadLevel) String() string { return coreLevel(l).String() }
 
 // coreLevel is level in the protocol's words: the same three levels.
 func coreLevel(level ReadLevel) replog.ReadLevel { return replog.ReadLevel(level) }
