@@ -73,7 +73,7 @@ func (r *lrun) runClient(id int) {
 }
 
 // submit hands op to p's Driver, as edictkv hands a request to its
-// replog.Node: a write is proposed, a read started at its level; the Driver
+// edictlog.Node: a write is proposed, a read started at its level; the Driver
 // answers each once.
 func (r *lrun) submit(p *lproc, op *clientOp) {
 	r.call(p, func(d *replog.Driver) {

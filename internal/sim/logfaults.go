@@ -329,7 +329,7 @@ func (r *lrun) membershipPlan() {
 }
 
 // proposeAdmin appends a membership edict through l's Driver, as
-// replog.Node's AddLearner, Promote and Remove do, and reports whether it was
+// edictlog.Node's AddLearner, Promote and Remove do, and reports whether it was
 // appended (its outcome comes later, like any write's).
 func (r *lrun) proposeAdmin(l *lproc, f func(now edict.Time) (wire.Entry, error)) bool {
 	appended := false

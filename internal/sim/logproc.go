@@ -16,7 +16,7 @@ import (
 )
 
 // lproc is one simulated process of the replicated log. It runs what
-// replog.Node runs — replog.Recover to start from its stores, a replog.Driver around
+// edictlog.Node runs — replog.Recover to start from its stores, a replog.Driver around
 // its replog.Core — with storage's in-memory stores, which survive its crashes
 // as files would, a KV state machine applied synchronously, and a clock in
 // virtual time. What the simulator checks is the runtime's code, not a

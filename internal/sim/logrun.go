@@ -193,7 +193,7 @@ func (r *lrun) fail(format string, args ...any) {
 	}
 }
 
-// start boots or reboots p from its stores, as replog.Node starts: through
+// start boots or reboots p from its stores, as edictlog.Node starts: through
 // replog.Recover (incarnation bumped first, state loaded, snapshot restored)
 // and a replog.Driver around a new Core.
 func (r *lrun) start(p *lproc) {
@@ -411,7 +411,7 @@ func (r *lrun) applyEntry(p *lproc, e wire.Entry) (replog.ApplyResult, bool) {
 }
 
 // takeSnapshot snapshots p's state machine into its snapshot store and
-// compacts the log behind it, keeping 8 trailing entries, as replog.Node's
+// compacts the log behind it, keeping 8 trailing entries, as edictlog.Node's
 // applier does.
 func (r *lrun) takeSnapshot(p *lproc) {
 	if p.lastApplied.Index != p.applied {
@@ -458,7 +458,7 @@ func (r *lrun) takeSnapshot(p *lproc) {
 }
 
 // syncSnapshot is takeSnapshot for a state machine that keeps its own
-// state, as replog.Node's applier takes it: the state machine synced
+// state, as edictlog.Node's applier takes it: the state machine synced
 // (replog.SyncState), a snapshot that holds no copy recorded at the index the
 // sync made durable, and the log compacted behind that.
 func (r *lrun) syncSnapshot(p *lproc) {
@@ -505,7 +505,7 @@ func (r *lrun) syncSnapshot(p *lproc) {
 }
 
 // copyState captures p's state machine's state for a peer that needs a
-// snapshot when the newest one holds none, as replog.Node's applier does:
+// snapshot when the newest one holds none, as edictlog.Node's applier does:
 // synced first, then captured at the last applied entry. A snapshot that
 // knows its size (fsm.SizedSnapshot) is streamed as it is, and nothing is
 // stored; another is stored in p's snapshot store first. It returns the

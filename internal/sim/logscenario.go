@@ -172,7 +172,7 @@ type LogScenario struct {
 	// (log-busy-host).
 	MaxLeaderChanges int
 	// BlockingDisk is a negative control: the runtime waits for each
-	// write, stepping nothing meanwhile, as replog.Node did before issue 16.
+	// write, stepping nothing meanwhile, as edictlog.Node did before issue 16.
 	BlockingDisk bool
 	// IgnoreSuspend is a negative control: the driver never asks the
 	// clock whether it was suspended, so a leader trusts a lease that a

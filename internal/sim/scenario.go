@@ -42,7 +42,7 @@ type Scenario struct {
 	DriftExtreme bool
 
 	// NoFailureDetector: processes learn of crashes only from leases that
-	// lapse and from silence (LowestLive.SuspectAfter), as a edictlog.Node
+	// lapse and from silence (LowestLive.SuspectAfter), as an edictlog.Node
 	// without gossip does; and the lowest id dies for good at GST, the
 	// case such a detector finds hardest.
 	NoFailureDetector bool

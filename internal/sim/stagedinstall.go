@@ -11,7 +11,7 @@ import (
 )
 
 // installStaged installs a snapshot from a leader into q's state machine,
-// which stages what it is sent (fsm.StagingFSM), as replog.Node's
+// which stages what it is sent (fsm.StagingFSM), as edictlog.Node's
 // receiveStaged does: the stream staged in the state machine's own store
 // (replog.StageSnapshot), then the Driver's second check and the record of
 // the snapshot (replog.SaveStagedSnapshot, holding no copy of the state),

@@ -4,7 +4,7 @@
 // and the snapshot folder, binds the log's transport and the API
 // listeners, builds the weak leader election (the Node's default,
 // gossip's memberlist detector, or one of the papers' algorithms), starts
-// a edictlog.Node with the state as its FSM (an fsm.DiskFSM: it starts where
+// an edictlog.Node with the state as its FSM (an fsm.DiskFSM: it starts where
 // its file left it), and wires over them what both APIs share — one leader router
 // with its handover gate (internal/route), the member directory
 // (internal/directory), the KV service (internal/kvservice, with the
