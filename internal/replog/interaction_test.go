@@ -1,6 +1,7 @@
 package replog
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -686,9 +687,21 @@ func (d *interaction) snapshot(t *testing.T, td *datadriven.TestData) {
 		if !ok {
 			td.Fatalf(t, "no snapshot streams from p%d to p%d", from, to)
 		}
-		leader.SnapshotSent(d.c.reading(from), to, meta.LastIndex, nil)
+		// err=... reports a stream whose outcome never reached the
+		// leader (a broken connection, a lost answer).
+		var failed string
+		td.MaybeScanArgs(t, "err", &failed)
+		var err error
+		if failed != "" {
+			err = errors.New(failed)
+		}
+		leader.SnapshotSent(d.c.reading(from), to, meta.LastIndex, err)
 		d.c.collect(from)
-		d.printf("p%d: the stream to p%d ended\n", from, to)
+		if err != nil {
+			d.printf("p%d: the stream to p%d failed: %v\n", from, to, err)
+		} else {
+			d.printf("p%d: the stream to p%d ended\n", from, to)
+		}
 		d.report(from, "")
 	case "snapshot-installed":
 		meta, ok := d.snaps[key]

@@ -66,6 +66,9 @@ type progress struct {
 	lastSend  edict.Time
 	lastReply edict.Time
 	snapshot  bool // a snapshot is being streamed to it
+	// snapProbe: a snapshot stream to it failed, and it is probed at the
+	// snapshot's boundary (Core.SnapshotSent) until it answers.
+	snapProbe bool
 	probing   bool // its log is not known to match ours yet
 	// retryAt: it refused our appends (it grants to another process, or is
 	// in its restart quarantine); probe it again no sooner than this.
@@ -273,8 +276,8 @@ func (c *Core) sendAppends(now edict.Time) {
 			// No answer: appends or replies were lost. Resend what is
 			// unacknowledged, one at a time.
 			pr.inflight = 0
-			if !pr.probing {
-				pr.probing, pr.next = true, pr.match+1
+			if !pr.probing || pr.snapProbe {
+				pr.probing, pr.next, pr.snapProbe = true, pr.match+1, false
 			}
 		}
 		window := c.cfg.MaxInflight
@@ -368,7 +371,7 @@ func (c *Core) onAppendReply(now edict.Time, from edict.ProcessID, r *wire.Appen
 		// (issue 13, hole 1).
 		return
 	}
-	pr.lastReply = now
+	pr.lastReply, pr.snapProbe = now, false
 	if !r.Success {
 		if r.Refused {
 			// It does not grant to us (yet): probe again later, from where

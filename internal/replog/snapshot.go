@@ -60,8 +60,24 @@ func (c *Core) SnapshotSent(now edict.Time, peer edict.ProcessID, lastIndex uint
 		return
 	}
 	pr.snapshot = false
-	if err == nil && lastIndex > pr.match {
+	switch {
+	case err == nil && lastIndex > pr.match:
 		pr.match, pr.next, pr.inflight = lastIndex, lastIndex+1, 0
+	case err != nil:
+		// The stream broke, or the follower refused it, perhaps because
+		// it installed this very snapshot and its answer was lost: it
+		// then refuses every copy as not ahead of its commit index, and
+		// asking for another at once would stream snapshots for good.
+		// Probe at the snapshot's boundary instead, whose stamp the log
+		// keeps, a heartbeat from now: a follower that holds the
+		// snapshot matches there and says how far its log goes; one
+		// that does not answers with a hint, and gets a snapshot then.
+		// A probe that goes unanswered is followed by a snapshot, as
+		// before (sendAppends): a follower that cannot answer may still
+		// be caught up.
+		pr.probing, pr.inflight, pr.snapProbe = true, 0, true
+		pr.next = max(pr.match, c.log.snap.Index) + 1
+		pr.retryAt = now.Add(c.cfg.Heartbeat)
 	}
 	c.afterStep(now)
 }
