@@ -62,6 +62,11 @@ type attempt struct {
 	refusals  int
 	wait      time.Duration // longest remaining grant a nack reported
 	renewal   bool
+	// directed: started by Campaign, for a process chosen to lead by the
+	// one that led (a transfer's target, a membership change's
+	// successor); it does not yield to the detector's choice
+	// (yieldCampaign).
+	directed bool
 	// replied: the members whose grant or nack arrived (checkAttempt asks
 	// again those that did not).
 	replied map[edict.ProcessID]bool
@@ -252,9 +257,15 @@ func (c *Core) maybeStart(now edict.Time) {
 // which the protocol allows at any time; a renewal, or a process that
 // leads, never yields. Two candidates whose detectors each name the other
 // both yield and back off with jitter, and the first to retry is granted.
+// Nor does a campaign started by Campaign: the leader that handed over
+// chose its candidate, and knows its log better than any detector. A
+// membership change's successor yielded to the lowest id of the new
+// epoch, which its detector named, restarted and in quarantine: neither
+// won, and the new epoch waited out the grants of both (the simulator's
+// log-membership-keep-faults, seed 345 of 500).
 func (c *Core) yieldCampaign(now edict.Time, m Message) {
 	a := c.attempt
-	if a == nil || a.renewal || a.epoch != m.Epoch || c.lease.valid(now) {
+	if a == nil || a.renewal || a.directed || a.epoch != m.Epoch || c.lease.valid(now) {
 		return
 	}
 	if c.cfg.Detector.WeakLeader(now) == m.From {
@@ -269,6 +280,27 @@ func (c *Core) fallbackAt() edict.Time {
 
 func (c *Core) drawFallbackJitter() {
 	c.fallbackJitter = time.Duration(c.cfg.Rand.Int64N(int64(c.cfg.MaxLease) + 1))
+}
+
+// LeaderHeard records that p led a moment ago: the log accepted an
+// append of p's reign at now. The detector hears of p, and the campaign
+// fallback (maybeStart) counts a leader at work, as it does a grant this
+// process gives. Lease messages alone leave a learner, which grants
+// nothing and is asked for nothing, knowing of no leader at work:
+// promoted, it fell back at once and campaigned in its first epoch as a
+// member against the leader that had just promoted it, and both
+// campaigns failed (the simulator's log-membership-keep, seed 122 of
+// 500). Liveness only: what the detector names and when the fallback
+// fires decide only who campaigns, and when.
+func (c *Core) LeaderHeard(now edict.Time, p edict.ProcessID) {
+	if p == c.id {
+		return
+	}
+	if now.After(c.leaderSeen) {
+		c.leaderSeen = now
+	}
+	c.cfg.Detector.Observe(Observation{Kind: Heard, Process: p, At: now})
+	c.cfg.Detector.Observe(Observation{Kind: LeaderSeen, Process: p, At: now})
 }
 
 // Campaigning reports whether an attempt at a new lease (not a renewal)
@@ -293,6 +325,7 @@ func (c *Core) Campaign(now edict.Time) {
 	c.attempt = nil
 	c.backoff = edict.Time{}
 	c.start(now, false)
+	c.attempt.directed = true
 }
 
 // start is steps 1–3: sample Start_p, choose δ, broadcast.

@@ -65,6 +65,7 @@ func (c *Core) onAppend(now edict.Time, from edict.ProcessID, a *wire.Append) {
 	c.acceptReign(a.Reign)
 	c.lastContact = now
 	c.learnLeader(from, a.Epoch, a.Reign)
+	c.el.LeaderHeard(now, from)
 
 	prev, prevStamp, es := a.PrevIndex, a.PrevStamp, a.Entries
 	if prev < c.log.snap.Index {
