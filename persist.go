@@ -13,7 +13,7 @@ import (
 // persister writes a Node's batches off the loop goroutine (Env.Persist),
 // so that the loop keeps stepping lease messages while the disk is busy:
 // a granter in the middle of a long fsync still answers grant requests,
-// and a leader's renewals do not wait behind its own appends (issue 16).
+// and a leader's renewals do not wait behind its own appends.
 //
 // It keeps the Driver's order: batches are written in the order they were
 // handed over, the messages that waited for a batch leave only after it

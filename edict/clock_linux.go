@@ -97,7 +97,7 @@ func mustRead(id int32) int64 {
 // had waited, and a preemption of a millisecond there was taken for a
 // suspend. A leader then gave up a healthy lease ("the clock was suspended
 // while leading"): the Jepsen gray-failure nemeses found it on a busy host
-// (issue 16; TestNoFalseSuspendUnderConcurrentReaders).
+// (TestNoFalseSuspendUnderConcurrentReaders).
 func (c *SystemClock) Now() Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -118,7 +118,7 @@ func (c *SystemClock) Now() Time {
 // Suspended implements Clock, as of the latest reading: every Now reads
 // the pair and records a jump, so a caller that just read the clock needs
 // no second pair. It did read one, and the pairs' system calls were a
-// third of a busy leader's CPU (issue 16's profile).
+// third of a busy leader's CPU (docs/benchmarks.md).
 func (c *SystemClock) Suspended(since Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -14,7 +14,7 @@ import (
 // that did not happen. Before the pair of readings was taken under the
 // clock's lock, two goroutines reading at once made a "suspend" appear
 // within tens of milliseconds on a two-core machine, and a leader gave up
-// a healthy lease (issue 16, found by the Jepsen gray-failure nemeses).
+// a healthy lease.
 func TestNoFalseSuspendUnderConcurrentReaders(t *testing.T) {
 	c, err := NewSystemClock(1, 1e-3)
 	if err != nil {

@@ -181,7 +181,7 @@ func (c *Core) chooseDelta(now edict.Time) time.Duration {
 // The fallback is for what §9's argument leaves out, a process set that
 // changes: the process the detector names may not know the epoch, may not
 // be a member of it, or may know it only from news (and so may not lead
-// it), and then waits for nobody while everybody waits for it (issue 14).
+// it), and then waits for nobody while everybody waits for it.
 // Leases make a second candidate safe, so the fallback costs only
 // contention, and rarely: FallbackAfter defaults to 4·MaxLease, beyond
 // the ~3·MaxLease the detector needs to name a successor in the common

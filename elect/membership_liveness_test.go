@@ -65,7 +65,7 @@ func TestEpochNewsLetsAMemberGrantInAnEpochItMissed(t *testing.T) {
 }
 
 // The detector names p1, which will never campaign (here: it is gone, but
-// the detector has not noticed — in issue 14 it was a process outside the
+// the detector has not noticed — in a replacement it can be a process outside the
 // epoch, or one that did not know it). Without a fallback nobody ever
 // campaigns. With it, p2 campaigns once it has seen no leader for
 // FallbackAfter (plus its jitter), and not before.

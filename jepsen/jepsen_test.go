@@ -103,7 +103,7 @@ func TestJepsenRegister(t *testing.T) {
 	assert.Positive(t, res.Register.Checked)
 }
 
-// The nemeses of issue 13 in one 30 s scenario: a member cut off until the
+// The log's hardest nemeses in one 30 s scenario: a member cut off until the
 // log is compacted past it, then caught up by a snapshot held in flight
 // (with --snapshot-every 128); granters killed and restarted within
 // milliseconds; log messages held for seconds, duplicated and reordered.
@@ -124,7 +124,7 @@ func TestJepsenSnapshotBounceDelay(t *testing.T) {
 	assert.Positive(t, events, "the scripted nemeses recorded their steps")
 }
 
-// The gray failures of issue 16 in one 30 s scenario: slow fsyncs (and
+// The gray failures in one 30 s scenario: slow fsyncs (and
 // the kernel's I/O throttle where netns mode offers it), a writer beside
 // the nodes on their disk, CPU starvation in SIGSTOP bursts. Safe, a
 // leader within the bound after each, every member ready after the final

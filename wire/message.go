@@ -256,7 +256,7 @@ type AppendReply struct {
 	// Reign is the reign of the Append this reply answers: a leader counts
 	// only replies to its own reign's appends. A reply that arrives late,
 	// after its leader lost and regained leadership, answers an earlier
-	// reign and is dropped (issue 13, hole 1).
+	// reign and is dropped.
 	Reign edict.Stamp
 	// Accepted is the highest reign the follower has accepted; a stale
 	// leader learns from it that it has been superseded.

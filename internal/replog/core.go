@@ -508,7 +508,7 @@ func (c *Core) durablePosition() wire.Position {
 // acceptReign records a newer reign durably. acceptedReign never
 // decreases: it is the fence that keeps a deposed reign's appends out, and
 // moving it back — as a snapshot accepted before a newer reign and
-// installed after it once did — readmits them (issue 13, hole 3).
+// installed after it once did — readmits them.
 func (c *Core) acceptReign(r edict.Stamp) {
 	cmp, err := r.Compare(c.acceptedReign)
 	if err != nil || cmp <= 0 && !mutated(RuleAcceptedReignMonotone) || cmp == 0 {

@@ -132,7 +132,7 @@ func (d *Driver) Core() *Core { return d.core }
 // the host's suspend may have outlived (docs/protocol.md, "Clocks"): a leader must never see
 // time pass slower than it does. It measures from the reign's first lease
 // attempt (Core.LeaseSince), not from when the runtime noticed it leads,
-// so a suspend in between counts too (issue 13, hole 5).
+// so a suspend in between counts too.
 func (d *Driver) Now() edict.Time {
 	now := d.clock.Now()
 	checkSuspend(d.core, d.clock, now)

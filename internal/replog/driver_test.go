@@ -104,8 +104,8 @@ func (x *driven) settle(d time.Duration, keep func(wire.Message) bool) {
 // A write whose leader loses its lease before it commits is answered when
 // its index is applied under the next leader: with its result if its edict
 // committed there, with ErrNotCommitted if another edict did — definite
-// answers where the step-down could only say "unknown" (issue 16: most of
-// Jepsen's unknown outcomes came from leases lost under a gray failure).
+// answers where the step-down could only say "unknown" (most of Jepsen's
+// unknown outcomes came from leases lost under a gray failure).
 func TestWritePendingAtStepDownIsAnsweredByTheNextReign(t *testing.T) {
 	for _, reached := range []bool{true, false} {
 		c := newTCluster(t, 1, 2, 3)

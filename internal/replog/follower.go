@@ -18,7 +18,7 @@ import (
 // have granted to a candidate, reporting where its log ended, just before
 // it crashed. Accepting another leader's append now would let that leader
 // commit an entry the candidate's catch-up, taken from the reported
-// position, never sees (issue 13, hole 2). The quarantine outlasts every
+// position, never sees. The quarantine outlasts every
 // grant made before the restart, as it does for grants (docs/protocol.md, "Clocks").
 func (c *Core) mayAccept(now edict.Time, from edict.ProcessID, epoch uint64, reign edict.Stamp) bool {
 	active := c.el.ActiveEpoch()

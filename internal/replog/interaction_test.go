@@ -16,7 +16,7 @@ import (
 	"github.com/edictlog/edictlog/wire"
 )
 
-// TestInteraction runs the scenario transcripts (issue 15), after
+// TestInteraction runs the scenario transcripts, after
 // etcd-io/raft's interaction tests: each file of testdata/ is a story told
 // in commands that drive Cores by hand (the tcluster of harness_test.go:
 // one clock, one message queue, per-process stores), with what happened

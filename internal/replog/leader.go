@@ -367,8 +367,7 @@ func (c *Core) onAppendReply(now edict.Time, from edict.ProcessID, r *wire.Appen
 	if !r.Reign.Equal(l.reign) && !mutated(RuleReplyReign) {
 		// A reply to an earlier reign of ours, delivered late. What it
 		// acknowledged may have been overwritten since by another reign;
-		// counting it could commit an index the quorum does not hold
-		// (issue 13, hole 1).
+		// counting it could commit an index the quorum does not hold.
 		return
 	}
 	pr.lastReply, pr.snapProbe = now, false

@@ -7,7 +7,7 @@ import (
 	"github.com/edictlog/edictlog/wire"
 )
 
-// Catching up on committed entries from any peer (issue 14).
+// Catching up on committed entries from any peer.
 //
 // A process that knows its newest epoch E only as Heard may not campaign
 // in it: the first reign of E must hold everything E−1 committed, and

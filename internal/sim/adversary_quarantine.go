@@ -12,7 +12,7 @@ import (
 
 // The forgotten-grant adversary: a granter that restarts within its grant
 // to a candidate, and is reached in its quarantine by the leader the
-// candidate is about to replace (issue 13, hole 2).
+// candidate is about to replace.
 //
 // A grant to a candidate carries the granter's log position, and the
 // candidate's reign starts from the most up-to-date position its quorum

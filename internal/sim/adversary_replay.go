@@ -9,7 +9,7 @@ import (
 )
 
 // The replay adversary: acknowledgements that arrive again, late, in a
-// later reign of the leader they were sent to (issue 13, hole 1).
+// later reign of the leader they were sent to.
 //
 // A network that duplicates and delays (a retransmission over a
 // connection that was thought lost, a proxy's queue, a reordering

@@ -12,7 +12,7 @@ import (
 // The stop-isolation adversary (LogScenario.StopIsolation): the old
 // leader dies right after its stop edict commits, before any other
 // process knows the edict committed, while the news of the new epoch has
-// reached everyone (issue 14, the case docs/protocol.md lists as "Not
+// reached everyone (the case docs/protocol.md once listed as "Not
 // yet covered" under "Why a leader is elected once a quorum of the newest
 // epoch can talk").
 //
@@ -79,7 +79,7 @@ import (
 // before GST, plus one process that stays down.
 //
 // The scenario that plays it, log-stop-isolation, is a known bug until
-// issue 14's fix for this case lands (KnownBugLogScenarios):
+// the fix for this case lands (KnownBugLogScenarios):
 //
 //	EDICT_SIM_KNOWN_BUGS=1 go test ./internal/sim/ -run 'TestLogKnownBugs/log-stop-isolation$' -count=1 -v
 //

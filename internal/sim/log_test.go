@@ -124,7 +124,7 @@ func TestLogKnownBugs(t *testing.T) {
 
 // TestLogHunt runs one log scenario over many seeds without stopping at
 // the first violation and tallies what fires, for measuring faults and
-// checkers (issue 13's negative control): EDICT_SIM_HUNT=<scenario>
+// checkers (the negative control): EDICT_SIM_HUNT=<scenario>
 // EDICT_SIM_SEEDS=<n>.
 func TestLogHunt(t *testing.T) {
 	name := os.Getenv("EDICT_SIM_HUNT")

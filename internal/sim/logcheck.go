@@ -10,7 +10,7 @@ import (
 // as it is stored (checkStored). They look at what the processes hold and
 // promise, not only at what they apply: a divergence whose second entry is
 // never applied anywhere, or a commit that a crash silently undoes, is a
-// violation the moment it exists (issue 13).
+// violation the moment it exists.
 //
 // Ground truth kept in lrun, outside every lproc's volatile state:
 //   - committed: index → the one stamp committed there, by whichever

@@ -401,7 +401,7 @@ func (r *lrun) finalCheck() {
 // names a live process and it takes the lease, plus the campaign fallback
 // (elect.Config.FallbackAfter, 4·MaxLease, and its jitter of up to
 // MaxLease) for when the named process cannot lead — it is outside the
-// epoch, does not know it, or knows it only from news (issue 14) — plus
+// epoch, does not know it, or knows it only from news — plus
 // one more MaxLease for the news that the epoch runs to reach a quorum
 // and for the grants the fallback candidate's predecessor left to lapse.
 func (sc *LogScenario) LivenessBound() time.Duration {

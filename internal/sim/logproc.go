@@ -20,7 +20,7 @@ import (
 // its replog.Core — with storage's in-memory stores, which survive its crashes
 // as files would, a KV state machine applied synchronously, and a clock in
 // virtual time. What the simulator checks is the runtime's code, not a
-// copy of it (issue 13, "one driver").
+// copy of it.
 type lproc struct {
 	id    edict.ProcessID
 	clock *clock

@@ -55,7 +55,7 @@ type LogScenario struct {
 	Model      func() Model
 	ModelShare float64
 
-	// Faults of issue 13, all before GST.
+	// Faults aimed at the log's rules, all before GST.
 	//
 	// CrashInReady is the chance, per call into a process's runtime,
 	// that it crashes at a point inside the Ready cycles that follow:
@@ -116,7 +116,7 @@ type LogScenario struct {
 	// quarantine, is reached by the old leader's appends; the followers
 	// that complete the candidate's quorum are starved of them.
 	ForgottenGrantEvery time.Duration
-	// StopIsolation plays issue 14's not-yet-covered case on purpose
+	// StopIsolation plays the stop edict's isolation on purpose
 	// (adversary_stopisolation.go), with Membership: the leader's stop
 	// edict commits on a quorum that leaves a member of the old epoch
 	// without it, every later log message of the leader is lost, its
@@ -132,7 +132,7 @@ type LogScenario struct {
 	// Fsync is the longest a durable write takes (each takes between a
 	// tenth of it and it; default 1 ms). SlowDisks processes (the first
 	// ones) have slow disks instead, whose writes take between half of
-	// SlowFsync and SlowFsync, all the time: issue 16's disk hog.
+	// SlowFsync and SlowFsync, all the time: a disk hog.
 	Fsync     time.Duration
 	SlowDisks int
 	SlowFsync time.Duration
@@ -147,7 +147,7 @@ type LogScenario struct {
 	// StarveEvery is the mean spacing of CPU starvation bursts, for the
 	// whole run: a random process (most often the leader) runs nothing
 	// for StarveMin..StarveMax while its clock goes on, as under SIGSTOP
-	// or a CPU quota (issue 16's busy host).
+	// or a CPU quota (a busy host).
 	StarveEvery          time.Duration
 	StarveMin, StarveMax time.Duration
 	// QuotaLeader holds the leader to a CPU quota for this long from
@@ -172,7 +172,7 @@ type LogScenario struct {
 	// (log-busy-host).
 	MaxLeaderChanges int
 	// BlockingDisk is a negative control: the runtime waits for each
-	// write, stepping nothing meanwhile, as edictlog.Node did before issue 16.
+	// write, stepping nothing meanwhile, as a runtime that writes on its loop would.
 	BlockingDisk bool
 	// IgnoreSuspend is a negative control: the driver never asks the
 	// clock whether it was suspended, so a leader trusts a lease that a
@@ -363,7 +363,7 @@ func LogScenarios() []LogScenario {
 		// gives the candidate's attempt room for all of it.
 		{Scenario: Scenario{Name: "log-forgotten-grants", RoundTrip: 30 * time.Millisecond}, ForgottenGrantEvery: time.Second, Seeds: 60},
 		// Replacements under partitions and crashes, with compaction:
-		// before epoch news and the campaign fallback (issue 14), 12 of
+		// before epoch news and the campaign fallback, 12 of
 		// 100 seeds lost liveness for good. Seed 13: the members of epoch
 		// 4 named p3, which had missed epochs 3 and 4 and waited, in
 		// epoch 2, for p2 — which was in epoch 4, not a member of it, and
@@ -425,7 +425,7 @@ func LogScenarios() []LogScenario {
 
 // KnownBugLogScenarios fail today; TestLogKnownBugs runs them on request
 // (EDICT_SIM_KNOWN_BUGS=1) until they are fixed and join LogScenarios.
-// log-replacements-faults joined LogScenarios with issue 14's epoch news
+// log-replacements-faults joined LogScenarios with epoch news
 // and campaign fallback, log-stop-isolation with its stop-edict news and
 // committed fetches.
 func KnownBugLogScenarios() []LogScenario {

@@ -48,7 +48,7 @@ func (b *builder) refusedWrites(p int, from, to int64) {
 	}
 }
 
-// The run of issue 14: two replacements, the second while member 2 is cut
+// A run that lost its leader for good: two replacements, the second while member 2 is cut
 // off; from its end at t=15 s no node leads, for the 75 s to the end of
 // the history, while every write is refused. Safe, and unavailable.
 func TestAvailabilityLeaderless75sAfterAFaultIsUnavailable(t *testing.T) {

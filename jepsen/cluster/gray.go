@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// The gray failures of issue 16: a node whose disk is slow, a host whose
+// The gray failures: a node whose disk is slow, a host whose
 // disk another writer saturates, a host too busy to run a node for tens of
 // milliseconds at a time. None of them stops a node, cuts a link or loses
 // a write; a healthy leader must keep its lease through them and no write

@@ -13,7 +13,7 @@ import (
 	"github.com/edictlog/edictlog/jepsen/cluster"
 )
 
-// The gray failures of issue 16: nothing stops, nothing is cut off, no
+// The gray failures: nothing stops, nothing is cut off, no
 // write is lost, but a disk or a host is slow. A healthy leader must keep
 // its lease through them, and no write may fail for them; the checker
 // counts the time without a leader after each, like after any fault.

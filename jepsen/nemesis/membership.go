@@ -121,7 +121,7 @@ type plan struct{ change, with string }
 // membershipRotation is --nemesis membership: every change and every
 // companion in turn, all of them within the first eight (a 90 s run
 // reaches about ten), with changes under a partition in the shapes that
-// lost issue 14's leader: two back to back at five members (the member cut
+// once lost the leader for good: two back to back at five members (the member cut
 // off during the first may still be catching up when the second begins),
 // and one at three, where the new epoch's quorum without the member cut
 // off is the leader and the newcomer. From five members the sizes go

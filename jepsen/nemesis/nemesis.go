@@ -8,7 +8,7 @@
 // slow and which is killed while its memory runs ahead of its disk),
 // leadership transfers, message delay, duplication and reordering,
 // instant kill-and-restart of the leader's granters, snapshot installs
-// under load, and the gray failures of issue 16: slow fsyncs (with the
+// under load, and gray failures: slow fsyncs (with the
 // kernel's I/O throttle where it offers one), a writer beside the nodes
 // on their disk, and CPU starvation (SIGSTOP bursts, or the kernel's CPU
 // quota). Faults that act in several steps record each step, timestamped,
