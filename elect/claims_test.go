@@ -46,7 +46,7 @@ func TestPaperClaims(t *testing.T) {
 	fmt.Fprintf(&doc, "The Nerio lease protocol needs a *weak* leader election to decide who tries for the lease\n"+
 		"(Nerio §9): any will do for safety, and a better one (one weak leader, stable, quick) means fewer\n"+
 		"colliding lease attempts. Each algorithm below runs as an `elect.Protocol`, its messages carried as\n"+
-		"lease messages (`MsgDetector`), and is checked in the simulator against its own paper\n"+
+		"lease messages (`wire.LeaseDetector`), and is checked in the simulator against its own paper\n"+
 		"(`internal/sim`'s `ProtocolRun`; the checks of each paper in `internal/sim/bullysim`, `stollersim`,\n"+
 		"`omegasim` and `fetzersim`).\n\n")
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // Mode selects the lease algorithm.
@@ -34,29 +35,6 @@ func (m Mode) String() string {
 	return fmt.Sprintf("Mode(%d)", uint8(m))
 }
 
-// EpochConfig is an epoch's process set P_e with its quorum system 𝒬_e.
-type EpochConfig struct {
-	Epoch  uint64
-	Quorum edict.QuorumSystem
-	// Heard marks an epoch known only from a peer's word (the epoch news
-	// every lease message carries), not from this process's own log: the
-	// stop edict that began it may not be in the log here. The process
-	// grants and wedges in it, but does not campaign in it: a leader's
-	// first reign in an epoch must hold every entry its predecessor
-	// committed, and only a log that holds the stop edict does
-	// (docs/protocol.md, "Epochs and wedging"). AddEpoch of the same
-	// epoch without Heard lifts the mark.
-	Heard bool
-	// StopIndex and StopStamp name the committed stop edict that began
-	// the epoch, when the caller knows it (zero otherwise); the news
-	// carries them. The lease protocol ignores them: they are for the log
-	// of a process that knows the epoch only as Heard, which learns from
-	// them what to fetch from any peer, and that the entry, once its own
-	// log holds it, is committed (Log Matching).
-	StopIndex uint64
-	StopStamp edict.Stamp
-}
-
 // Config configures a Core. Durations are real-time periods; the core
 // converts them to clock intervals with the (1±ρ) factors of eq. 15.
 type Config struct {
@@ -64,7 +42,7 @@ type Config struct {
 	ID edict.ProcessID
 	// Epochs are the epoch configurations known at start, at least one.
 	// The lowest is RUNNING unless a persisted record says it terminated.
-	Epochs []EpochConfig
+	Epochs []wire.EpochConfig
 	// Mode is the lease algorithm; BoundedDrift by default.
 	Mode Mode
 	// Rho is the drift bound ρ of eq. 15 (default 1e-3). It assumes every
@@ -178,8 +156,8 @@ func (c *Config) validate() error {
 	}
 	seen := map[uint64]bool{}
 	for i, e := range c.Epochs {
-		if e.Quorum == nil {
-			return fmt.Errorf("elect: Config.Epochs[%d] (epoch %d) has no quorum system", i, e.Epoch)
+		if err := e.Check(); err != nil {
+			return fmt.Errorf("elect: Config.Epochs[%d]: %w", i, err)
 		}
 		if seen[e.Epoch] {
 			return fmt.Errorf("elect: Config.Epochs lists epoch %d twice", e.Epoch)

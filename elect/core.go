@@ -8,26 +8,14 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
 )
-
-// EpochRecord is the per-epoch state a process must not forget across a
-// restart: whether it is wedged (A=⊥, F=∞, §10.6) and whether it knows the
-// epoch TERMINATED. Everything else of the lease protocol may be lost: the
-// restart quarantine covers forgotten grants.
-type EpochRecord struct {
-	Epoch      uint64 `codec:"e"`
-	Wedged     bool   `codec:"w"`
-	Terminated bool   `codec:"t"`
-	// Runs: every epoch below this one is TERMINATED, those this process
-	// never knew included (terminatedBelow).
-	Runs bool `codec:"r,omitempty"`
-}
 
 // Ready is what the caller must do after a Tick or Step, in this order:
 // persist Persist durably, then send Messages, then act on Events.
 type Ready struct {
-	Persist  []EpochRecord
-	Messages []Message
+	Persist  []wire.EpochRecord
+	Messages []wire.Lease
 	Events   []Event
 }
 
@@ -83,7 +71,7 @@ type Core struct {
 	verifies  map[edict.ProcessID]edict.Time
 	wedges    map[uint64]*wedging
 	// terminatedBelow: every epoch below it is TERMINATED, known here or
-	// not (learnTerminated; persisted as EpochRecord.Runs).
+	// not (learnTerminated; persisted as wire.EpochRecord.Runs).
 	terminatedBelow uint64
 
 	ready Ready
@@ -93,7 +81,7 @@ type Core struct {
 // persisted by earlier incarnations. A process whose incarnation is above 1
 // has run before and may have granted leases it no longer remembers, so it
 // starts in quarantine (docs/protocol.md, "Clocks").
-func New(cfg Config, records []EpochRecord, now edict.Time) (*Core, error) {
+func New(cfg Config, records []wire.EpochRecord, now edict.Time) (*Core, error) {
 	cfg.ApplyDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -109,7 +97,9 @@ func New(cfg Config, records []EpochRecord, now edict.Time) (*Core, error) {
 	}
 	c.drawFallbackJitter()
 	for _, e := range cfg.Epochs {
-		c.addEpoch(e)
+		if err := c.addEpoch(e); err != nil {
+			return nil, err
+		}
 	}
 	for _, r := range records {
 		es, ok := c.epochs[r.Epoch]
@@ -169,10 +159,10 @@ func (c *Core) advance(now edict.Time) {
 }
 
 // Step delivers a message received at reading now. The message must be
-// valid (Message.Validate), as its transport's decoder makes sure; one
+// valid (wire.Lease.Validate), as its transport's decoder makes sure; one
 // that is misdirected or from a process that may not send it is refused
 // with an error and changes nothing.
-func (c *Core) Step(now edict.Time, m Message) error {
+func (c *Core) Step(now edict.Time, m wire.Lease) error {
 	if m.To != c.id {
 		return fmt.Errorf("elect: %v addressed to %v delivered to %v", m.Type, m.To, c.id)
 	}
@@ -181,7 +171,7 @@ func (c *Core) Step(now edict.Time, m Message) error {
 	}
 	c.advance(now)
 	c.hearNews(now, m)
-	if m.Type == MsgGrantRequest && m.Wedge && m.LastIndex != 0 {
+	if m.Type == wire.LeaseGrantRequest && m.Wedge && m.LastIndex != 0 {
 		c.event(Event{Kind: StopNamed, Epoch: m.Epoch, StopIndex: m.LastIndex, StopStamp: m.LastStamp})
 	}
 	// A grant that expired since the last reading must be reported before
@@ -189,7 +179,7 @@ func (c *Core) Step(now edict.Time, m Message) error {
 	// the detector keeps naming a dead process.
 	c.checkLapses(now)
 	kind := Heard
-	if m.Type == MsgGrantRequest && !m.Wedge && m.Epoch < c.active && c.epochs[m.Epoch] != nil && c.epochs[m.Epoch].terminated {
+	if m.Type == wire.LeaseGrantRequest && !m.Wedge && m.Epoch < c.active && c.epochs[m.Epoch] != nil && c.epochs[m.Epoch].terminated {
 		// A campaign in an epoch that has ended: the sender missed the
 		// change and cannot lead until a leader of the new epoch
 		// replicates it to it — which no one will if everyone waits for
@@ -197,20 +187,20 @@ func (c *Core) Step(now edict.Time, m Message) error {
 		kind = Lagging
 	}
 	c.cfg.Detector.Observe(Observation{Kind: kind, Process: m.From, At: now})
-	if kind == Heard && (m.Type == MsgGrantRequest && !m.Wedge && c.campaigns(m) || mutated(ruleStandAside)) {
+	if kind == Heard && (m.Type == wire.LeaseGrantRequest && !m.Wedge && c.campaigns(m) || mutated(ruleStandAside)) {
 		c.cfg.Detector.Observe(Observation{Kind: Campaigned, Process: m.From, At: now})
-		if m.Type == MsgGrantRequest && !m.Wedge {
+		if m.Type == wire.LeaseGrantRequest && !m.Wedge {
 			c.yieldCampaign(now, m)
 		}
 	}
 	switch m.Type {
-	case MsgGrantRequest, MsgGrant, MsgNack, MsgRelease, MsgRevoke:
+	case wire.LeaseGrantRequest, wire.LeaseGrant, wire.LeaseNack, wire.LeaseRelease, wire.LeaseRevoke:
 		c.deliver(now, m)
-	case MsgVerify:
+	case wire.LeaseVerify:
 		c.onVerify(now, m)
-	case MsgRemainder:
+	case wire.LeaseRemainder:
 		c.onRemainder(now, m)
-	case MsgDetector:
+	case wire.LeaseDetector:
 		if p, ok := c.cfg.Detector.(Protocol); ok {
 			p.Receive(now, m.From, m.Payload)
 		}
@@ -227,7 +217,7 @@ func (c *Core) Step(now edict.Time, m Message) error {
 // wants to lead: a leader that stood aside (standAsideIfLate) sent it
 // before it knew. Readings of one process compare across its
 // incarnations too, so a restarted sender's request is a campaign.
-func (c *Core) campaigns(m Message) bool {
+func (c *Core) campaigns(m wire.Lease) bool {
 	es := c.epochs[m.Epoch]
 	if es == nil {
 		return true
@@ -240,15 +230,15 @@ func (c *Core) campaigns(m Message) bool {
 // misconfiguration or an attack, never a message of a correct run. A
 // message of an epoch this process does not know yet is left to the
 // handlers, which ignore it until the log brings the epoch.
-func (c *Core) checkSender(m Message) error {
+func (c *Core) checkSender(m wire.Lease) error {
 	es := c.epochs[m.Epoch]
-	if es == nil || m.Type == MsgVerify || m.Type == MsgRemainder || m.Type == MsgDetector {
+	if es == nil || m.Type == wire.LeaseVerify || m.Type == wire.LeaseRemainder || m.Type == wire.LeaseDetector {
 		return nil
 	}
 	if es.qs.IsMember(m.From) {
 		return nil
 	}
-	if m.Type == MsgGrantRequest && m.Wedge {
+	if m.Type == wire.LeaseGrantRequest && m.Wedge {
 		// A member of the next epoch may wedge this one (§10.6); until
 		// this process learns that epoch it cannot tell, and ignores it.
 		if next := c.epochs[m.Epoch+1]; next == nil || next.qs.IsMember(m.From) {
@@ -339,7 +329,7 @@ func (c *Core) NextTick() edict.Time {
 }
 
 // tickProtocol runs a Protocol detector's timers when due and sends what
-// it asks to send, as MsgDetector messages of the active epoch.
+// it asks to send, as wire.LeaseDetector messages of the active epoch.
 func (c *Core) tickProtocol(now edict.Time) {
 	p, ok := c.cfg.Detector.(Protocol)
 	if !ok {
@@ -352,31 +342,26 @@ func (c *Core) tickProtocol(now edict.Time) {
 		if o.To == c.id || o.To == edict.None {
 			continue
 		}
-		c.emit(Message{Type: MsgDetector, From: c.id, To: o.To, Epoch: c.active, Start: now, Payload: o.Payload})
+		c.emit(wire.Lease{Type: wire.LeaseDetector, From: c.id, To: o.To, Epoch: c.active, Start: now, Payload: o.Payload})
 	}
 }
 
-func (c *Core) emit(m Message) {
+func (c *Core) emit(m wire.Lease) {
 	if m.To == c.id {
 		panic("elect: self-addressed message must be handled locally")
 	}
 	newest := c.ordered[len(c.ordered)-1]
-	if maj, ok := newest.qs.(*edict.Majority); ok {
-		if newest.members == nil {
-			newest.members = maj.Members()
-		}
-		m.Newest, m.NewestMembers, m.NewestRan = newest.epoch, newest.members, newest.epoch == c.active
-		m.NewestStopIndex, m.NewestStopStamp = newest.stopIndex, newest.stopStamp
-	}
+	m.Newest, m.NewestMembers, m.NewestRan = newest.epoch, newest.members, newest.epoch == c.active
+	m.NewestStopIndex, m.NewestStopStamp = newest.stopIndex, newest.stopStamp
 	if c.cfg.Log != nil {
 		switch {
-		case m.Type == MsgGrant:
+		case m.Type == wire.LeaseGrant:
 			// A grant reports the granter's durable log, so that a new
 			// reign starts from its quorum's most up-to-date one
 			// (docs/protocol.md, "The replicated log"); what is not yet on
 			// disk may be lost to a crash and then could not be fetched.
 			m.LastIndex, m.LastStamp = c.cfg.Log.Durable()
-		case m.Type == MsgGrantRequest && m.Wedge:
+		case m.Type == wire.LeaseGrantRequest && m.Wedge:
 			// A wedge names the stop edict its sender knows committed, so
 			// that a granter whose log holds it learns it committed
 			// (docs/protocol.md, "Epochs and wedging").
@@ -396,7 +381,7 @@ func (c *Core) emit(m Message) {
 // wedged quorum stays wedged for good. Older news adds nothing, and news
 // that disagrees with a known configuration cannot come from a correct
 // peer; both are ignored.
-func (c *Core) hearNews(now edict.Time, m Message) {
+func (c *Core) hearNews(now edict.Time, m wire.Lease) {
 	if len(m.NewestMembers) == 0 {
 		return
 	}
@@ -405,15 +390,14 @@ func (c *Core) hearNews(now edict.Time, m Message) {
 		if m.Newest < c.ordered[len(c.ordered)-1].epoch {
 			return
 		}
-		q, err := edict.NewMajority(m.NewestMembers...)
-		if err != nil {
+		cfg := wire.EpochConfig{Epoch: m.Newest, Members: slices.Clone(m.NewestMembers), Heard: true, StopIndex: m.NewestStopIndex, StopStamp: m.NewestStopStamp}
+		if c.addEpoch(cfg) != nil {
 			return
 		}
-		c.addEpoch(EpochConfig{Epoch: m.Newest, Quorum: q, Heard: true, StopIndex: m.NewestStopIndex, StopStamp: m.NewestStopStamp})
 		c.event(Event{Kind: EpochHeard, Epoch: m.Newest, Members: slices.Clone(m.NewestMembers), StopIndex: m.NewestStopIndex, StopStamp: m.NewestStopStamp})
 		es = c.epochs[m.Newest]
 		c.moveOverGap()
-	} else if es.heard && es.stopIndex == 0 && m.NewestStopIndex != 0 && fmt.Sprint(es.qs.Members()) == fmt.Sprint(m.NewestMembers) {
+	} else if es.heard && es.stopIndex == 0 && m.NewestStopIndex != 0 && slices.Equal(es.members, m.NewestMembers) {
 		// Heard first from a peer that did not know where the stop edict
 		// is; now from one that does.
 		es.stopIndex, es.stopStamp = m.NewestStopIndex, m.NewestStopStamp
@@ -427,7 +411,7 @@ func (c *Core) hearNews(now edict.Time, m Message) {
 func (c *Core) event(e Event) { c.ready.Events = append(c.ready.Events, e) }
 
 func (c *Core) persist(es *epochState) {
-	c.ready.Persist = append(c.ready.Persist, EpochRecord{Epoch: es.epoch, Wedged: es.wedged, Terminated: es.terminated, Runs: es.runs})
+	c.ready.Persist = append(c.ready.Persist, wire.EpochRecord{Epoch: es.epoch, Wedged: es.wedged, Terminated: es.terminated, Runs: es.runs})
 }
 
 // epochsInOrder returns the known epochs by number. It runs on every Step
@@ -435,12 +419,21 @@ func (c *Core) persist(es *epochState) {
 // added (addEpoch).
 func (c *Core) epochsInOrder() []*epochState { return c.ordered }
 
-// addEpoch records a new epoch's state and keeps the order.
-func (c *Core) addEpoch(cfg EpochConfig) {
-	es := newEpochState(cfg)
+// addEpoch records a new epoch's state and keeps the order. It refuses a
+// configuration no epoch can have (wire.EpochConfig.Check).
+func (c *Core) addEpoch(cfg wire.EpochConfig) error {
+	if err := cfg.Check(); err != nil {
+		return fmt.Errorf("elect: %w", err)
+	}
+	qs, err := cfg.Quorum()
+	if err != nil {
+		return fmt.Errorf("elect: %w", err)
+	}
+	es := newEpochState(cfg, qs)
 	c.epochs[cfg.Epoch] = es
 	i, _ := slices.BinarySearchFunc(c.ordered, cfg.Epoch, func(e *epochState, n uint64) int { return cmp.Compare(e.epoch, n) })
 	c.ordered = slices.Insert(c.ordered, i, es)
+	return nil
 }
 
 // lowestUnterminated is the epoch this process runs in: the lowest it

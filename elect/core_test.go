@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -29,7 +30,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		_, err := New(cfg, nil, now)
 		assert.ErrorContains(t, err, field)
 	}
-	_, err := New(good, []EpochRecord{{Epoch: 9}}, now)
+	_, err := New(good, []wire.EpochRecord{{Epoch: 9}}, now)
 	assert.ErrorContains(t, err, "epoch 9")
 }
 
@@ -82,9 +83,9 @@ func TestNackNamesTheGrantee(t *testing.T) {
 	c.elect(1)
 	c.cores[2].Campaign(c.reading(2))
 	c.collect(2)
-	var nacks []Message
-	c.deliver(func(m Message) bool {
-		if m.Type == MsgNack {
+	var nacks []wire.Lease
+	c.deliver(func(m wire.Lease) bool {
+		if m.Type == wire.LeaseNack {
 			nacks = append(nacks, m)
 		}
 		return true
@@ -105,11 +106,11 @@ func TestRestartQuarantine(t *testing.T) {
 	cfg := testConfig(3, []edict.ProcessID{1, 2, 3}, nil)
 	c.start(3, 2, cfg) // incarnation 2: it has run before
 	require.True(t, c.cores[3].Quarantined(c.reading(3)))
-	req := Message{Type: MsgGrantRequest, From: 2, To: 3, Start: c.reading(2), Delta: 100 * time.Millisecond}
+	req := wire.Lease{Type: wire.LeaseGrantRequest, From: 2, To: 3, Start: c.reading(2), Delta: 100 * time.Millisecond}
 	require.NoError(t, c.cores[3].Step(c.reading(3), req))
 	c.collect(3)
 	require.Len(t, c.queue, 1)
-	assert.Equal(t, MsgNack, c.queue[0].Type)
+	assert.Equal(t, wire.LeaseNack, c.queue[0].Type)
 	c.queue = nil
 	q := c.cores[3].cfg.quarantine()
 	assert.Equal(t, edict.ScaleUp(c.cores[3].cfg.MaxLease, 1+c.cores[3].cfg.Rho), q)
@@ -118,16 +119,16 @@ func TestRestartQuarantine(t *testing.T) {
 	require.NoError(t, c.cores[3].Step(c.reading(3), req))
 	c.collect(3)
 	require.Len(t, c.queue, 1)
-	assert.Equal(t, MsgGrant, c.queue[0].Type, "quarantine over")
+	assert.Equal(t, wire.LeaseGrant, c.queue[0].Type, "quarantine over")
 }
 
 func TestRequestBeyondMaxLeaseRefused(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
-	req := Message{Type: MsgGrantRequest, From: 2, To: 3, Start: c.reading(2), Delta: c.cores[3].cfg.MaxLease + 1}
+	req := wire.Lease{Type: wire.LeaseGrantRequest, From: 2, To: 3, Start: c.reading(2), Delta: c.cores[3].cfg.MaxLease + 1}
 	require.NoError(t, c.cores[3].Step(c.reading(3), req))
 	c.collect(3)
 	require.Len(t, c.queue, 1)
-	assert.Equal(t, MsgNack, c.queue[0].Type)
+	assert.Equal(t, wire.LeaseNack, c.queue[0].Type)
 	gs, _ := c.cores[3].Grant(0)
 	assert.Equal(t, edict.None, gs.Grantee)
 }
@@ -139,15 +140,15 @@ func TestReleaseAndRevocationOrderedPerSender(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
 	core := c.cores[3]
 	stale := c.reading(2) // a release p2 sent earlier, delayed by the network
-	req := Message{Type: MsgGrantRequest, From: 2, To: 3, Start: c.reading(2), Delta: 100 * time.Millisecond}
+	req := wire.Lease{Type: wire.LeaseGrantRequest, From: 2, To: 3, Start: c.reading(2), Delta: 100 * time.Millisecond}
 	require.NoError(t, core.Step(c.reading(3), req))
-	require.NoError(t, core.Step(c.reading(3), Message{Type: MsgRelease, From: 2, To: 3, Start: stale}))
+	require.NoError(t, core.Step(c.reading(3), wire.Lease{Type: wire.LeaseRelease, From: 2, To: 3, Start: stale}))
 	core.Ready()
 	gs, _ := core.Grant(0)
 	assert.True(t, c.reading(3).Before(gs.Finish), "the stale release left the grant alone")
 
 	revoke := c.reading(2)
-	require.NoError(t, core.Step(c.reading(3), Message{Type: MsgRevoke, From: 2, To: 3, Start: revoke}))
+	require.NoError(t, core.Step(c.reading(3), wire.Lease{Type: wire.LeaseRevoke, From: 2, To: 3, Start: revoke}))
 	gs, _ = core.Grant(0)
 	assert.False(t, c.reading(3).Before(gs.Finish), "the revocation expired the grant")
 
@@ -176,7 +177,7 @@ func TestRepliesToAbortedAttemptIgnored(t *testing.T) {
 		c.collect(m.To)
 	}
 	for _, m := range c.queue {
-		if m.Type == MsgGrant {
+		if m.Type == wire.LeaseGrant {
 			require.NoError(t, c.cores[1].Step(c.reading(1), m))
 		}
 	}
@@ -224,7 +225,7 @@ func TestLeaderVerificationBound(t *testing.T) {
 func TestWedgeTerminatesEpoch(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
 	c.elect(1)
-	next := EpochConfig{Epoch: 1, Quorum: edict.MustMajority(1, 2, 4)}
+	next := wire.EpochConfig{Epoch: 1, Members: []edict.ProcessID{1, 2, 4}}
 	for _, id := range []edict.ProcessID{1, 2, 3} {
 		require.NoError(t, c.cores[id].AddEpoch(next))
 	}
@@ -246,32 +247,32 @@ func TestWedgeTerminatesEpoch(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, wedged, 2, "a quorum persisted its wedge")
 	// A wedged granter refuses epoch 0 for good, across a restart too.
-	c.start(2, 2, Config{ID: 2, Epochs: []EpochConfig{{Epoch: 0, Quorum: edict.MustMajority(1, 2, 3)}, next}, Rand: rand.New(rand.NewPCG(2, 2))})
+	c.start(2, 2, Config{ID: 2, Epochs: []wire.EpochConfig{{Epoch: 0, Members: []edict.ProcessID{1, 2, 3}}, next}, Rand: rand.New(rand.NewPCG(2, 2))})
 	gs, _ := c.cores[2].Grant(0)
 	assert.True(t, gs.Wedged)
 }
 
 func TestMessageValidate(t *testing.T) {
-	ok := Message{Type: MsgGrantRequest, From: 1, To: 2, Delta: time.Second}
+	ok := wire.Lease{Type: wire.LeaseGrantRequest, From: 1, To: 2, Delta: time.Second}
 	require.NoError(t, ok.Validate())
-	for want, m := range map[string]Message{
+	for want, m := range map[string]wire.Lease{
 		"unknown message type":  {Type: 99, From: 1, To: 2},
-		"without a sender":      {Type: MsgGrant, To: 2},
-		"without a receiver":    {Type: MsgGrant, From: 1},
-		"negative δ":            {Type: MsgGrant, From: 1, To: 2, Delta: -1},
-		"δ = 0":                 {Type: MsgGrantRequest, From: 1, To: 2},
-		"names no members":      {Type: MsgGrant, From: 1, To: 2, Newest: 3, NewestRan: true},
-		"but not its members":   {Type: MsgGrant, From: 1, To: 2, Newest: 3, NewestStopIndex: 4, NewestStopStamp: edict.Stamp{Epoch: 1, Counter: 1}},
-		"both or neither":       {Type: MsgGrant, From: 1, To: 2, Newest: 3, NewestMembers: []edict.ProcessID{1}, NewestStopIndex: 4},
-		"are not sorted":        {Type: MsgGrant, From: 1, To: 2, Newest: 3, NewestMembers: []edict.ProcessID{2, 1}},
-		"not sorted, distinct":  {Type: MsgGrant, From: 1, To: 2, Newest: 3, NewestMembers: []edict.ProcessID{1, 1}},
-		"[⊥ p1] are not sorted": {Type: MsgGrant, From: 1, To: 2, Newest: 3, NewestMembers: []edict.ProcessID{0, 1}},
+		"without a sender":      {Type: wire.LeaseGrant, To: 2},
+		"without a receiver":    {Type: wire.LeaseGrant, From: 1},
+		"negative δ":            {Type: wire.LeaseGrant, From: 1, To: 2, Delta: -1},
+		"δ = 0":                 {Type: wire.LeaseGrantRequest, From: 1, To: 2},
+		"names no members":      {Type: wire.LeaseGrant, From: 1, To: 2, Newest: 3, NewestRan: true},
+		"but not its members":   {Type: wire.LeaseGrant, From: 1, To: 2, Newest: 3, NewestStopIndex: 4, NewestStopStamp: edict.Stamp{Epoch: 1, Counter: 1}},
+		"both or neither":       {Type: wire.LeaseGrant, From: 1, To: 2, Newest: 3, NewestMembers: []edict.ProcessID{1}, NewestStopIndex: 4},
+		"are not sorted":        {Type: wire.LeaseGrant, From: 1, To: 2, Newest: 3, NewestMembers: []edict.ProcessID{2, 1}},
+		"not sorted, distinct":  {Type: wire.LeaseGrant, From: 1, To: 2, Newest: 3, NewestMembers: []edict.ProcessID{1, 1}},
+		"[⊥ p1] are not sorted": {Type: wire.LeaseGrant, From: 1, To: 2, Newest: 3, NewestMembers: []edict.ProcessID{0, 1}},
 	} {
 		assert.ErrorContains(t, m.Validate(), want)
 	}
 	c := newCluster(t, 1, 2, 3)
-	assert.ErrorContains(t, c.cores[2].Step(c.reading(2), Message{Type: MsgGrant, From: 1, To: 3, Start: c.reading(1)}), "addressed to p3")
-	assert.ErrorContains(t, c.cores[2].Step(c.reading(2), Message{Type: MsgGrantRequest, From: 9, To: 2, Start: c.reading(1), Delta: time.Second}), "p9, which is not a member of epoch 0")
+	assert.ErrorContains(t, c.cores[2].Step(c.reading(2), wire.Lease{Type: wire.LeaseGrant, From: 1, To: 3, Start: c.reading(1)}), "addressed to p3")
+	assert.ErrorContains(t, c.cores[2].Step(c.reading(2), wire.Lease{Type: wire.LeaseGrantRequest, From: 9, To: 2, Start: c.reading(1), Delta: time.Second}), "p9, which is not a member of epoch 0")
 }
 
 // OQwBS (§4): the granter holds its grant until Start_p + δ + Δ, read on
@@ -282,7 +283,7 @@ func TestBoundedSkewFinish(t *testing.T) {
 	cfg.Mode, cfg.Skew = BoundedSkew, 5*time.Millisecond
 	c.start(3, 1, cfg)
 	start := c.reading(2)
-	require.NoError(t, c.cores[3].Step(c.reading(3), Message{Type: MsgGrantRequest, From: 2, To: 3, Start: start, Delta: 100 * time.Millisecond}))
+	require.NoError(t, c.cores[3].Step(c.reading(3), wire.Lease{Type: wire.LeaseGrantRequest, From: 2, To: 3, Start: start, Delta: 100 * time.Millisecond}))
 	gs, _ := c.cores[3].Grant(0)
 	assert.Equal(t, start.Nanos+int64(105*time.Millisecond), gs.Finish.Nanos)
 }
@@ -323,13 +324,13 @@ func TestNextTickKeepsOverdueRenewal(t *testing.T) {
 // seed 392).
 func TestEpochLearnedLateDoesNotMoveActiveBack(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
-	e4 := EpochConfig{Epoch: 4, Quorum: edict.MustMajority(2, 3, 4)}
+	e4 := wire.EpochConfig{Epoch: 4, Members: []edict.ProcessID{2, 3, 4}}
 	require.NoError(t, c.cores[3].AddEpoch(e4))
 	require.NoError(t, c.cores[3].EpochRan(c.reading(3), 4))
 	c.collect(3)
 	require.Equal(t, uint64(4), c.cores[3].ActiveEpoch())
 	for _, e := range []uint64{2, 3} {
-		require.NoError(t, c.cores[3].AddEpoch(EpochConfig{Epoch: e, Quorum: edict.MustMajority(1, 2, 3, 4)}))
+		require.NoError(t, c.cores[3].AddEpoch(wire.EpochConfig{Epoch: e, Members: []edict.ProcessID{1, 2, 3, 4}}))
 		assert.True(t, c.cores[3].Terminated(e), "epoch %d, learned late, is known terminated", e)
 	}
 	assert.Equal(t, uint64(4), c.cores[3].ActiveEpoch(), "the active epoch did not move back")
@@ -393,8 +394,8 @@ func TestStarvedLeaderStandsAside(t *testing.T) {
 			c.now = at + int64(2*c.cores[1].RoundTrip())
 		}
 		c.tick(1) // the renewal: 2 and 3 grant, but the grants reach 1 only after its lease ended
-		var replies []Message
-		c.deliver(func(m Message) bool {
+		var replies []wire.Lease
+		c.deliver(func(m wire.Lease) bool {
 			if m.To == 1 {
 				replies = append(replies, m)
 				return false
@@ -443,8 +444,8 @@ func TestLateGrantsStillRenew(t *testing.T) {
 	old := c.cores[1].lease.expiry
 	c.now = c.cores[1].renewAt().Nanos
 	c.tick(1)
-	var late []Message
-	c.deliver(func(m Message) bool {
+	var late []wire.Lease
+	c.deliver(func(m wire.Lease) bool {
 		if m.To == 1 && m.From != 1 {
 			late = append(late, m) // the granters answer; the answers are slow
 			return false
@@ -456,7 +457,7 @@ func TestLateGrantsStillRenew(t *testing.T) {
 	c.tick(1) // patience runs out: ask 2 and 3 again
 	asked := 0
 	for _, m := range c.queue {
-		if m.Type == MsgGrantRequest && m.From == 1 && m.To != 1 {
+		if m.Type == wire.LeaseGrantRequest && m.From == 1 && m.To != 1 {
 			asked++
 			assert.Equal(t, late[0].Start, m.Start, "the same instance")
 		}
@@ -480,13 +481,13 @@ func TestLateRenewalIsNoCampaign(t *testing.T) {
 	c.elect(1)
 	c.now = c.cores[1].renewAt().Nanos
 	c.tick(1)
-	var late Message
+	var late wire.Lease
 	for _, m := range c.queue {
-		if m.Type == MsgGrantRequest && m.To == 2 {
+		if m.Type == wire.LeaseGrantRequest && m.To == 2 {
 			late = m
 		}
 	}
-	require.Equal(t, MsgGrantRequest, late.Type)
+	require.Equal(t, wire.LeaseGrantRequest, late.Type)
 	c.queue = nil // p1 starves: its renewal reaches p2 only much later
 	gs, ok := c.cores[2].Grant(0)
 	require.True(t, ok)
@@ -502,7 +503,7 @@ func TestLateRenewalIsNoCampaign(t *testing.T) {
 	c.advance(c.cores[1].MaxLease())
 	c.cores[1].Campaign(c.reading(1))
 	c.collect(1)
-	c.deliver(func(m Message) bool { return m.To == 2 && m.Type == MsgGrantRequest })
+	c.deliver(func(m wire.Lease) bool { return m.To == 2 && m.Type == wire.LeaseGrantRequest })
 	assert.Equal(t, edict.ProcessID(1), c.dets[2].WeakLeader(c.reading(2)), "a campaign ends the suspicion")
 }
 

@@ -7,6 +7,15 @@
 // what it must do from [Core.Ready] — records to persist first, then
 // messages to send, and events — in the manner of etcd-raft's Ready.
 //
+// Its vocabulary is package wire's, which sits below it and below the log
+// it serves: the messages it exchanges (wire.Lease), the per-epoch records
+// it asks to persist (wire.EpochRecord), the epoch configurations it is
+// given (wire.EpochConfig: an epoch's quorums are the majorities of its
+// members, the only quorum system the epoch news every message carries can
+// name; learners are the log's business and the lease core ignores them),
+// and the log positions grants report (wire.Position). So the log and the
+// transport hand the core what they hold, with no conversion between them.
+//
 // Section and equation numbers refer to van Renesse, Schneider and Gehrke,
 // "Nerio: Leader Election and Edict Ordering". The core implements:
 //

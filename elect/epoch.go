@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // wedging is an attempt to terminate an epoch by wedging a set of its
@@ -17,16 +18,16 @@ type wedging struct {
 }
 
 // AddEpoch makes a new epoch's configuration known (the log delivers it in
-// a committed stop edict). The epoch stays PENDING for this process until
+// a committed stop edict). The epoch's quorums are the majorities of its
+// Members; its Learners are not counted. Heard marks a configuration known
+// only from a peer's word (wire.EpochConfig.Heard); the same epoch added
+// again without it lifts the mark. The epoch stays PENDING for this process until
 // it learns that its predecessor TERMINATED. A leader of the predecessor
 // stops renewing from now on: its epoch is ending.
-func (c *Core) AddEpoch(cfg EpochConfig) error {
-	if cfg.Quorum == nil {
-		return fmt.Errorf("elect: epoch %d has no quorum system", cfg.Epoch)
-	}
+func (c *Core) AddEpoch(cfg wire.EpochConfig) error {
 	if old, ok := c.epochs[cfg.Epoch]; ok {
-		if fmt.Sprint(old.qs.Members()) != fmt.Sprint(cfg.Quorum.Members()) {
-			return fmt.Errorf("elect: epoch %d already known with members %v, not %v", cfg.Epoch, old.qs.Members(), cfg.Quorum.Members())
+		if !slices.Equal(old.members, cfg.Members) {
+			return fmt.Errorf("elect: epoch %d already known with members %v, not %v", cfg.Epoch, old.members, cfg.Members)
 		}
 		if !cfg.Heard {
 			old.heard = false // the log now holds the stop edict that began it
@@ -36,7 +37,9 @@ func (c *Core) AddEpoch(cfg EpochConfig) error {
 		}
 		return nil
 	}
-	c.addEpoch(cfg)
+	if err := c.addEpoch(cfg); err != nil {
+		return err
+	}
 	defer c.moveOverGap()
 	if es := c.epochs[cfg.Epoch]; cfg.Epoch < c.active {
 		// Learned late: a process that installed a snapshot naming a newer
@@ -122,7 +125,7 @@ func (c *Core) sendWedges(now edict.Time, w *wedging) {
 			done = done || x == q
 		}
 		if !done {
-			c.send(now, Message{Type: MsgGrantRequest, From: c.id, To: q, Epoch: w.epoch, Start: now, Wedge: true})
+			c.send(now, wire.Lease{Type: wire.LeaseGrantRequest, From: c.id, To: q, Epoch: w.epoch, Start: now, Wedge: true})
 		}
 	}
 }
@@ -140,7 +143,7 @@ func (c *Core) retryWedges(now edict.Time) {
 // in restart quarantine may still be granting a lease it forgot, so it
 // refuses like any granter with an outstanding grant; the requester
 // retries, which has the effect of the paper's buffering.
-func (c *Core) onWedgeRequest(now edict.Time, m Message, es *epochState) {
+func (c *Core) onWedgeRequest(now edict.Time, m wire.Lease, es *epochState) {
 	next := c.epochs[m.Epoch+1]
 	if !es.qs.IsMember(c.id) || !(es.qs.IsMember(m.From) || next != nil && next.qs.IsMember(m.From)) {
 		return
@@ -164,18 +167,18 @@ func (c *Core) onWedgeRequest(now edict.Time, m Message, es *epochState) {
 		es.wedge()
 		c.persist(es)
 	}
-	r := c.reply(m, MsgGrant, now)
+	r := c.reply(m, wire.LeaseGrant, now)
 	r.Wedged = true
 	c.send(now, r)
 }
 
 // onWedgeReply counts wedged members; a set of them that meets every
 // quorum terminates the epoch (blocking). Wedged state is durable, so a reply to any round counts.
-func (c *Core) onWedgeReply(now edict.Time, m Message) {
+func (c *Core) onWedgeReply(now edict.Time, m wire.Lease) {
 	w := c.wedges[m.Epoch]
 	es := c.epochs[m.Epoch]
-	if w == nil || es == nil || m.Type != MsgGrant || !m.Wedged || !es.qs.IsMember(m.From) {
-		if w != nil && m.Type == MsgNack && m.Remaining > 0 {
+	if w == nil || es == nil || m.Type != wire.LeaseGrant || !m.Wedged || !es.qs.IsMember(m.From) {
+		if w != nil && m.Type == wire.LeaseNack && m.Remaining > 0 {
 			at := now.Add(edict.ScaleUp(m.Remaining, (1+c.cfg.Rho)/(1-c.cfg.Rho)))
 			if at.After(w.retryAt) && m.Start == w.start {
 				w.retryAt = at

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // EventKind names what happened inside the core.
@@ -70,7 +71,7 @@ type Event struct {
 	// system).
 	Members []edict.ProcessID
 	// StopIndex and StopStamp: an EpochHeard epoch's stop edict, when
-	// the news named it (EpochConfig.StopIndex); an epoch already heard is
+	// the news named it (wire.EpochConfig.StopIndex); an epoch already heard is
 	// reported again when news first names its stop edict. StopNamed: the
 	// stop edict a wedge request named.
 	StopIndex uint64
@@ -78,14 +79,7 @@ type Event struct {
 	// Positions are, on LeaseAcquired, the log positions the instance's
 	// granters reported (Log.Durable), one for every process of QT but
 	// this one.
-	Positions map[edict.ProcessID]Position
-}
-
-// Position is where a granter's log stood: the index and stamp of its last
-// durable entry.
-type Position struct {
-	Index uint64
-	Stamp edict.Stamp
+	Positions map[edict.ProcessID]wire.Position
 }
 
 // Stats counts what became of this process's leases, for metrics.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // epochState is one epoch's granter state (A_q, F_q) and what this process
@@ -12,7 +13,7 @@ import (
 // state for each.
 type epochState struct {
 	epoch uint64
-	qs    edict.QuorumSystem
+	qs    *edict.Majority
 
 	grantee edict.ProcessID // A_q; None is ⊥
 	finish  edict.Time      // F_q; meaningless once wedged (F = ∞)
@@ -37,20 +38,20 @@ type epochState struct {
 
 	lapseReported bool
 	terminated    bool
-	// heard: known only from a peer's epoch news (EpochConfig.Heard); no
-	// campaign in it.
+	// heard: known only from a peer's epoch news (wire.EpochConfig.Heard);
+	// no campaign in it.
 	heard bool
 	// runs: every epoch below this one is known TERMINATED (persisted).
 	runs bool
-	// stopIndex and stopStamp: EpochConfig's, when known.
+	// stopIndex and stopStamp: wire.EpochConfig's, when known.
 	stopIndex uint64
 	stopStamp edict.Stamp
-	// members caches a majority's member list for the news emit sends.
+	// members are qs's, kept for the news emit sends.
 	members []edict.ProcessID
 }
 
-func newEpochState(cfg EpochConfig) *epochState {
-	return &epochState{epoch: cfg.Epoch, qs: cfg.Quorum, heard: cfg.Heard, stopIndex: cfg.StopIndex, stopStamp: cfg.StopStamp, retired: map[edict.ProcessID]edict.Time{}, leaseEnd: map[edict.ProcessID]edict.Time{}, lastGrant: map[edict.ProcessID]lastGrant{}}
+func newEpochState(cfg wire.EpochConfig, qs *edict.Majority) *epochState {
+	return &epochState{epoch: cfg.Epoch, qs: qs, members: qs.Members(), heard: cfg.Heard, stopIndex: cfg.StopIndex, stopStamp: cfg.StopStamp, retired: map[edict.ProcessID]edict.Time{}, leaseEnd: map[edict.ProcessID]edict.Time{}, lastGrant: map[edict.ProcessID]lastGrant{}}
 }
 
 // lastGrant is a grant this process gave: its reading when it granted
@@ -84,14 +85,14 @@ func (c *Core) Grant(epoch uint64) (GrantState, bool) {
 	return GrantState{Grantee: es.grantee, Finish: es.finish, Wedged: es.wedged}, true
 }
 
-func (c *Core) reply(req Message, typ MessageType, now edict.Time) Message {
-	return Message{Type: typ, From: c.id, To: req.From, Epoch: req.Epoch, Start: req.Start, Wedge: req.Wedge, T: now}
+func (c *Core) reply(req wire.Lease, typ wire.LeaseType, now edict.Time) wire.Lease {
+	return wire.Lease{Type: typ, From: c.id, To: req.From, Epoch: req.Epoch, Start: req.Start, Wedge: req.Wedge, T: now}
 }
 
 // send delivers m: to the network, or locally when this process addresses
 // itself (it is a member of its own quorums). Step uses it to dispatch
 // received messages to the same handlers.
-func (c *Core) send(now edict.Time, m Message) {
+func (c *Core) send(now edict.Time, m wire.Lease) {
 	if m.To != c.id {
 		c.emit(m)
 		return
@@ -102,32 +103,32 @@ func (c *Core) send(now edict.Time, m Message) {
 // deliver hands a grant-exchange message addressed to this process to its
 // handler: one arriving from a peer (Step), or one this process sends
 // itself, as a member of its own quorum (send).
-func (c *Core) deliver(now edict.Time, m Message) {
+func (c *Core) deliver(now edict.Time, m wire.Lease) {
 	switch m.Type {
-	case MsgGrantRequest:
+	case wire.LeaseGrantRequest:
 		c.onGrantRequest(now, m)
-	case MsgGrant, MsgNack:
+	case wire.LeaseGrant, wire.LeaseNack:
 		if m.Wedge {
 			c.onWedgeReply(now, m)
 		} else {
 			c.onGrantReply(now, m)
 		}
-	case MsgRelease, MsgRevoke:
+	case wire.LeaseRelease, wire.LeaseRevoke:
 		c.onRelease(now, m)
 	default:
 		panic(fmt.Sprintf("elect: no local delivery for %v", m.Type))
 	}
 }
 
-func (c *Core) nack(now edict.Time, req Message, es *epochState, grantee edict.ProcessID, remaining time.Duration) {
-	n := c.reply(req, MsgNack, now)
+func (c *Core) nack(now edict.Time, req wire.Lease, es *epochState, grantee edict.ProcessID, remaining time.Duration) {
+	n := c.reply(req, wire.LeaseNack, now)
 	n.Grantee, n.Remaining, n.Wedged = grantee, max(remaining, 0), es.wedged
 	c.send(now, n)
 }
 
 // onGrantRequest is steps 4–6 of OQwBD (§3) and OQwBS (§4), with the nack
 // of §10.2, the restart quarantine, MaxLease, and the epoch rules of §10.6.
-func (c *Core) onGrantRequest(now edict.Time, m Message) {
+func (c *Core) onGrantRequest(now edict.Time, m wire.Lease) {
 	es := c.epochs[m.Epoch]
 	if es == nil {
 		return // an epoch we have not learned of yet: the log will bring it
@@ -206,7 +207,7 @@ func (c *Core) onGrantRequest(now edict.Time, m Message) {
 		c.cfg.Detector.Observe(Observation{Kind: LeaderSeen, Process: m.From, At: now})
 	}
 	// Step 6.2, extended with T_q (§7).
-	c.send(now, c.reply(m, MsgGrant, now))
+	c.send(now, c.reply(m, wire.LeaseGrant, now))
 }
 
 // observeRenewalGap learns a stall from a grant request that renews a
@@ -229,7 +230,7 @@ func (c *Core) onGrantRequest(now edict.Time, m Message) {
 // other granters while this one was cut off, or lost the lease — is no
 // stall that a lead could have covered: a sample is at most the grant's
 // length, MaxLease at most, and, like any, forgotten after stallMemory.
-func (c *Core) observeRenewalGap(now edict.Time, m Message, es *epochState) {
+func (c *Core) observeRenewalGap(now edict.Time, m wire.Lease, es *epochState) {
 	g, ok := es.lastGrant[m.From]
 	if !ok || m.From == c.id || !m.Start.After(g.start) || !now.Before(g.until) ||
 		!es.retired[m.From].Before(g.start) || c.campaigns(m) {
@@ -244,7 +245,7 @@ func (c *Core) observeRenewalGap(now edict.Time, m Message, es *epochState) {
 // the grant expires at once. F_q decreases here, which eq. 16 otherwise
 // forbids; it is safe because the sender gave up its lease (E_p := C_p) or
 // never had one before sending.
-func (c *Core) onRelease(now edict.Time, m Message) {
+func (c *Core) onRelease(now edict.Time, m wire.Lease) {
 	es := c.epochs[m.Epoch]
 	if es == nil || !es.qs.IsMember(m.From) {
 		return

@@ -2,10 +2,12 @@ package elect
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
 	"github.com/stretchr/testify/require"
 )
 
@@ -17,15 +19,15 @@ type cluster struct {
 	inc    map[edict.ProcessID]uint64
 	cores  map[edict.ProcessID]*Core
 	dets   map[edict.ProcessID]*LowestLive
-	queue  []Message
+	queue  []wire.Lease
 	events map[edict.ProcessID][]Event
-	stored map[edict.ProcessID][]EpochRecord
+	stored map[edict.ProcessID][]wire.EpochRecord
 }
 
 func testConfig(id edict.ProcessID, members []edict.ProcessID, det Detector) Config {
 	return Config{
 		ID:       id,
-		Epochs:   []EpochConfig{{Epoch: 0, Quorum: edict.MustMajority(members...)}},
+		Epochs:   []wire.EpochConfig{{Epoch: 0, Members: slices.Sorted(slices.Values(members))}},
 		Detector: det,
 		Rand:     rand.New(rand.NewPCG(uint64(id), 1)),
 	}
@@ -33,7 +35,7 @@ func testConfig(id edict.ProcessID, members []edict.ProcessID, det Detector) Con
 
 func newCluster(t *testing.T, ids ...edict.ProcessID) *cluster {
 	c := &cluster{t: t, now: int64(time.Hour), inc: map[edict.ProcessID]uint64{}, cores: map[edict.ProcessID]*Core{},
-		dets: map[edict.ProcessID]*LowestLive{}, events: map[edict.ProcessID][]Event{}, stored: map[edict.ProcessID][]EpochRecord{}}
+		dets: map[edict.ProcessID]*LowestLive{}, events: map[edict.ProcessID][]Event{}, stored: map[edict.ProcessID][]wire.EpochRecord{}}
 	for _, id := range ids {
 		c.start(id, 1, testConfig(id, ids, nil))
 	}
@@ -42,7 +44,7 @@ func newCluster(t *testing.T, ids ...edict.ProcessID) *cluster {
 
 func (c *cluster) start(id edict.ProcessID, inc uint64, cfg Config) {
 	c.inc[id] = inc
-	det := NewLowestLive(id, cfg.Epochs[0].Quorum.Members(), time.Second)
+	det := NewLowestLive(id, cfg.Epochs[0].Members, time.Second)
 	c.dets[id] = det
 	cfg.Detector = det
 	core, err := New(cfg, c.stored[id], c.reading(id))
@@ -72,7 +74,7 @@ func (c *cluster) tick(id edict.ProcessID) {
 
 // deliver delivers queued messages until none is left, dropping those the
 // filter refuses.
-func (c *cluster) deliver(keep func(Message) bool) {
+func (c *cluster) deliver(keep func(wire.Lease) bool) {
 	for len(c.queue) > 0 {
 		m := c.queue[0]
 		c.queue = c.queue[1:]

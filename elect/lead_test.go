@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // ms is a tolerance for the microsecond each harness reading adds.
@@ -24,8 +25,8 @@ func (c *cluster) renewSlowly(hold time.Duration) time.Duration {
 	a := c.cores[1].attempt
 	require.NotNil(c.t, a, "a renewal starts when due")
 	require.True(c.t, a.renewal)
-	var replies []Message
-	c.deliver(func(m Message) bool {
+	var replies []wire.Lease
+	c.deliver(func(m wire.Lease) bool {
 		if m.To == 1 {
 			replies = append(replies, m)
 			return false
@@ -170,8 +171,8 @@ func TestLateGrantsTeachTheirStall(t *testing.T) {
 	c.elect(1)
 	c.now = c.cores[1].renewAt().Nanos
 	c.tick(1)
-	var replies []Message
-	c.deliver(func(m Message) bool {
+	var replies []wire.Lease
+	c.deliver(func(m wire.Lease) bool {
 		if m.To == 1 {
 			replies = append(replies, m)
 			return false
@@ -203,7 +204,7 @@ func TestPartitionTeachesNoStall(t *testing.T) {
 
 	c = newCluster(t, 1, 2, 3)
 	c.elect(1)
-	require.NoError(t, c.cores[1].AddEpoch(EpochConfig{Epoch: 1, Quorum: edict.MustMajority(1, 2, 4)}))
+	require.NoError(t, c.cores[1].AddEpoch(wire.EpochConfig{Epoch: 1, Members: []edict.ProcessID{1, 2, 4}}))
 	end := c.cores[1].lease.expiry.Nanos
 	c.runUntil(1, end+int64(100*time.Millisecond))
 	require.False(t, c.cores[1].IsLeader(c.reading(1)))
@@ -256,13 +257,13 @@ func TestGranterLearnsLeaderStalls(t *testing.T) {
 // earlier life of its sender. Any of these would make the lead longer,
 // and with it failover, for no stall a lead could ride out.
 func TestRenewalGapIsOnlyALateRenewal(t *testing.T) {
-	toP2 := func(m Message) bool { return m.To == 2 && m.Type == MsgGrantRequest && m.From == 1 }
+	toP2 := func(m wire.Lease) bool { return m.To == 2 && m.Type == wire.LeaseGrantRequest && m.From == 1 }
 	// renewalToP2 lets p1's next renewal fall due and returns its grant
 	// request to p2, left in the queue.
-	renewalToP2 := func(c *cluster) Message {
+	renewalToP2 := func(c *cluster) wire.Lease {
 		c.now = c.cores[1].renewAt().Nanos
 		c.tick(1)
-		var req Message
+		var req wire.Lease
 		for _, m := range c.queue {
 			if toP2(m) {
 				req = m
@@ -284,7 +285,7 @@ func TestRenewalGapIsOnlyALateRenewal(t *testing.T) {
 		for end := c.now + int64(time.Second); c.now < end; {
 			c.now = c.cores[1].renewAt().Nanos
 			c.tick(1)
-			c.deliver(func(m Message) bool { return m.To != 2 && m.From != 2 })
+			c.deliver(func(m wire.Lease) bool { return m.To != 2 && m.From != 2 })
 			require.True(t, c.cores[1].IsLeader(c.reading(1)))
 		}
 		c.renewSlowly(0)
@@ -298,8 +299,8 @@ func TestRenewalGapIsOnlyALateRenewal(t *testing.T) {
 		gs, _ := c.cores[2].Grant(0)
 		c.now = c.cores[1].renewAt().Nanos
 		c.tick(1)
-		var held []Message
-		c.deliver(func(m Message) bool {
+		var held []wire.Lease
+		c.deliver(func(m wire.Lease) bool {
 			if toP2(m) {
 				held = append(held, m) // reaches p2 only after its grant lapsed
 				return false
@@ -323,7 +324,7 @@ func TestRenewalGapIsOnlyALateRenewal(t *testing.T) {
 		c.deliver(nil)
 		require.True(t, older.Start.Before(newest.Start))
 		c.advance(200 * time.Millisecond) // within p2's grant
-		for _, m := range []Message{newest, older, newest} {
+		for _, m := range []wire.Lease{newest, older, newest} {
 			require.NoError(t, c.cores[2].Step(c.reading(2), m))
 			c.collect(2)
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // ErrNotLeader is returned when an edict is requested while C_p ≥ E_p.
@@ -58,7 +59,7 @@ type attempt struct {
 	grants   []edict.Reading
 	// positions are the log positions the grants reported (Log.Durable of
 	// each granter), handed to the log when the instance completes.
-	positions map[edict.ProcessID]Position
+	positions map[edict.ProcessID]wire.Position
 	refusals  int
 	wait      time.Duration // longest remaining grant a nack reported
 	renewal   bool
@@ -263,7 +264,7 @@ func (c *Core) maybeStart(now edict.Time) {
 // epoch, which its detector named, restarted and in quarantine: neither
 // won, and the new epoch waited out the grants of both (the simulator's
 // log-membership-keep-faults, seed 345 of 500).
-func (c *Core) yieldCampaign(now edict.Time, m Message) {
+func (c *Core) yieldCampaign(now edict.Time, m wire.Lease) {
 	a := c.attempt
 	if a == nil || a.renewal || a.directed || a.epoch != m.Epoch || c.lease.valid(now) {
 		return
@@ -341,15 +342,15 @@ func (c *Core) start(now edict.Time, renewal bool) {
 	a.giveUp = c.patience(now, a)
 	c.attempt = a
 	for _, q := range c.epochs[a.epoch].qs.Members() {
-		c.send(now, Message{Type: MsgGrantRequest, From: c.id, To: q, Epoch: a.epoch, Start: now, Delta: delta})
+		c.send(now, wire.Lease{Type: wire.LeaseGrantRequest, From: c.id, To: q, Epoch: a.epoch, Start: now, Delta: delta})
 	}
 }
 
 // onGrantReply is steps 7–8 for one ok or nack.
-func (c *Core) onGrantReply(now edict.Time, m Message) {
+func (c *Core) onGrantReply(now edict.Time, m wire.Lease) {
 	a := c.attempt
 	if a == nil || m.Epoch != a.epoch || m.Start != a.start && !mutated(ruleReplyAttempt) {
-		if d := c.completed; m.Type == MsgGrant && d != nil && m.Epoch == d.epoch && m.Start == d.start &&
+		if d := c.completed; m.Type == wire.LeaseGrant && d != nil && m.Epoch == d.epoch && m.Start == d.start &&
 			c.epochs[d.epoch] != nil && c.epochs[d.epoch].qs.IsMember(m.From) {
 			c.noteGrant(now, m.From) // late for the quorum, but a grant
 		}
@@ -367,11 +368,11 @@ func (c *Core) onGrantReply(now edict.Time, m Message) {
 	if a.replied == nil {
 		a.replied = map[edict.ProcessID]bool{}
 	}
-	if m.Type == MsgNack && a.replied[m.From] {
+	if m.Type == wire.LeaseNack && a.replied[m.From] {
 		return // a member refuses once per instance, however often asked
 	}
 	a.replied[m.From] = true
-	if m.Type == MsgNack {
+	if m.Type == wire.LeaseNack {
 		a.refusals++
 		a.wait = max(a.wait, m.Remaining)
 		if m.Grantee != edict.None && m.Grantee != c.id {
@@ -386,9 +387,9 @@ func (c *Core) onGrantReply(now edict.Time, m Message) {
 	c.noteGrant(now, m.From)
 	if m.From != c.id {
 		if a.positions == nil {
-			a.positions = map[edict.ProcessID]Position{}
+			a.positions = map[edict.ProcessID]wire.Position{}
 		}
-		a.positions[m.From] = Position{Index: m.LastIndex, Stamp: m.LastStamp}
+		a.positions[m.From] = wire.Position{Index: m.LastIndex, Stamp: m.LastStamp}
 	}
 	qt, err := edict.NewQT(a.grants...)
 	if err != nil {
@@ -492,7 +493,7 @@ func (c *Core) checkAttempt(now edict.Time) {
 	if a.renewal && c.lease.valid(now) && now.Before(a.deadline) && !mutated(ruleRenewalPatience) {
 		for _, q := range c.epochs[a.epoch].qs.Members() {
 			if !a.replied[q] {
-				c.send(now, Message{Type: MsgGrantRequest, From: c.id, To: q, Epoch: a.epoch, Start: a.start, Delta: a.delta})
+				c.send(now, wire.Lease{Type: wire.LeaseGrantRequest, From: c.id, To: q, Epoch: a.epoch, Start: a.start, Delta: a.delta})
 			}
 		}
 		a.giveUp = c.patience(now, a)
@@ -514,7 +515,7 @@ func (c *Core) fail(now edict.Time) {
 		return // a renewal: maybeStart retries at once, the old grants stand
 	}
 	for _, r := range a.grants {
-		c.send(now, Message{Type: MsgRevoke, From: c.id, To: r.Process, Epoch: a.epoch, Start: now})
+		c.send(now, wire.Lease{Type: wire.LeaseRevoke, From: c.id, To: r.Process, Epoch: a.epoch, Start: now})
 	}
 	wait := edict.ScaleUp(a.wait, (1+c.cfg.Rho)/(1-c.cfg.Rho))
 	jitter := c.cfg.RoundTrip + time.Duration(c.cfg.Rand.Int64N(int64(c.cfg.RenewInterval)+1))
@@ -609,7 +610,7 @@ func (c *Core) release(now edict.Time, holdOff time.Duration, cause *uint64) {
 	es := c.epochs[c.active]
 	if es != nil && es.qs.IsMember(c.id) {
 		for _, q := range es.qs.Members() {
-			c.send(now, Message{Type: MsgRelease, From: c.id, To: q, Epoch: c.active, Start: now})
+			c.send(now, wire.Lease{Type: wire.LeaseRelease, From: c.id, To: q, Epoch: c.active, Start: now})
 		}
 	}
 	c.backoff = now.Add(holdOff)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -22,13 +23,13 @@ import (
 func TestEpochNewsLetsAMemberGrantInAnEpochItMissed(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
 	c.start(4, 1, testConfig(4, []edict.ProcessID{1, 2, 3}, nil))
-	e1 := EpochConfig{Epoch: 1, Quorum: edict.MustMajority(1, 2, 4)}
+	e1 := wire.EpochConfig{Epoch: 1, Members: []edict.ProcessID{1, 2, 4}}
 	for _, id := range []edict.ProcessID{1, 2} {
 		require.NoError(t, c.cores[id].AddEpoch(e1))
 		require.NoError(t, c.cores[id].Wedge(c.reading(id), 0))
 		c.collect(id)
 	}
-	c.deliver(func(m Message) bool { return m.Wedge && m.To != 4 })
+	c.deliver(func(m wire.Lease) bool { return m.Wedge && m.To != 4 })
 	require.Equal(t, uint64(1), c.cores[1].ActiveEpoch(), "p1 knows epoch 0 terminated")
 	require.False(t, c.cores[4].EpochKnown(1))
 
@@ -101,7 +102,7 @@ func TestCampaignFallbackStaysQuietUnderALeader(t *testing.T) {
 		for _, id := range []edict.ProcessID{1, 2, 3} {
 			c.tick(id)
 		}
-		c.deliver(func(m Message) bool { return m.Type != MsgGrantRequest || m.From == 1 })
+		c.deliver(func(m wire.Lease) bool { return m.Type != wire.LeaseGrantRequest || m.From == 1 })
 	}
 	assert.True(t, c.cores[1].IsLeader(c.reading(1)))
 	for _, id := range []edict.ProcessID{2, 3} {
@@ -119,7 +120,7 @@ func TestCampaignFallbackStaysQuietUnderALeader(t *testing.T) {
 // again, and that is all termination needs. One wedged member does not.
 func TestTwoWedgedOfFourTerminateTheEpoch(t *testing.T) {
 	c := newCluster(t, 1, 2, 3, 4)
-	e2 := EpochConfig{Epoch: 1, Quorum: edict.MustMajority(1, 2, 4)}
+	e2 := wire.EpochConfig{Epoch: 1, Members: []edict.ProcessID{1, 2, 4}}
 	c.elect(1)
 	delete(c.cores, 2) // cut off
 	delete(c.cores, 3) // removed and gone
@@ -129,7 +130,7 @@ func TestTwoWedgedOfFourTerminateTheEpoch(t *testing.T) {
 	// p4 alone wedges epoch 0 first: one of four meets no quorum of three.
 	require.NoError(t, c.cores[4].Wedge(c.reading(4), 0))
 	c.collect(4)
-	c.deliver(func(m Message) bool { return m.To == 4 || m.From == 4 })
+	c.deliver(func(m wire.Lease) bool { return m.To == 4 || m.From == 4 })
 	assert.False(t, c.cores[4].Terminated(0), "p4's own wedge is not enough, and p1 still grants to itself")
 
 	// p1 gives its lease up and wedges: p1 and p4 block every quorum.
@@ -164,8 +165,8 @@ func TestTwoWedgedOfFourTerminateTheEpoch(t *testing.T) {
 // Fails with EDICT_MUTATE=no-epoch-skip (go test -tags edictmutate).
 func TestAnUnknownEpochIsNotSkipped(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
-	e1 := EpochConfig{Epoch: 1, Quorum: edict.MustMajority(1, 2, 3, 5)}
-	news := Message{Type: MsgDetector, From: 5, To: 3, Start: c.reading(3), Newest: 2, NewestMembers: []edict.ProcessID{2, 3, 5}}
+	e1 := wire.EpochConfig{Epoch: 1, Members: []edict.ProcessID{1, 2, 3, 5}}
+	news := wire.Lease{Type: wire.LeaseDetector, From: 5, To: 3, Start: c.reading(3), Newest: 2, NewestMembers: []edict.ProcessID{2, 3, 5}}
 	require.NoError(t, c.cores[3].Step(c.reading(3), news))
 	c.collect(3)
 	require.True(t, c.cores[3].EpochKnown(2), "p3 heard of epoch 2")
@@ -181,7 +182,7 @@ func TestAnUnknownEpochIsNotSkipped(t *testing.T) {
 	assert.Equal(t, uint64(0), c.cores[3].ActiveEpoch(), "not epoch 2: epoch 1, unknown here, may still run")
 	c.queue = nil
 	c.cores[3].Tick(c.reading(3))
-	require.NoError(t, c.cores[3].Step(c.reading(3), Message{Type: MsgDetector, From: 1, To: 3, Start: c.reading(3)}))
+	require.NoError(t, c.cores[3].Step(c.reading(3), wire.Lease{Type: wire.LeaseDetector, From: 1, To: 3, Start: c.reading(3)}))
 	c.collect(3)
 	for _, m := range c.queue {
 		assert.False(t, m.NewestRan, "p3 tells no one that epoch 2 runs: %v", m)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // echo is a Protocol that sends "ping" to every peer every period and
@@ -41,7 +42,7 @@ func (e *echo) Outbox() []Outgoing {
 }
 func (e *echo) NextTick() edict.Time { return e.next }
 
-// A Protocol detector's messages travel as MsgDetector lease messages:
+// A Protocol detector's messages travel as wire.LeaseDetector lease messages:
 // the core ticks it when due, sends its outbox, and delivers what arrives.
 func TestProtocolDetectorMessages(t *testing.T) {
 	members := []edict.ProcessID{1, 2}
@@ -57,9 +58,9 @@ func TestProtocolDetectorMessages(t *testing.T) {
 	assert.Equal(t, now, cores[2].NextTick(), "the protocol's timer is due")
 	now = now.Add(time.Microsecond)
 	cores[2].Tick(now)
-	var sent []Message
+	var sent []wire.Lease
 	for _, m := range cores[2].Ready().Messages {
-		if m.Type == MsgDetector {
+		if m.Type == wire.LeaseDetector {
 			sent = append(sent, m)
 		}
 	}
@@ -74,9 +75,9 @@ func TestProtocolDetectorMessages(t *testing.T) {
 
 	// A payload on another message type, or an oversized one, is refused.
 	bad := sent[0]
-	bad.Type = MsgRelease
+	bad.Type = wire.LeaseRelease
 	assert.ErrorContains(t, bad.Validate(), "detector payload")
 	big := sent[0]
-	big.Payload = make([]byte, MaxDetectorPayload+1)
+	big.Payload = make([]byte, wire.MaxDetectorPayload+1)
 	assert.ErrorContains(t, big.Validate(), "exceeds")
 }

@@ -2,6 +2,7 @@ package elect
 
 import (
 	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // Leader verification (§10.5), re-derived.
@@ -39,12 +40,12 @@ func (c *Core) VerifyLeader(now edict.Time, p edict.ProcessID) {
 		return
 	}
 	c.verifies[p] = now
-	c.emit(Message{Type: MsgVerify, From: c.id, To: p, Epoch: c.active, Start: now})
+	c.emit(wire.Lease{Type: wire.LeaseVerify, From: c.id, To: p, Epoch: c.active, Start: now})
 }
 
 // remainder is step 3: the least real time left of the lease.
-func (c *Core) onVerify(now edict.Time, m Message) {
-	r := Message{Type: MsgRemainder, From: c.id, To: m.From, Epoch: m.Epoch, Start: m.Start}
+func (c *Core) onVerify(now edict.Time, m wire.Lease) {
+	r := wire.Lease{Type: wire.LeaseRemainder, From: c.id, To: m.From, Epoch: m.Epoch, Start: m.Start}
 	if c.lease.valid(now) && c.lease.epoch == m.Epoch {
 		left, _ := c.lease.expiry.Sub(now)
 		r.Delta = edict.Scale(left, 1/(1+c.cfg.Rho))
@@ -52,7 +53,7 @@ func (c *Core) onVerify(now edict.Time, m Message) {
 	c.emit(r)
 }
 
-func (c *Core) onRemainder(now edict.Time, m Message) {
+func (c *Core) onRemainder(now edict.Time, m wire.Lease) {
 	start, ok := c.verifies[m.From]
 	if !ok || start != m.Start {
 		return

@@ -8,7 +8,6 @@ import (
 	"github.com/hashicorp/go-msgpack/v2/codec"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/wire"
 )
 
@@ -178,7 +177,7 @@ type wLease struct {
 	LastIndex uint64
 	LastStamp wStamp
 	Payload   []byte
-	// The sender's epoch news (elect.Message.Newest…).
+	// The sender's epoch news (wire.Lease.Newest…).
 	Newest          uint64
 	NewestMembers   []uint64
 	NewestRan       bool
@@ -368,9 +367,9 @@ func entriesFromWire(w []wEntry, first uint64, q qtRefs, e *stampErr) []wire.Ent
 	return es
 }
 
-// leaseToWire and leaseFromWire must name every field of elect.Message;
+// leaseToWire and leaseFromWire must name every field of wire.Lease;
 // TestLeaseWireCoversEveryField fails when one is added there and not here.
-func leaseToWire(m *elect.Message, t *qtTable) *wLease {
+func leaseToWire(m *wire.Lease, t *qtTable) *wLease {
 	return &wLease{
 		Type: uint8(m.Type), From: uint64(m.From), To: uint64(m.To), Epoch: m.Epoch,
 		Start: timeToWire(m.Start), Delta: int64(m.Delta), Wedge: m.Wedge,
@@ -381,9 +380,9 @@ func leaseToWire(m *elect.Message, t *qtTable) *wLease {
 	}
 }
 
-func leaseFromWire(w *wLease, q qtRefs, e *stampErr) *elect.Message {
-	return &elect.Message{
-		Type: elect.MessageType(w.Type), From: edict.ProcessID(w.From), To: edict.ProcessID(w.To), Epoch: w.Epoch,
+func leaseFromWire(w *wLease, q qtRefs, e *stampErr) *wire.Lease {
+	return &wire.Lease{
+		Type: wire.LeaseType(w.Type), From: edict.ProcessID(w.From), To: edict.ProcessID(w.To), Epoch: w.Epoch,
 		Start: timeFromWire(w.Start), Delta: time.Duration(w.Delta), Wedge: w.Wedge,
 		T: timeFromWire(w.T), Grantee: edict.ProcessID(w.Grantee), Remaining: time.Duration(w.Remaining), Wedged: w.Wedged,
 		LastIndex: w.LastIndex, LastStamp: e.get(q, w.LastStamp), Payload: w.Payload,

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/wire"
 	"github.com/edictlog/edictlog/wire/wiretest"
 )
@@ -30,17 +29,17 @@ func TestMessageRoundTrip(t *testing.T) {
 	}
 }
 
-// TestLeaseWireCoversEveryField fails when elect.Message gains a field the
+// TestLeaseWireCoversEveryField fails when wire.Lease gains a field the
 // wire form does not carry: set every field to a distinct non-zero value by
 // reflection and require it back.
 func TestLeaseWireCoversEveryField(t *testing.T) {
 	t.Parallel()
-	var m elect.Message
+	var m wire.Lease
 	v := reflect.ValueOf(&m).Elem()
 	for i := range v.NumField() {
 		setNonZero(t, v.Field(i), uint64(i+1))
 	}
-	m.Type = elect.MsgDetector // keep it valid: the only type that carries a payload
+	m.Type = wire.LeaseDetector // keep it valid: the only type that carries a payload
 	b, err := appendMessage(nil, wire.LeaseMessage(m))
 	if err != nil {
 		t.Fatal(err)
@@ -73,14 +72,14 @@ func setNonZero(t *testing.T, f reflect.Value, n uint64) {
 		case reflect.TypeFor[edict.ProcessID]():
 			f.Set(reflect.ValueOf([]edict.ProcessID{edict.ProcessID(n), edict.ProcessID(n + 1)}))
 		default:
-			t.Fatalf("elect.Message has a slice of %v the test does not know", f.Type().Elem())
+			t.Fatalf("wire.Lease has a slice of %v the test does not know", f.Type().Elem())
 		}
 	case reflect.Struct:
 		for i := range f.NumField() {
 			setNonZero(t, f.Field(i), n*10+uint64(i))
 		}
 	default:
-		t.Fatalf("elect.Message has a field of kind %v the test does not know: extend the wire form and this test", f.Kind())
+		t.Fatalf("wire.Lease has a field of kind %v the test does not know: extend the wire form and this test", f.Kind())
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/mpack"
 	"github.com/edictlog/edictlog/wire"
 )
@@ -252,10 +251,10 @@ func (e *msgEncoder) entries(es []wire.Entry) {
 	}
 }
 
-// lease writes an elect.Message. It and msgDecoder.lease must name every
-// field of elect.Message; TestLeaseWireCoversEveryField fails when one is
+// lease writes an wire.Lease. It and msgDecoder.lease must name every
+// field of wire.Lease; TestLeaseWireCoversEveryField fails when one is
 // added there and not here.
-func (e *msgEncoder) lease(m *elect.Message) {
+func (e *msgEncoder) lease(m *wire.Lease) {
 	e.buf = mpack.AppendArrayLen(e.buf, leaseFields)
 	e.buf = mpack.AppendUint(e.buf, uint64(m.Type))
 	e.buf = mpack.AppendUint(e.buf, uint64(m.From))
@@ -524,11 +523,11 @@ func (d *msgDecoder) bin(what string) []byte {
 	return d.data[start:len(d.data):len(d.data)]
 }
 
-func (d *msgDecoder) lease() *elect.Message {
+func (d *msgDecoder) lease() *wire.Lease {
 	if !d.array("lease", leaseFields) {
 		return nil
 	}
-	m := &elect.Message{Type: elect.MessageType(d.uint8("type")), From: edict.ProcessID(d.r.Uint("from")), To: edict.ProcessID(d.r.Uint("to")), Epoch: d.r.Uint("epoch"),
+	m := &wire.Lease{Type: wire.LeaseType(d.uint8("type")), From: edict.ProcessID(d.r.Uint("from")), To: edict.ProcessID(d.r.Uint("to")), Epoch: d.r.Uint("epoch"),
 		Start: d.time("start"), Delta: time.Duration(d.r.Int("delta")), Wedge: d.r.Bool("wedge"),
 		T: d.time("t"), Grantee: edict.ProcessID(d.r.Uint("grantee")), Remaining: time.Duration(d.r.Int("remaining")), Wedged: d.r.Bool("wedged"),
 		LastIndex: d.r.Uint("last index"), LastStamp: d.stamp("last stamp")}

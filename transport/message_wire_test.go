@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/wire"
 	"github.com/edictlog/edictlog/wire/wiretest"
 )
@@ -89,14 +88,14 @@ func (g messageGen) entries(first uint64, qts []edict.QT) []wire.Entry {
 	return es
 }
 
-func (g messageGen) lease(qts []edict.QT) *elect.Message {
-	m := &elect.Message{Type: elect.MessageType(1 + g.r.IntN(int(elect.MsgDetector))), From: 1, To: 2, Epoch: g.uint(),
+func (g messageGen) lease(qts []edict.QT) *wire.Lease {
+	m := &wire.Lease{Type: wire.LeaseType(1 + g.r.IntN(int(wire.LeaseDetector))), From: 1, To: 2, Epoch: g.uint(),
 		Start: g.time(), Delta: time.Duration(g.r.Int64()), Wedge: g.r.IntN(2) == 0, T: g.time(), Grantee: edict.ProcessID(g.uint()),
 		Remaining: time.Duration(g.r.Int64()), Wedged: g.r.IntN(2) == 0, LastIndex: g.uint(), LastStamp: g.stamp(qts), Newest: g.uint()}
-	if m.Type == elect.MsgDetector {
+	if m.Type == wire.LeaseDetector {
 		m.Payload = g.data()
-		if len(m.Payload) > elect.MaxDetectorPayload {
-			m.Payload = m.Payload[:elect.MaxDetectorPayload]
+		if len(m.Payload) > wire.MaxDetectorPayload {
+			m.Payload = m.Payload[:wire.MaxDetectorPayload]
 		}
 	}
 	if g.r.IntN(2) == 0 {

@@ -2,7 +2,9 @@ package wire
 
 import "github.com/edictlog/edictlog/edict"
 
-// Position names a log entry by index and stamp, as log matching does.
+// Position names a log entry by index and stamp, as log matching does: the
+// reset point of a Batch, or where a granter's durable log stood when it
+// granted a lease (elect.Event.Positions).
 type Position struct {
 	Index uint64
 	Stamp edict.Stamp

@@ -6,14 +6,13 @@ import (
 	"math"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/elect"
 )
 
 // Kind names what a Message carries.
 type Kind uint8
 
 const (
-	// KindLease: a lease protocol message (elect.Message).
+	// KindLease: a lease protocol message (Lease).
 	KindLease Kind = iota + 1
 	// KindAppend: the leader replicates entries (or, with none, heartbeats
 	// its commit index).
@@ -83,7 +82,7 @@ type Message struct {
 	From edict.ProcessID
 	To   edict.ProcessID
 
-	Lease          *elect.Message
+	Lease          *Lease
 	Append         *Append
 	AppendReply    *AppendReply
 	ReadIndex      *ReadIndexRequest
@@ -94,7 +93,7 @@ type Message struct {
 }
 
 // LeaseMessage wraps a lease protocol message, addressed as it says.
-func LeaseMessage(m elect.Message) Message {
+func LeaseMessage(m Lease) Message {
 	return Message{From: m.From, To: m.To, Lease: &m}
 }
 

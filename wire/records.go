@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/mpack"
 )
 
@@ -88,17 +87,38 @@ type EpochConfig struct {
 	Members []edict.ProcessID `codec:"m"`
 	// Learners receive the log but are not counted in quorums.
 	Learners []edict.ProcessID `codec:"l"`
-	// Heard marks a configuration known only from a peer's epoch news
-	// (elect.EpochConfig.Heard), not from this process's log: Learners are
-	// unknown, and the process may not lead the epoch until its log holds
-	// the stop edict that began it.
+	// Heard marks a configuration known only from a peer's word (the
+	// epoch news every lease message carries, Lease.Newest), not from this
+	// process's own log: the stop edict that began it may not be in the log
+	// here, and Learners are unknown. The process grants and wedges in it,
+	// but does not campaign in it: a leader's first reign in an epoch must
+	// hold every entry its predecessor committed, and only a log that
+	// holds the stop edict does (docs/protocol.md, "Epochs and wedging").
+	// The same configuration made known again without Heard lifts the mark
+	// (elect.Core.AddEpoch).
 	Heard bool `codec:"h,omitempty"`
 	// StopIndex and StopStamp name the committed stop edict that began the
-	// epoch, where this process knows it (elect.EpochConfig.StopIndex): a
-	// process's own record, never part of a membership payload, which
-	// cannot name its own position.
+	// epoch, where this process knows it (zero otherwise); the epoch news
+	// carries them (Lease.NewestStopIndex). A process that knows the epoch
+	// only as Heard learns from them what to fetch from any peer, and that
+	// the entry, once its own log holds it, is committed (Log Matching).
+	// The lease protocol never reads them. They are a process's own
+	// record, never part of a membership payload, which cannot name its
+	// own position.
 	StopIndex uint64      `codec:"si,omitempty"`
 	StopStamp edict.Stamp `codec:"ss,omitempty"`
+}
+
+// Quorum is the epoch's quorum system 𝒬_e: the majorities of Members
+// (learners are never counted). It is the only quorum system an epoch
+// has, because the epoch news names an epoch by its members alone and
+// every process must agree on the quorums of an epoch it heard of.
+func (c EpochConfig) Quorum() (*edict.Majority, error) {
+	q, err := edict.NewMajority(c.Members...)
+	if err != nil {
+		return nil, fmt.Errorf("epoch %d: %w", c.Epoch, err)
+	}
+	return q, nil
 }
 
 // Check refuses a configuration no epoch can have: no members, process 0,
@@ -261,7 +281,22 @@ func DecodeEpochConfig(key string, b []byte) (EpochConfig, error) {
 	return c, nil
 }
 
-// The codec of elect.EpochRecord below names each of its fields. This
+// EpochRecord is the per-epoch state a process must not forget across a
+// restart: whether it is wedged (A=⊥, F=∞, §10.6) and whether it knows the
+// epoch TERMINATED. Everything else of the lease protocol may be lost: the
+// restart quarantine covers forgotten grants. The lease core (package
+// elect) asks for it to be persisted (elect.Ready.Persist) and reads it
+// back at start (elect.New), and the log keeps it under EpochWedgeKey.
+type EpochRecord struct {
+	Epoch      uint64 `codec:"e"`
+	Wedged     bool   `codec:"w"`
+	Terminated bool   `codec:"t"`
+	// Runs: every epoch below this one is TERMINATED, those this process
+	// never knew included.
+	Runs bool `codec:"r,omitempty"`
+}
+
+// The codec of EpochRecord below names each of its fields. This
 // conversion stops compiling when one is added or changed there: extend
 // appendEpochRecord and readEpochRecord with it (under its codec tag, in
 // name order), then this line.
@@ -270,11 +305,11 @@ var _ = struct {
 	Wedged     bool
 	Terminated bool
 	Runs       bool
-}(elect.EpochRecord{})
+}(EpochRecord{})
 
 var epochRecordFields = []string{"e", "r", "t", "w"}
 
-func appendEpochRecord(dst []byte, rec *elect.EpochRecord) []byte {
+func appendEpochRecord(dst []byte, rec *EpochRecord) []byte {
 	n := 3
 	if rec.Runs {
 		n++
@@ -292,8 +327,8 @@ func appendEpochRecord(dst []byte, rec *elect.EpochRecord) []byte {
 	return mpack.AppendBool(dst, rec.Wedged)
 }
 
-func readEpochRecord(r *mpack.Reader) elect.EpochRecord {
-	var rec elect.EpochRecord
+func readEpochRecord(r *mpack.Reader) EpochRecord {
+	var rec EpochRecord
 	r.Fields("epoch record", epochRecordFields, func(name string) {
 		switch name {
 		case "e":
@@ -311,16 +346,16 @@ func readEpochRecord(r *mpack.Reader) elect.EpochRecord {
 
 // EncodeEpochRecord encodes the lease core's per-epoch record (kept under
 // EpochWedgeKey) with a version byte.
-func EncodeEpochRecord(r elect.EpochRecord) ([]byte, error) {
+func EncodeEpochRecord(r EpochRecord) ([]byte, error) {
 	return appendEpochRecord([]byte{RecordVersion}, &r), nil
 }
 
 // DecodeEpochRecord reads a record written by EncodeEpochRecord; key names
 // it in errors.
-func DecodeEpochRecord(key string, b []byte) (elect.EpochRecord, error) {
-	var rec elect.EpochRecord
+func DecodeEpochRecord(key string, b []byte) (EpochRecord, error) {
+	var rec EpochRecord
 	if err := decodeRecord("epoch record", RecordVersion, MaxRecordSize, b, func(r *mpack.Reader) { rec = readEpochRecord(r) }); err != nil {
-		return elect.EpochRecord{}, fmt.Errorf("wire: stable key %q: %v: %w", key, err, ErrCorrupt)
+		return EpochRecord{}, fmt.Errorf("wire: stable key %q: %v: %w", key, err, ErrCorrupt)
 	}
 	return rec, nil
 }

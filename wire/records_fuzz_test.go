@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/elect"
 )
 
 // Any bytes decode to a record or to an error, never a panic or a record
@@ -14,7 +13,7 @@ import (
 // before, reads whatever decodes to the same record (agreeWithCodec).
 
 func FuzzDecodeEpochRecord(f *testing.F) {
-	for _, r := range []elect.EpochRecord{{Epoch: 3, Wedged: true}, {Epoch: 4, Terminated: true, Runs: true}} {
+	for _, r := range []EpochRecord{{Epoch: 3, Wedged: true}, {Epoch: 4, Terminated: true, Runs: true}} {
 		b, err := EncodeEpochRecord(r)
 		if err != nil {
 			f.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/mpack"
 	"github.com/edictlog/edictlog/mpack/mpacktest"
 )
@@ -53,7 +52,7 @@ func rawEpochConfig(b []byte) (c EpochConfig, err error) {
 	return c, err
 }
 
-func rawEpochRecord(b []byte) (rec elect.EpochRecord, err error) {
+func rawEpochRecord(b []byte) (rec EpochRecord, err error) {
 	err = decodeRecord("epoch record", RecordVersion, MaxRecordSize, b, func(r *mpack.Reader) { rec = readEpochRecord(r) })
 	return rec, err
 }
@@ -120,11 +119,11 @@ func edgeMemberships() []Membership {
 	return append(ms, Membership{Config: edgeConfigs()[6], Addrs: many})
 }
 
-func edgeEpochRecords() []elect.EpochRecord {
-	var rs []elect.EpochRecord
+func edgeEpochRecords() []EpochRecord {
+	var rs []EpochRecord
 	for _, e := range []uint64{0, 1, 127, 128, math.MaxUint64} {
 		for bits := range 8 {
-			rs = append(rs, elect.EpochRecord{Epoch: e, Wedged: bits&1 != 0, Terminated: bits&2 != 0, Runs: bits&4 != 0})
+			rs = append(rs, EpochRecord{Epoch: e, Wedged: bits&1 != 0, Terminated: bits&2 != 0, Runs: bits&4 != 0})
 		}
 	}
 	return rs
@@ -167,7 +166,7 @@ func TestRecordsMatchCodec(t *testing.T) {
 }
 
 // TestRecordsMatchCodecRandom fills every field of each record at random,
-// by reflection, so a field added to a record (elect.EpochRecord is
+// by reflection, so a field added to a record (EpochRecord is
 // another package's) and not to its codec fails here.
 func TestRecordsMatchCodecRandom(t *testing.T) {
 	f := mpacktest.Filler{Rand: rand.New(rand.NewPCG(11, 12)), MaxLen: edict.MaxQTSize}
@@ -182,7 +181,7 @@ func TestRecordsMatchCodecRandom(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, got)
 
-		var r elect.EpochRecord
+		var r EpochRecord
 		f.Fill(&r)
 		b = appendEpochRecord([]byte{RecordVersion}, &r)
 		require.Equal(t, codecEncode(t, nil, RecordVersion, r), b, "%+v", r)
@@ -218,7 +217,7 @@ func TestRecordsReadEveryCodecForm(t *testing.T) {
 			require.NoError(t, err, "%s: % x", name, b)
 			require.Equal(t, want, got, name)
 
-			var r elect.EpochRecord
+			var r EpochRecord
 			f.Fill(&r)
 			b = codecEncode(t, h, RecordVersion, r)
 			gr, err := rawEpochRecord(b)
@@ -261,7 +260,7 @@ func TestRecordsReadEveryCodecForm(t *testing.T) {
 		{v, 0x80},
 		{v, 0xc0},
 	} {
-		var want elect.EpochRecord
+		var want EpochRecord
 		require.NoError(t, codecDecode(in, v, &want), "% x", in)
 		got, err := DecodeEpochRecord("k", in)
 		require.NoError(t, err, "% x", in)

@@ -79,7 +79,7 @@ type State struct {
 	// Epochs are the known epoch configurations, at least the bootstrap one.
 	Epochs []wire.EpochConfig
 	// Records are the lease protocol's per-epoch records.
-	Records []elect.EpochRecord
+	Records []wire.EpochRecord
 	// AcceptedReign is the highest reign whose appends were accepted.
 	AcceptedReign edict.Stamp
 	// Snapshot is the last entry the newest snapshot covers, which the
@@ -183,17 +183,13 @@ func NewCore(cfg CoreConfig, st State, now edict.Time) (*Core, error) {
 		return nil, errors.New("edictlog: State.Epochs must hold at least the bootstrap epoch")
 	}
 	c := &Core{cfg: cfg, id: cfg.ID, epochs: map[uint64]wire.EpochConfig{}, lastNow: now}
-	var ecs []elect.EpochConfig
+	var ecs []wire.EpochConfig
 	for _, e := range st.Epochs {
 		if err := e.Check(); err != nil {
 			return nil, fmt.Errorf("edictlog: epoch %d: %w", e.Epoch, err)
 		}
 		c.epochs[e.Epoch] = e
-		q, err := edict.NewMajority(e.Members...)
-		if err != nil {
-			return nil, fmt.Errorf("edictlog: epoch %d: %w", e.Epoch, err)
-		}
-		ecs = append(ecs, elect.EpochConfig{Epoch: e.Epoch, Quorum: q, Heard: e.Heard, StopIndex: e.StopIndex, StopStamp: e.StopStamp})
+		ecs = append(ecs, e)
 		if e.StopIndex > c.stopProof.Index {
 			c.stopProof = wire.Position{Index: e.StopIndex, Stamp: e.StopStamp}
 		}
@@ -403,7 +399,7 @@ func (c *Core) afterStep(now edict.Time) {
 	c.checkSuccession(now)
 }
 
-func (c *Core) stepLease(now edict.Time, m elect.Message) error {
+func (c *Core) stepLease(now edict.Time, m wire.Lease) error {
 	if err := c.el.Step(now, m); err != nil {
 		return err
 	}

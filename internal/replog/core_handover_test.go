@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -19,7 +18,7 @@ func requireReleaseBeforeHandOver(t *testing.T, queue []wire.Message, from, targ
 	releases, handOver := 0, -1
 	for i, m := range queue {
 		switch {
-		case m.From == from && m.Lease != nil && m.Lease.Type == elect.MsgRelease:
+		case m.From == from && m.Lease != nil && m.Lease.Type == wire.LeaseRelease:
 			require.Equal(t, -1, handOver, "a release of %v's lease leaves after its TimeoutNow", from)
 			releases++
 		case m.From == from && m.TimeoutNow != nil:

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -43,9 +42,9 @@ func TestWedgeAnswersWaitForTheWedgeRecord(t *testing.T) {
 		l := m.Lease
 		switch {
 		case l == nil:
-		case l.Type == elect.MsgGrant && l.Wedged && !c.durablyWedged(m.From, l.Epoch):
+		case l.Type == wire.LeaseGrant && l.Wedged && !c.durablyWedged(m.From, l.Epoch):
 			broken = append(broken, fmt.Sprintf("p%d answered wedged in epoch %d before its wedge record was durable", m.From, l.Epoch))
-		case l.Type == elect.MsgGrantRequest && !l.Wedge && l.Epoch == 1:
+		case l.Type == wire.LeaseGrantRequest && !l.Wedge && l.Epoch == 1:
 			n := 0
 			for _, p := range c.epoch0.Members {
 				if c.durablyWedged(p, 0) {

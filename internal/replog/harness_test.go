@@ -70,7 +70,7 @@ func (c *tcluster) boot(id edict.ProcessID, epochs []wire.EpochConfig) {
 	c.inc[id]++
 	det := elect.NewLowestLive(id, epochs[len(epochs)-1].Members, time.Second)
 	c.dets[id] = det
-	var recs []elect.EpochRecord
+	var recs []wire.EpochRecord
 	for k, v := range c.stable[id] {
 		if r, err := wire.DecodeEpochRecord(k, v); err == nil && len(k) > 0 && k[len(k)-5:] == "wedge" {
 			recs = append(recs, r)

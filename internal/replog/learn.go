@@ -19,7 +19,7 @@ import (
 // may supply them, leader or not. A Heard process therefore:
 //
 //   - commits the stop edict at once if its own log holds it: the news
-//     names its position (elect.EpochConfig.StopIndex), which only a
+//     names its position (wire.EpochConfig.StopIndex), which only a
 //     process that knew it committed can have put there, and every entry
 //     before a committed one is committed (Log Matching);
 //   - otherwise asks its peers in turn, one at a time, for committed

@@ -146,12 +146,10 @@ func (c *Core) learnMembership(now edict.Time, m wire.Membership, stop bool) {
 	if !stop {
 		return
 	}
-	q, err := edict.NewMajority(cfg.Members...)
-	if err != nil {
-		panic(fmt.Sprintf("edictlog: committed stop edict names a bad epoch: %v", err))
-	}
-	if err := c.el.AddEpoch(elect.EpochConfig{Epoch: cfg.Epoch, Quorum: q, StopIndex: cfg.StopIndex, StopStamp: cfg.StopStamp}); err != nil {
-		panic(fmt.Sprintf("edictlog: committed stop edict conflicts with a known epoch: %v", err))
+	known := cfg
+	known.Heard = false // the log holds the stop edict that began it
+	if err := c.el.AddEpoch(known); err != nil {
+		panic(fmt.Sprintf("edictlog: committed stop edict names a bad epoch or conflicts with a known one: %v", err))
 	}
 	if c.lead != nil && c.lead.epoch < cfg.Epoch {
 		// Keep leading — no new proposals, and the lease core no longer
@@ -181,12 +179,11 @@ func (c *Core) learnMembership(now edict.Time, m wire.Membership, stop bool) {
 // and wedges nothing — it may not even be a member of the epochs it would
 // wedge.
 func (c *Core) learnRanEpoch(now edict.Time, cfg wire.EpochConfig) {
-	q, err := edict.NewMajority(cfg.Members...)
-	if err != nil {
-		panic(fmt.Sprintf("edictlog: committed configuration names a bad epoch: %v", err))
-	}
-	if err := c.el.AddEpoch(elect.EpochConfig{Epoch: cfg.Epoch, Quorum: q}); err != nil {
-		panic(fmt.Sprintf("edictlog: committed configuration conflicts with a known epoch: %v", err))
+	// Known from the log, so not Heard; where the stop edict that began
+	// it lies is not known here (it lay inside a snapshot).
+	known := wire.EpochConfig{Epoch: cfg.Epoch, Members: cfg.Members, Learners: cfg.Learners}
+	if err := c.el.AddEpoch(known); err != nil {
+		panic(fmt.Sprintf("edictlog: committed configuration names a bad epoch or conflicts with a known one: %v", err))
 	}
 	if err := c.el.EpochRan(now, cfg.Epoch); err != nil {
 		panic(err)
@@ -657,8 +654,7 @@ func (c *Core) learnMembershipForced(now edict.Time, cfg wire.EpochConfig) {
 	if b, err := wire.EncodeEpochConfig(cfg); err == nil {
 		c.setStable(wire.EpochConfigKey(cfg.Epoch), b)
 	}
-	q, _ := edict.NewMajority(cfg.Members...)
-	if err := c.el.AddEpoch(elect.EpochConfig{Epoch: cfg.Epoch, Quorum: q}); err != nil {
+	if err := c.el.AddEpoch(wire.EpochConfig{Epoch: cfg.Epoch, Members: cfg.Members, Learners: cfg.Learners}); err != nil {
 		panic(err)
 	}
 	if err := c.el.ForceTerminated(now, cfg.Epoch); err != nil {

@@ -295,10 +295,10 @@ func (r *lrun) quarantineIntercept(m wire.Message) bool {
 	}
 	pl := a.plan
 	lease := m.Lease != nil && !m.Lease.Wedge
-	if lease && m.From == pl.old.id && m.Lease.Type == elect.MsgGrantRequest {
+	if lease && m.From == pl.old.id && m.Lease.Type == wire.LeaseGrantRequest {
 		pl.deltas[m.Lease.Start] = m.Lease.Delta
 	}
-	if lease && m.To == pl.old.id && m.Lease.Type == elect.MsgGrant {
+	if lease && m.To == pl.old.id && m.Lease.Type == wire.LeaseGrant {
 		if delta, ok := pl.deltas[m.Lease.Start]; ok && r.sc.Mode == elect.BoundedDrift {
 			if f := m.Lease.T.Add(edict.ScaleUp(delta, 1+r.sc.Rho)); f.After(pl.finish[m.From]) {
 				pl.finish[m.From] = f
@@ -317,11 +317,11 @@ func (r *lrun) quarantineIntercept(m wire.Message) bool {
 	case m.Append != nil && m.From == pl.old.id && m.To == pl.granter.id && pl.delaying:
 		pl.delayed = append(pl.delayed, m)
 		return true
-	case pl.phase == fgCampaign && lease && m.Lease.Type == elect.MsgGrantRequest && m.From == pl.cand.id && slices.Contains(pl.starved, m.To):
+	case pl.phase == fgCampaign && lease && m.Lease.Type == wire.LeaseGrantRequest && m.From == pl.cand.id && slices.Contains(pl.starved, m.To):
 		// Delayed until S's grants to A have ended.
 		r.w.at(max(r.grantEnd(pl, m.To), r.w.now+int64(r.sc.MinDelay)), func() { r.deliverAfterGrant(pl, m) })
 		return true
-	case pl.phase == fgCampaign && lease && m.Lease.Type == elect.MsgGrant && m.From == pl.granter.id && m.To == pl.cand.id && !pl.crashed:
+	case pl.phase == fgCampaign && lease && m.Lease.Type == wire.LeaseGrant && m.From == pl.granter.id && m.To == pl.cand.id && !pl.crashed:
 		// q has granted, reporting its position: it crashes right after,
 		// and comes back within the grant's lifetime, in quarantine.
 		pl.crashed = true

@@ -7,6 +7,7 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // checker evaluates the paper's properties against ground truth: the
@@ -52,25 +53,34 @@ func (c *checker) fail(format string, args ...any) {
 }
 
 // wedgedQuorum reports whether a quorum of epoch's members is wedged.
-func (c *checker) wedgedQuorum(e elect.EpochConfig, t int64) bool {
+func (c *checker) wedgedQuorum(e wire.EpochConfig, t int64) bool {
 	var wedged []edict.ProcessID
-	for _, q := range e.Quorum.Members() {
+	for _, q := range e.Members {
 		if _, w := c.r.procs[q].effectiveGrant(e.Epoch, t); w {
 			wedged = append(wedged, q)
 		}
 	}
-	return e.Quorum.IsQuorum(wedged)
+	return quorum(e).IsQuorum(wedged)
+}
+
+// quorum is e's quorum system; the run's epochs are well formed.
+func quorum(e wire.EpochConfig) *edict.Majority {
+	q, err := e.Quorum()
+	if err != nil {
+		panic(err)
+	}
+	return q
 }
 
 // running is the epoch that is RUNNING at t (§10.6): all earlier epochs
 // have a wedged quorum and it does not. ok is false if none is.
-func (c *checker) running(t int64) (elect.EpochConfig, bool) {
+func (c *checker) running(t int64) (wire.EpochConfig, bool) {
 	for _, e := range c.r.epochs {
 		if !c.wedgedQuorum(e, t) {
 			return e, true
 		}
 	}
-	return elect.EpochConfig{}, false
+	return wire.EpochConfig{}, false
 }
 
 // leaders computes isLeader_p(t) (eq. 12) for every p, in the running
@@ -81,7 +91,7 @@ func (c *checker) leaders(t int64) (uint64, []edict.ProcessID) {
 		return 0, nil
 	}
 	grants := map[edict.ProcessID][]edict.ProcessID{}
-	for _, q := range e.Quorum.Members() {
+	for _, q := range e.Members {
 		if p, _ := c.r.procs[q].effectiveGrant(e.Epoch, t); p != edict.None {
 			grants[p] = append(grants[p], q)
 		}
@@ -89,7 +99,7 @@ func (c *checker) leaders(t int64) (uint64, []edict.ProcessID) {
 	var ls []edict.ProcessID
 	for p, qs := range grants {
 		slices.Sort(qs)
-		if e.Quorum.IsQuorum(qs) {
+		if quorum(e).IsQuorum(qs) {
 			ls = append(ls, p)
 		}
 	}
@@ -174,7 +184,7 @@ func (c *checker) checkF(p *process) {
 		}
 		prev := p.prevF[e.Epoch]
 		m := c.r.delivering
-		released := m != nil && (m.Type == elect.MsgRelease || m.Type == elect.MsgRevoke) && m.To == p.id && m.From == gs.Grantee
+		released := m != nil && (m.Type == wire.LeaseRelease || m.Type == wire.LeaseRevoke) && m.To == p.id && m.From == gs.Grantee
 		released = released || gs.Grantee == p.id || prev.grantee == p.id
 		if prev.wedged && !gs.Wedged {
 			c.fail("eq. 16: %v un-wedged in epoch %d", p.id, e.Epoch)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // DetectorFigures are what one weak leader election does to the lease
@@ -48,14 +49,14 @@ func MeasureDetector(sc Scenario, seed uint64) (DetectorFigures, error) {
 	sc.GST, sc.Duration = time.Hour, time.Hour
 	sc.Loss, sc.Duplicate, sc.LongDelay = 0, 0, 0
 	sc = sc.withDefaults()
-	r := &run{w: newWorld(seed), sc: sc, procs: map[edict.ProcessID]*process{}, byType: map[elect.MessageType]int{}}
+	r := &run{w: newWorld(seed), sc: sc, procs: map[edict.ProcessID]*process{}, byType: map[wire.LeaseType]int{}}
 	r.gst, r.end = int64(time.Hour), int64(time.Hour)
 	r.net = &network{w: r.w, sc: &r.sc, gst: r.gst}
 	r.chk = newChecker(r)
 	for i := range sc.N {
 		r.ids = append(r.ids, edict.ProcessID(i+1))
 	}
-	r.epochs = []elect.EpochConfig{{Epoch: 0, Quorum: edict.MustMajority(r.ids...)}}
+	r.epochs = []wire.EpochConfig{{Epoch: 0, Members: slices.Clone(r.ids)}}
 	for _, id := range r.ids {
 		r.procs[id] = r.newProcess(id)
 		r.start(r.procs[id], r.epochs)

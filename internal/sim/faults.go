@@ -5,6 +5,7 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // schedule sets up the run's workload and faults.
@@ -110,7 +111,7 @@ func (r *run) restart(p *process) {
 }
 
 // knownEpochs is what p's stable storage and log tell it after a restart.
-func (r *run) knownEpochs(p *process) []elect.EpochConfig {
+func (r *run) knownEpochs(p *process) []wire.EpochConfig {
 	if r.sc.ForgetOnRestart {
 		return r.epochs[:1]
 	}

@@ -339,10 +339,10 @@ func (r *lrun) send(m wire.Message) {
 		r.fail("%v sent an invalid message %v: %v", m.From, m, err)
 		return
 	}
-	if m.Lease != nil && m.Lease.Type == elect.MsgGrant && !m.Lease.Wedge {
+	if m.Lease != nil && m.Lease.Type == wire.LeaseGrant && !m.Lease.Wedge {
 		r.maybeCrashGranter(r.procs[m.From], r.procs[m.To])
 	}
-	if m.Lease != nil && m.Lease.Type == elect.MsgGrantRequest && !m.Lease.Wedge {
+	if m.Lease != nil && m.Lease.Type == wire.LeaseGrantRequest && !m.Lease.Wedge {
 		r.maybeSuspendCandidate(r.procs[m.From])
 	}
 	if r.replayIntercept(m) || r.quarantineIntercept(m) || r.stopIso.intercept(m) || r.epochGap.intercept(m) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edictlog/edictlog/elect"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // seeds returns how many seeds to run: EDICT_SIM_SEEDS, or def.
@@ -65,7 +65,7 @@ func TestNerio(t *testing.T) {
 		t.Run(sc.Name, func(t *testing.T) {
 			t.Parallel()
 			var ev, ch, pr, el, prom, rs, term int64
-			byType := map[elect.MessageType]int{}
+			byType := map[wire.LeaseType]int{}
 			list := seedList(t, 300)
 			for i, seed := range list {
 				if nearDeadline(t, i, len(list)) {

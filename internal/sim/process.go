@@ -5,6 +5,7 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // pastLife is an earlier incarnation's core, kept for ground truth: its
@@ -25,8 +26,8 @@ type process struct {
 	past  []pastLife
 
 	// Persisted across restarts (the stable store).
-	records map[uint64]elect.EpochRecord
-	epochs  []elect.EpochConfig
+	records map[uint64]wire.EpochRecord
+	epochs  []wire.EpochConfig
 
 	detector elect.Detector
 	rng      *rand.Rand
@@ -55,8 +56,8 @@ type fState struct {
 func (p *process) now(t int64) edict.Time { return p.clock.read(t, p.inc) }
 
 // persistedRecords lists the stable records for a restart.
-func (p *process) persistedRecords() []elect.EpochRecord {
-	var rs []elect.EpochRecord
+func (p *process) persistedRecords() []wire.EpochRecord {
+	var rs []wire.EpochRecord
 	for _, e := range p.epochs {
 		if r, ok := p.records[e.Epoch]; ok {
 			rs = append(rs, r)

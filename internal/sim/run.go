@@ -8,6 +8,7 @@ import (
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
+	"github.com/edictlog/edictlog/wire"
 )
 
 // Result is what one run found.
@@ -25,7 +26,7 @@ type Result struct {
 	// Terminations counts processes that learned an epoch TERMINATED.
 	Terminations int
 	// ByType counts messages sent, by lease message type.
-	ByType    map[elect.MessageType]int
+	ByType    map[wire.LeaseType]int
 	Violation string
 }
 
@@ -44,15 +45,15 @@ type run struct {
 	net    *network
 	procs  map[edict.ProcessID]*process
 	ids    []edict.ProcessID
-	epochs []elect.EpochConfig // every epoch of the run, by number
+	epochs []wire.EpochConfig // every epoch of the run, by number
 	chk    *checker
 	gst    int64
 	end    int64
 	// delivering is the message being delivered, for the eq. 16 check.
-	delivering *elect.Message
+	delivering *wire.Lease
 
 	restarts, terminations int
-	byType                 map[elect.MessageType]int
+	byType                 map[wire.LeaseType]int
 	// attempts are the lease attempts begun: (sender, Start) of every grant
 	// request that is not a wedge.
 	attempts map[attempt]bool
@@ -66,7 +67,7 @@ type attempt struct {
 // Run runs one seed of a scenario to its end or its first violation.
 func Run(sc Scenario, seed uint64) Result {
 	sc = sc.withDefaults()
-	r := &run{w: newWorld(seed), sc: sc, procs: map[edict.ProcessID]*process{}, byType: map[elect.MessageType]int{}}
+	r := &run{w: newWorld(seed), sc: sc, procs: map[edict.ProcessID]*process{}, byType: map[wire.LeaseType]int{}}
 	r.gst, r.end = int64(sc.GST), int64(sc.Duration)
 	r.net = &network{w: r.w, sc: &r.sc, gst: r.gst}
 	r.chk = newChecker(r)
@@ -74,12 +75,12 @@ func Run(sc Scenario, seed uint64) Result {
 	for i := range members {
 		members[i] = edict.ProcessID(i + 1)
 	}
-	r.epochs = []elect.EpochConfig{{Epoch: 0, Quorum: edict.MustMajority(members...)}}
+	r.epochs = []wire.EpochConfig{{Epoch: 0, Members: slices.Clone(members)}}
 	r.ids = slices.Clone(members)
 	if sc.Reconfigure {
 		// Epoch 1 drops the highest id and adds a new process.
 		next := append(slices.Clone(members[:sc.N-1]), edict.ProcessID(sc.N+1))
-		r.epochs = append(r.epochs, elect.EpochConfig{Epoch: 1, Quorum: edict.MustMajority(next...)})
+		r.epochs = append(r.epochs, wire.EpochConfig{Epoch: 1, Members: next})
 		r.ids = append(r.ids, edict.ProcessID(sc.N+1))
 	}
 	for _, id := range r.ids {
@@ -108,7 +109,7 @@ func (r *run) newProcess(id edict.ProcessID) *process {
 	p := &process{
 		id:      id,
 		clock:   newClock(float64(r.w.rng.Int64N(int64(time.Hour))), rate),
-		records: map[uint64]elect.EpochRecord{},
+		records: map[uint64]wire.EpochRecord{},
 		rng:     rand.New(rand.NewPCG(r.w.rng.Uint64(), r.w.rng.Uint64())),
 		prevF:   map[uint64]fState{},
 
@@ -123,14 +124,14 @@ func (r *run) newProcess(id edict.ProcessID) *process {
 }
 
 // start boots (or reboots) p knowing the given epochs.
-func (r *run) start(p *process, epochs []elect.EpochConfig) {
+func (r *run) start(p *process, epochs []wire.EpochConfig) {
 	if p.core != nil {
 		p.past = append(p.past, pastLife{inc: p.inc, core: p.core})
 	}
 	if r.sc.ForgetOnRestart {
 		// Stable storage wiped: the incarnation starts over, so the core
 		// believes it never ran and skips quarantine.
-		p.records = map[uint64]elect.EpochRecord{}
+		p.records = map[uint64]wire.EpochRecord{}
 		p.inc = 1
 	} else {
 		p.inc++
@@ -163,10 +164,10 @@ func (r *run) activeMembers(p *process) []edict.ProcessID {
 	}
 	for _, e := range p.epochs {
 		if e.Epoch == active {
-			return e.Quorum.Members()
+			return slices.Clone(e.Members)
 		}
 	}
-	return p.epochs[0].Quorum.Members()
+	return slices.Clone(p.epochs[0].Members)
 }
 
 // call runs f on p's core at the current time and carries out its Ready.
@@ -193,7 +194,7 @@ func (r *run) call(p *process, f func(now edict.Time)) {
 	r.armTick(p)
 }
 
-func (r *run) send(m elect.Message) {
+func (r *run) send(m wire.Lease) {
 	// The simulated network checks what a transport's decoder checks:
 	// the cores trust a delivered message's structure (elect.Core.Step).
 	if err := m.Validate(); err != nil {
@@ -201,7 +202,7 @@ func (r *run) send(m elect.Message) {
 		return
 	}
 	r.byType[m.Type]++
-	if m.Type == elect.MsgGrantRequest && !m.Wedge {
+	if m.Type == wire.LeaseGrantRequest && !m.Wedge {
 		if r.attempts == nil {
 			r.attempts = map[attempt]bool{}
 		}

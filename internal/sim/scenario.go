@@ -55,7 +55,7 @@ type Scenario struct {
 
 	// Detector, if set, builds each process's weak leader election (for
 	// each start; incarnation counts them) instead of elect.LowestLive: a
-	// Protocol's messages travel as MsgDetector lease messages.
+	// Protocol's messages travel as wire.LeaseDetector lease messages.
 	Detector func(id edict.ProcessID, members []edict.ProcessID, incarnation uint64) elect.Detector
 
 	// Negative controls: break the model's assumptions.

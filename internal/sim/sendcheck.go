@@ -2,7 +2,6 @@ package sim
 
 import (
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/wire"
 )
 
@@ -66,18 +65,18 @@ func (r *lrun) checkSend(p *lproc, m wire.Message, ack edict.Stamp, hasAck bool)
 		return
 	}
 	switch {
-	case l.Type == elect.MsgGrant && l.Wedge:
+	case l.Type == wire.LeaseGrant && l.Wedge:
 		if l.Wedged && !p.durablyWedged(l.Epoch) {
 			r.fail("durability: %v answered %v wedged in epoch %d before its wedge record was durable", p.id, m.To, l.Epoch)
 		}
-	case l.Type == elect.MsgGrant:
+	case l.Type == wire.LeaseGrant:
 		if l.LastIndex > 0 && !p.holdsDurably(l.LastIndex, l.LastStamp) {
 			r.fail("durability: %v granted to %v reporting log position %d (%v), which its store does not hold (stored log %s, snapshot at %d)",
 				p.id, m.To, l.LastIndex, l.LastStamp, p.storedRange(), p.snapPos.Index)
 			return
 		}
 		fallthrough
-	case l.Type == elect.MsgGrantRequest && !l.Wedge:
+	case l.Type == wire.LeaseGrantRequest && !l.Wedge:
 		if s := r.storedEpoch[p.id]; l.Epoch > s {
 			r.fail("durability: %v sent %v a %v in epoch %d while its stores make it active only in epoch %d", p.id, m.To, l.Type, l.Epoch, s)
 		}

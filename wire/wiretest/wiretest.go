@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/edictlog/edictlog/edict"
-	"github.com/edictlog/edictlog/elect"
 	"github.com/edictlog/edictlog/wire"
 )
 
@@ -43,15 +42,15 @@ func Append(prev uint64, n, size int) *wire.Append {
 }
 
 // Lease returns a valid grant request from → to.
-func Lease(from, to edict.ProcessID) elect.Message {
-	return elect.Message{Type: elect.MsgGrantRequest, From: from, To: to, Epoch: 1,
+func Lease(from, to edict.ProcessID) wire.Lease {
+	return wire.Lease{Type: wire.LeaseGrantRequest, From: from, To: to, Epoch: 1,
 		Start: edict.Time{Incarnation: 2, Nanos: 12345}, Delta: 3 * time.Second}
 }
 
 // Messages returns one valid message of every kind, from 1 to 2.
 func Messages() []wire.Message {
 	reign := Stamp(1, 1000, 0)
-	grant := elect.Message{Type: elect.MsgGrant, From: 1, To: 2, Epoch: 1, Start: edict.Time{Incarnation: 2, Nanos: 12345},
+	grant := wire.Lease{Type: wire.LeaseGrant, From: 1, To: 2, Epoch: 1, Start: edict.Time{Incarnation: 2, Nanos: 12345},
 		T: edict.Time{Incarnation: 1, Nanos: 999}, LastIndex: 41, LastStamp: Stamp(1, 700, 41),
 		Newest: 2, NewestMembers: []edict.ProcessID{1, 2, 4}, NewestRan: true, NewestStopIndex: 11, NewestStopStamp: Stamp(1, 900, 11)}
 	return []wire.Message{
@@ -108,7 +107,7 @@ func InvalidMessages() []Invalid {
 		{wire.Message{From: 1, To: 2, AppendReply: &wire.AppendReply{Reign: reign, Accepted: badQT}}, "not sorted"},
 		{wire.Message{From: 1, To: 2, TimeoutNow: &wire.TimeoutNow{}}, "without a reign"},
 		{wire.Message{From: 1, To: 2, Lease: &lease}, "δ = 0"},
-		{wire.Message{From: 3, To: 2, Lease: &elect.Message{Type: elect.MsgRelease, From: 1, To: 2}}, "envelope"},
+		{wire.Message{From: 3, To: 2, Lease: &wire.Lease{Type: wire.LeaseRelease, From: 1, To: 2}}, "envelope"},
 		{wire.Message{From: 1, To: 2, Fetch: &wire.Fetch{}}, "without an id"},
 		{wire.Message{From: 1, To: 2, FetchReply: &wire.FetchReply{ID: 1, Entries: Append(0, 1, 1).Entries}}, "without OK"},
 		{wire.Message{From: 1, To: 2, FetchReply: &wire.FetchReply{ID: 1, OK: true, Entries: gap.Entries}}, "contiguous"},
