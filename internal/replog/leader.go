@@ -425,7 +425,7 @@ func (c *Core) maybeCommit(now edict.Time) {
 		return
 	}
 	cfg := c.epochs[l.epoch]
-	q, err := edict.NewMajority(cfg.Members...)
+	q, err := cfg.Quorum()
 	if err != nil {
 		return
 	}
