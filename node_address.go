@@ -28,9 +28,9 @@ import (
 // and the leader makes the change itself. An announcement is acted on
 // once, when it is heard: an address set here later stands until the
 // member announces again, in its next life. Only the leader proposes the
-// change; a process that does not lead returns a *NotLeaderError. Like
-// every membership change it is refused while another is in flight
-// (ErrChangeInProgress).
+// change. SetAddress waits, within ctx, for a leader and for a change in
+// flight (ErrChangeInProgress) as AddLearner does; a process that knows
+// another leads returns at once a *NotLeaderError naming it.
 func (n *Node) SetAddress(ctx context.Context, id edict.ProcessID, addr string) error {
 	return n.admin(ctx, func(now edict.Time) (wire.Entry, error) { return n.core.ChangeAddress(now, id, addr) })
 }
