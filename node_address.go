@@ -13,8 +13,7 @@ import (
 
 // SetAddress makes addr the transport address of member or learner id,
 // as etcd's MemberUpdate changes a member's peer URLs. It is a config
-// edict of the current epoch (Core.ChangeAddress): the leader keeps
-// leading, and no write or read waits for it. It returns once the edict
+// edict of the current epoch: the leader keeps leading, and no write or read waits for it. It returns once the edict
 // has committed and this process has applied it; by then this process
 // reaches id at addr, and every other process does as soon as it learns
 // the commit. Each process keeps the address in its store, so that a

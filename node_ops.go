@@ -203,8 +203,8 @@ type Edict struct {
 }
 
 // TransferLeadership hands leadership to target, a member of the current
-// epoch, and returns once this process knows target leads (it heard from
-// target as leader, or its Status names it), or ctx ends. Meanwhile this
+// epoch, and returns once this process's Status names target as the
+// leader, or ctx ends. Meanwhile this
 // leader takes no writes: they are refused with a *NotLeaderError
 // wrapping ErrTransferring and naming target.
 //
@@ -268,8 +268,7 @@ func (n *Node) TransferLeadership(ctx context.Context, target edict.ProcessID) e
 // committed and applied here; every process then reaches id at addr as
 // soon as it learns the commit, and the leader starts sending id the log.
 //
-// Membership changes wait as etcd's server and hashicorp/raft's
-// AddVoter do, within ctx:
+// Membership changes wait within ctx:
 //
 //   - for a leader, as Apply does: while no leader is known (an election,
 //     the gap of a membership change), this process is about to lead, or
