@@ -13,8 +13,7 @@ import (
 
 // SetAddress makes addr the transport address of member or learner id,
 // as etcd's MemberUpdate changes a member's peer URLs. It is a config
-// edict of the current epoch (Core.ChangeAddress): the leader keeps
-// leading, and no write or read waits for it. It returns once the edict
+// edict of the current epoch: the leader keeps leading, and no write or read waits for it. It returns once the edict
 // has committed and this process has applied it; by then this process
 // reaches id at addr, and every other process does as soon as it learns
 // the commit. Each process keeps the address in its store, so that a
@@ -28,9 +27,9 @@ import (
 // and the leader makes the change itself. An announcement is acted on
 // once, when it is heard: an address set here later stands until the
 // member announces again, in its next life. Only the leader proposes the
-// change; a process that does not lead returns a *NotLeaderError. Like
-// every membership change it is refused while another is in flight
-// (ErrChangeInProgress).
+// change. SetAddress waits, within ctx, for a leader and for a change in
+// flight (ErrChangeInProgress) as AddLearner does; a process that knows
+// another leads returns at once a *NotLeaderError naming it.
 func (n *Node) SetAddress(ctx context.Context, id edict.ProcessID, addr string) error {
 	return n.admin(ctx, func(now edict.Time) (wire.Entry, error) { return n.core.ChangeAddress(now, id, addr) })
 }

@@ -165,17 +165,33 @@ func (n *Node) propose(first *proposal) {
 	n.d.FlushProposed()
 }
 
-// Issue creates a stamped edict to send outside the log (docs/protocol.md, "Clocks"): the
-// receiver fences stale leaders with edict.Fence. It succeeds only while
-// this process leads.
+// Issue creates a stamped edict to send outside the log (docs/protocol.md,
+// "Clocks"): the receiver fences stale leaders with edict.Fence. Only the
+// leader of a ready reign issues one; Issue writes nothing, and returns
+// at once with the edict when this process leads.
+//
+// It waits for a leader as Apply does: while no leader is known, this
+// process is about to lead or its lease lapsed, it waits within ctx, woken
+// by the Node's leadership events, and tries again. When another process
+// is known to lead it returns at once a *NotLeaderError naming it; if ctx
+// ends while it waits, a *NotLeaderError that wraps ctx's error too.
 func (n *Node) Issue(ctx context.Context, payload []byte) (Edict, error) {
 	var st edict.Stamp
-	var err error
-	if derr := n.do(ctx, func() { st, err = n.core.Issue(n.d.Now()) }); derr != nil {
-		return Edict{}, derr
-	}
+	err := n.untilLeader(ctx, func() (uint64, error) {
+		var epoch uint64
+		var err error
+		if derr := n.do(ctx, func() {
+			epoch = n.core.ActiveEpoch()
+			if st, err = n.core.Issue(n.d.Now()); err != nil {
+				err = &NotLeaderError{Leader: n.core.Status(n.d.Now()).Leader, Err: err} // the lease lapsed, or no ready reign
+			}
+		}); derr != nil {
+			return 0, derr
+		}
+		return epoch, err
+	})
 	if err != nil {
-		return Edict{}, &NotLeaderError{Leader: n.Status().Leader, Err: err} // the lease lapsed, or no ready reign
+		return Edict{}, err
 	}
 	return Edict{Stamp: st, Payload: payload}, nil
 }
@@ -186,9 +202,23 @@ type Edict struct {
 	Payload []byte
 }
 
-// TransferLeadership hands leadership to target and returns once this
-// process knows target leads, or ctx ends. A process that does not lead
-// refuses with a *NotLeaderError.
+// TransferLeadership hands leadership to target, a member of the current
+// epoch, and returns once this process's Status names target as the
+// leader, or ctx ends. Meanwhile this
+// leader takes no writes: they are refused with a *NotLeaderError
+// wrapping ErrTransferring and naming target.
+//
+// Only the leader starts a transfer. Like Apply, it waits within ctx while
+// no leader is known, while this process is about to lead, and while the
+// epoch is ending (a membership change: the transfer starts in the next
+// epoch, if this process leads it). When another process is known to
+// lead, it returns at once a *NotLeaderError naming it; one already
+// transferring refuses at once with ErrTransferring. A target that is no
+// member of the epoch, or this process itself, is refused with a
+// *MembershipError (ErrNotMember). If ctx ends while it waits for a
+// leader, the error is a *NotLeaderError wrapping ctx's error and no
+// transfer was started; if it ends after the transfer started, the error
+// is ctx's, and the transfer may still complete.
 func (n *Node) TransferLeadership(ctx context.Context, target edict.ProcessID) error {
 	// Subscribed before the transfer starts, so that no change is missed;
 	// the events are wake-ups to look at Status (see Observer).
@@ -201,14 +231,19 @@ func (n *Node) TransferLeadership(ctx context.Context, target edict.ProcessID) e
 		return false
 	})
 	defer obs.Cancel()
-	var err error
-	if derr := n.do(ctx, func() {
-		if err = n.core.TransferLeadership(n.d.Now(), target); err != nil {
-			err = fromDriver(n.core.Refusal(err))
+	err := n.untilLeader(ctx, func() (uint64, error) {
+		var epoch uint64
+		var err error
+		if derr := n.do(ctx, func() {
+			epoch = n.core.ActiveEpoch()
+			if err = n.core.TransferLeadership(n.d.Now(), target); err != nil {
+				err = fromDriver(n.core.Refusal(err))
+			}
+		}); derr != nil {
+			return 0, derr
 		}
-	}); derr != nil {
-		return derr
-	}
+		return epoch, err
+	})
 	if err != nil {
 		return err
 	}
@@ -227,7 +262,37 @@ func (n *Node) TransferLeadership(ctx context.Context, target edict.ProcessID) e
 }
 
 // AddLearner adds a process that receives the log without counting in
-// quorums; addr is its transport address.
+// quorums, until it is promoted (Promote); addr is its transport address.
+// It is a config edict of the current epoch: the leader keeps leading,
+// and no write or read waits for it. AddLearner returns once the edict is
+// committed and applied here; every process then reaches id at addr as
+// soon as it learns the commit, and the leader starts sending id the log.
+//
+// Membership changes wait within ctx:
+//
+//   - for a leader, as Apply does: while no leader is known (an election,
+//     the gap of a membership change), this process is about to lead, or
+//     the epoch is ending, the call waits, woken by the Node's leadership
+//     and epoch events, and tries again. When another process is known to
+//     lead, it returns at once a *NotLeaderError naming it: the library
+//     does not forward. If ctx ends while it waits, the error is a
+//     *NotLeaderError that wraps ctx's error too.
+//   - for a change in flight: one change at a time, so while a membership
+//     edict this leader appended is not committed yet the call waits for
+//     that commit (or for the leader to change) and then tries again,
+//     against the configuration that change made: two calls that add the
+//     same learner leave one added and the other refused with
+//     ErrAlreadyMember. If ctx ends first, the error is the
+//     *MembershipError wrapping both ErrChangeInProgress and ctx's error.
+//
+// In both cases nothing was written, and nothing is written twice: a call
+// is tried again only after a refusal made before its edict was appended.
+// Once it was appended, it is answered as Apply's write is: if ctx ends
+// before the edict is applied here, the error wraps ErrOutcomeUnknown (the
+// change may still commit); if another edict committed at its index, the
+// error is ErrNotCommitted (it never takes effect). A change the
+// configuration refuses is a *MembershipError (ErrAlreadyMember,
+// ErrBadAddress) and nothing was written.
 func (n *Node) AddLearner(ctx context.Context, id edict.ProcessID, addr string) error {
 	return n.admin(ctx, func(now edict.Time) (wire.Entry, error) { return n.core.AddLearner(now, id, addr) })
 }
@@ -237,10 +302,11 @@ func (n *Node) AddLearner(ctx context.Context, id edict.ProcessID, addr string) 
 // and applied here; the new epoch is then decided, and this process, its
 // leader, leads it a few round trips later (docs/protocol.md, "Membership
 // changes that keep the leader"). Meanwhile writes here wait for the new
-// reign or are refused as a *NotLeaderError naming this process
-// (ErrStopped, ErrNotReady). A change refused is a *MembershipError
-// (ErrNotLearner, ErrQuorumLost, ErrChangeInProgress) and nothing was
-// written. PromoteWith takes options (Force).
+// reign (Apply). It waits for a leader, and for a change in flight, as
+// AddLearner does, and is answered as AddLearner is once its edict is
+// appended. A change refused is a *MembershipError (ErrNotLearner,
+// ErrQuorumLost) and nothing was written. PromoteWith takes options
+// (Force).
 func (n *Node) Promote(ctx context.Context, id edict.ProcessID) error {
 	return n.PromoteWith(ctx, id)
 }
@@ -259,9 +325,11 @@ func (n *Node) PromoteWith(ctx context.Context, id edict.ProcessID, opts ...Chan
 // is about one leadership transfer), and it emits Removed. Either way
 // the removed process learns its removal (a Removed event) if it can be
 // reached, and campaigns no more; it may be stopped. A change refused is
-// a *MembershipError (ErrNotMember, ErrLastMember, ErrQuorumLost,
-// ErrChangeInProgress) and nothing was written. RemoveWith takes options
-// (Force).
+// a *MembershipError (ErrNotMember, ErrLastMember, ErrQuorumLost) and
+// nothing was written. It waits for a leader, and for a change in flight,
+// as AddLearner does, and is answered as AddLearner is once its edict is
+// appended: a Remove that waited out another Remove of the same process
+// is refused with ErrNotMember. RemoveWith takes options (Force).
 func (n *Node) Remove(ctx context.Context, id edict.ProcessID) error {
 	return n.RemoveWith(ctx, id)
 }
@@ -273,14 +341,26 @@ func (n *Node) RemoveWith(ctx context.Context, id edict.ProcessID, opts ...Chang
 	return n.admin(ctx, func(now edict.Time) (wire.Entry, error) { return n.core.Remove(now, id, coreOptions(opts)...) })
 }
 
+// admin proposes a membership edict made by f, waiting for a leader and
+// for a change in flight (untilChanged). f refuses, with a
+// *NotLeaderError or a *MembershipError, before it appends anything, and
+// an edict appended is answered only with its outcome (committed,
+// ErrNotCommitted, ErrOutcomeUnknown), which untilChanged returns as it
+// is: only a refused attempt is tried again.
 func (n *Node) admin(ctx context.Context, f func(now edict.Time) (wire.Entry, error)) error {
-	_, err := n.submit(ctx, &proposal{admin: f, done: make(chan struct{})})
-	return err
+	return n.untilChanged(ctx, func() (uint64, error) {
+		p := &proposal{admin: f, done: make(chan struct{})}
+		_, err := n.submit(ctx, p)
+		return p.epoch, err
+	})
 }
 
 // ForceRecovery starts a new epoch from the given survivors after a quorum
-// is lost for good. UNSAFE if a process left out is alive: see
-// Core.ForceRecovery. Run it on every survivor with the same members.
+// is lost for good, and returns the new epoch once its configuration is
+// durable here. UNSAFE if a process left out is alive: two epochs can
+// run (docs/protocol.md, "The replicated log"). Run it on every survivor
+// with the same members. It needs no leader and never waits for one: it
+// is for a cluster that cannot elect one.
 func (n *Node) ForceRecovery(ctx context.Context, survivors []edict.ProcessID) (uint64, error) {
 	var epoch uint64
 	var err error
@@ -334,6 +414,9 @@ var errEpochHeard = errors.New("edictlog: no snapshot while the epoch is known o
 // When nothing was applied since the newest snapshot, it takes none and
 // returns a *NothingNewError (errors.Is(err, ErrNothingNew)) carrying that
 // snapshot's index. If ctx ends first, the snapshot may still be taken.
+//
+// A snapshot is local: it needs no leader, and Snapshot never waits for
+// one; a follower and a learner take their own.
 func (n *Node) Snapshot(ctx context.Context) (uint64, error) {
 	if err := n.alive(ctx); err != nil {
 		return 0, err

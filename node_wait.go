@@ -27,7 +27,28 @@ import (
 //
 // If ctx ends while it waits, the error is a *NotLeaderError wrapping both
 // the last refusal's reason and ctx's error: nothing was written.
+//
+// attempt must be refused before anything is written whenever it returns
+// a *NotLeaderError (as every proposal, read and leader's op is): only
+// then is running it again safe.
 func (n *Node) untilLeader(ctx context.Context, attempt func() (epoch uint64, err error)) error {
+	return n.untilTaken(ctx, false, attempt)
+}
+
+// untilChanged is untilLeader for a membership change: it also waits out
+// a refusal for a change in flight (ErrChangeInProgress: a membership
+// edict this leader appended is not committed yet), woken by the events
+// its commit or the leader's fall sends, and then tries again, against
+// the configuration that change made. The edict in flight is another
+// call's: this one was refused before anything was written, so trying it
+// again cannot apply it twice. If ctx ends while it waits for the commit,
+// the error is the *MembershipError, wrapping ctx's error as well as
+// ErrChangeInProgress.
+func (n *Node) untilChanged(ctx context.Context, attempt func() (epoch uint64, err error)) error {
+	return n.untilTaken(ctx, true, attempt)
+}
+
+func (n *Node) untilTaken(ctx context.Context, changes bool, attempt func() (epoch uint64, err error)) error {
 	var wake chan Event
 	var obs *Observer
 	defer func() {
@@ -35,6 +56,15 @@ func (n *Node) untilLeader(ctx context.Context, attempt func() (epoch uint64, er
 			obs.Cancel()
 		}
 	}()
+	// subscribe reports whether it subscribed now, the first time.
+	subscribe := func() bool {
+		if obs != nil {
+			return false
+		}
+		wake = make(chan Event, 1)
+		obs = n.Observe(wake, leadershipEvent)
+		return true
+	}
 	for {
 		if wake != nil {
 			// Only an event sent after this attempt starts says
@@ -46,22 +76,31 @@ func (n *Node) untilLeader(ctx context.Context, attempt func() (epoch uint64, er
 		}
 		epoch, err := attempt()
 		var nl *NotLeaderError
-		if !errors.As(err, &nl) || !n.waitsFor(nl) {
-			return err
-		}
-		first := obs == nil
-		if first {
-			wake = make(chan Event, 1)
-			obs = n.Observe(wake, leadershipEvent)
-		}
-		if err := n.awaitLeader(ctx, wake, nl, epoch, first); err != nil {
+		var me *MembershipError
+		switch {
+		case errors.As(err, &nl) && n.waitsFor(nl):
+			first := subscribe()
+			if err := n.awaitLeader(ctx, wake, nl, epoch, first); err != nil {
+				return err
+			}
+		case changes && errors.As(err, &me) && errors.Is(me.Err, ErrChangeInProgress):
+			if subscribe() {
+				// No Status shows the commit: the attempt itself is the
+				// look, now that any commit from here on wakes it.
+				continue
+			}
+			if err := n.awaitCommit(ctx, wake, me); err != nil {
+				return err
+			}
+		default:
 			return err
 		}
 	}
 }
 
 // leadershipEvent is the filter of untilLeader's subscription: the events
-// that can tell it a leader is known or ready.
+// that can tell it a leader is known or ready, or (for untilChanged) that
+// a membership change in flight committed.
 func leadershipEvent(ev Event) bool {
 	switch ev.Kind {
 	case BecameLeader, SteppedDown, LeaderChanged, EpochChanged, ConfigChanged, Stopped:
@@ -115,17 +154,39 @@ func (n *Node) awaitLeader(ctx context.Context, wake <-chan Event, nl *NotLeader
 		case <-n.done:
 			return ErrShutdown
 		case <-ctx.Done():
-			return &NotLeaderError{Leader: nl.Leader, Err: &waitEndedError{refusal: nl.Err, ctx: ctx.Err()}}
+			return &NotLeaderError{Leader: nl.Leader, Err: &waitEndedError{refusal: nl.Err, ctx: ctx.Err(), awaited: "a leader"}}
 		}
 	}
 }
 
-// waitEndedError is why a call that waited for a leader gave up: the
-// refusal it last had, and the context's end.
-type waitEndedError struct{ refusal, ctx error }
+// awaitCommit waits for an event sent since the refused attempt started:
+// the commit of the change in flight (ConfigChanged, EpochChanged) or a
+// change of leader, either of which may let the next attempt through.
+func (n *Node) awaitCommit(ctx context.Context, wake <-chan Event, me *MembershipError) error {
+	select {
+	case ev := <-wake:
+		if ev.Kind == Stopped {
+			return ErrShutdown
+		}
+		return nil
+	case <-n.done:
+		return ErrShutdown
+	case <-ctx.Done():
+		e := *me
+		e.Err = &waitEndedError{refusal: me.Err, ctx: ctx.Err(), awaited: "the change in flight to commit"}
+		return &e
+	}
+}
+
+// waitEndedError is why a call that waited gave up: the refusal it last
+// had, and the context's end.
+type waitEndedError struct {
+	refusal, ctx error
+	awaited      string
+}
 
 func (e *waitEndedError) Error() string {
-	return fmt.Sprintf("%v; gave up waiting for a leader: %v", e.refusal, e.ctx)
+	return fmt.Sprintf("%v; gave up waiting for %s: %v", e.refusal, e.awaited, e.ctx)
 }
 
 func (e *waitEndedError) Unwrap() []error { return []error{e.refusal, e.ctx} }

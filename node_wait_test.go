@@ -3,6 +3,7 @@ package edictlog_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"testing"
 	"time"
@@ -148,4 +149,193 @@ func TestFollowerRefusesNamingTheLeaderAtOnce(t *testing.T) {
 	require.ErrorAs(t, err, &nl)
 	require.Equal(t, l.id, nl.Leader)
 	require.NoError(t, ctx.Err(), "the refusal waited")
+}
+
+// While no leader can be elected, the membership changes, a transfer and
+// Issue wait for one within their context, and give up with a
+// *NotLeaderError that says the context ended: nothing was written. A
+// snapshot is local and does not wait.
+func TestAdminCallsWaitForALeaderWithinTheirContext(t *testing.T) {
+	c, _ := newPartialCluster(t)
+	n1 := c.node(1)
+	calls := map[string]func(context.Context) error{
+		"AddLearner":         func(ctx context.Context) error { return n1.AddLearner(ctx, 4, "127.0.0.1:1") },
+		"Promote":            func(ctx context.Context) error { return n1.Promote(ctx, 4) },
+		"RemoveWith":         func(ctx context.Context) error { return n1.RemoveWith(ctx, 3, edictlog.Force()) },
+		"SetAddress":         func(ctx context.Context) error { return n1.SetAddress(ctx, 2, "127.0.0.1:1") },
+		"TransferLeadership": func(ctx context.Context) error { return n1.TransferLeadership(ctx, 2) },
+		"Issue":              func(ctx context.Context) error { _, err := n1.Issue(ctx, nil); return err },
+	}
+	for name, call := range calls {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		err := call(ctx)
+		cancel()
+		var nl *edictlog.NotLeaderError
+		require.ErrorAs(t, err, &nl, "%s", name)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "%s returned before its context ended: %v", name, err)
+		require.NotErrorIs(t, err, edictlog.ErrOutcomeUnknown, "%s", name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := n1.Snapshot(ctx)
+	var nl *edictlog.NotLeaderError
+	require.False(t, errors.As(err, &nl), "a snapshot needs no leader: %v", err)
+	require.NoError(t, ctx.Err(), "a snapshot waited")
+	st := n1.Status()
+	require.Zero(t, st.Commit, "a refused change was committed")
+	require.Equal(t, []edict.ProcessID{1, 2, 3}, st.Members)
+	require.Empty(t, st.Learners)
+}
+
+// A Promote issued at every member while the cluster has no leader (all
+// three just restarted, and a restarted process grants nothing during its
+// quarantine) waits for the election: the winner's promotes the learner,
+// the others' name the winner — none is refused for want of a leader
+// while its context lasts.
+func TestPromoteOutlastsAnElection(t *testing.T) {
+	c := newNetCluster(t, 3)
+	c.put("k", "v")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tr := c.listen(4)
+	c.startWith(4, tr, maps.Clone(c.addrs), func(cfg *edictlog.Config) { cfg.Join = true })
+	require.NoError(t, c.waitLeader(10*time.Second).AddLearner(ctx, 4, c.addrs[4]))
+	c.checkAllApplied(map[string]string{"k": "v"}, c.node(4))
+	for id := edict.ProcessID(1); id <= 3; id++ {
+		c.stop(id)
+	}
+	type result struct {
+		id  edict.ProcessID
+		err error
+	}
+	results := make(chan result, 3)
+	for id := edict.ProcessID(1); id <= 3; id++ {
+		nn := c.restart(id)
+		for _, o := range c.nodes {
+			if o.Status().IsLeader {
+				t.Fatalf("%v leads before the promotes are issued: the test needs an election to wait for", o.id)
+			}
+		}
+		// Force: the quorum check counts a member as live once it
+		// answered the new reign or granted it a lease, and the member
+		// restarted last may still be in quarantine when the first reign
+		// is ready; what is under test is the wait, not the check.
+		go func() { results <- result{nn.id, nn.PromoteWith(ctx, 4, edictlog.Force())} }()
+	}
+	var promoted []edict.ProcessID
+	for range 3 {
+		r := <-results
+		var nl *edictlog.NotLeaderError
+		switch {
+		case r.err == nil:
+			promoted = append(promoted, r.id)
+		case errors.As(r.err, &nl):
+			require.NotEqual(t, edict.None, nl.Leader, "%v refused naming no leader: %v", r.id, r.err)
+			require.NotEqual(t, r.id, nl.Leader, "%v refused naming itself: %v", r.id, r.err)
+			require.NotErrorIs(t, r.err, context.DeadlineExceeded, "%v", r.id)
+		case errors.Is(r.err, edictlog.ErrNotLearner):
+			// Leadership moved here after another's promote committed.
+		default:
+			t.Fatalf("%v: %v", r.id, r.err)
+		}
+	}
+	require.Len(t, promoted, 1, "exactly one promote, the winner's, is carried out")
+	c.waitEpochLeader(1, []edict.ProcessID{1, 2, 3, 4})
+}
+
+// At a follower that hears from the leader, every call that needs the
+// leader is refused at once, naming it: the library does not forward.
+func TestAdminCallsAtAFollowerNameTheLeaderAtOnce(t *testing.T) {
+	c := newNetCluster(t, 3, steadyLease)
+	l := c.waitLeader(10 * time.Second)
+	c.put("k", "v")
+	f := c.others(l.id)[0]
+	waitApplied(t, l.Status().Commit, f)
+	eventually(t, 10*time.Second, func() error {
+		if f.Status().Leader != l.id {
+			return errors.New("the follower does not know the leader yet")
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	calls := map[string]func() error{
+		"AddLearner":         func() error { return f.AddLearner(ctx, 4, "127.0.0.1:1") },
+		"Promote":            func() error { return f.Promote(ctx, 4) },
+		"Remove":             func() error { return f.Remove(ctx, l.id) },
+		"SetAddress":         func() error { return f.SetAddress(ctx, l.id, "127.0.0.1:1") },
+		"TransferLeadership": func() error { return f.TransferLeadership(ctx, f.id) },
+		"Issue":              func() error { _, err := f.Issue(ctx, nil); return err },
+	}
+	for name, call := range calls {
+		err := call()
+		var nl *edictlog.NotLeaderError
+		require.ErrorAs(t, err, &nl, "%s", name)
+		require.Equal(t, l.id, nl.Leader, "%s", name)
+		require.NoError(t, ctx.Err(), "%s: the refusal waited", name)
+	}
+	require.Equal(t, []edict.ProcessID{1, 2, 3}, l.Status().Members)
+	require.Empty(t, l.Status().Learners)
+}
+
+// Changes made at the leader at once wait for each other's commit rather
+// than refuse one another (ErrChangeInProgress), and each is tried again
+// against the configuration the one before made: of two that add one
+// learner, one adds it and the other is refused, ErrAlreadyMember.
+func TestChangesWaitForTheChangeInFlight(t *testing.T) {
+	c := newNetCluster(t, 3, steadyLease)
+	l := c.waitLeader(10 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	learners := []edict.ProcessID{4, 5, 6, 7, 8, 9}
+	errs := make(chan error, len(learners)+1)
+	for _, id := range learners {
+		go func() { errs <- l.AddLearner(ctx, id, fmt.Sprintf("127.0.0.1:%d", 1000+id)) }()
+	}
+	go func() { errs <- l.AddLearner(ctx, 4, "127.0.0.1:2004") }()
+	var already int
+	for range len(learners) + 1 {
+		err := <-errs
+		if errors.Is(err, edictlog.ErrAlreadyMember) {
+			already++
+			continue
+		}
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1, already, "one of the two that add p4 is refused")
+	require.Equal(t, learners, l.Status().Learners)
+
+	// A change that waits for one that cannot commit (the followers are
+	// gone; the leader keeps its lease for seconds) gives up with its
+	// context: the *MembershipError says both why it waited and that the
+	// context ended, and nothing of it was written.
+	for _, f := range c.others(l.id) {
+		c.kill(f.id)
+	}
+	first := make(chan error, 1)
+	before := l.Status().LastIndex
+	go func() {
+		fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer fcancel()
+		first <- l.Remove(fctx, 9)
+	}()
+	eventually(t, 10*time.Second, func() error {
+		if l.Status().LastIndex == before {
+			return errors.New("the first change is not appended yet")
+		}
+		return nil
+	})
+	appended := l.Status().LastIndex
+	wctx, wcancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	err := l.Remove(wctx, 8)
+	wcancel()
+	var me *edictlog.MembershipError
+	require.ErrorAs(t, err, &me)
+	require.Equal(t, edict.ProcessID(8), me.Process)
+	require.ErrorIs(t, err, edictlog.ErrChangeInProgress)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.NotErrorIs(t, err, edictlog.ErrOutcomeUnknown)
+	require.Equal(t, appended, l.Status().LastIndex, "the change that waited appended nothing")
+	// The first was appended: its outcome is unknown, and it is not tried again.
+	require.ErrorIs(t, <-first, edictlog.ErrOutcomeUnknown)
 }
