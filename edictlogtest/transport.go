@@ -236,30 +236,13 @@ func (t *Transport) Close() error {
 	return nil
 }
 
-// addressMessage fills in and checks m's envelope for a send to to.
-func addressMessage(self, to edict.ProcessID, m *wire.Message) error {
-	if m.From == edict.None {
-		m.From = self
-	}
-	if m.To == edict.None {
-		m.To = to
-	}
-	if m.From != self {
-		return fmt.Errorf("edictlogtest: send: message from %v, but this is %v", m.From, self)
-	}
-	if m.To != to {
-		return fmt.Errorf("edictlogtest: send: message addressed to %v sent to %v", m.To, to)
-	}
-	return nil
-}
-
 // Send implements edictlog.Transport.
 func (t *Transport) Send(ctx context.Context, to edict.ProcessID, m wire.Message) error {
 	if t.isClosing() {
 		return ErrClosed
 	}
-	if err := addressMessage(t.id, to, &m); err != nil {
-		return err
+	if err := m.Address(t.id, to); err != nil {
+		return fmt.Errorf("edictlogtest: send: %w", err)
 	}
 	if err := m.Validate(); err != nil {
 		return fmt.Errorf("edictlogtest: send: %w", err)

@@ -362,30 +362,13 @@ func (t *TCP) peer(id edict.ProcessID) *peer {
 	return t.peers[id]
 }
 
-// addressMessage fills in and checks m's envelope for a send to to.
-func addressMessage(self, to edict.ProcessID, m *wire.Message) error {
-	if m.From == edict.None {
-		m.From = self
-	}
-	if m.To == edict.None {
-		m.To = to
-	}
-	if m.From != self {
-		return fmt.Errorf("transport: send: message from %v, but this is %v", m.From, self)
-	}
-	if m.To != to {
-		return fmt.Errorf("transport: send: message addressed to %v sent to %v", m.To, to)
-	}
-	return nil
-}
-
 // Send implements Transport.
 func (t *TCP) Send(ctx context.Context, to edict.ProcessID, m wire.Message) error {
 	if t.isClosing() {
 		return ErrClosed
 	}
-	if err := addressMessage(t.cfg.ID, to, &m); err != nil {
-		return err
+	if err := m.Address(t.cfg.ID, to); err != nil {
+		return fmt.Errorf("transport: send: %w", err)
 	}
 	f, err := encodeMessageFrame(m, t.cfg.MaxFrameSize)
 	if err != nil {

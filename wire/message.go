@@ -162,6 +162,27 @@ func (m Message) String() string {
 // payload, real sender and receiver that agree with a lease payload's own,
 // and each payload's structure. Decoders call it; so does Send, so that a
 // bug shows at the sender rather than as a refused frame at the receiver.
+// Address fills in m's envelope for a send from self to to, as
+// log.Transport's Send promises (a zero From or To is the sender or the
+// destination), and refuses an envelope that names another sender or
+// destination: a transport never delivers a message for one process to
+// another, nor accepts one claiming another sender.
+func (m *Message) Address(self, to edict.ProcessID) error {
+	if m.From == edict.None {
+		m.From = self
+	}
+	if m.To == edict.None {
+		m.To = to
+	}
+	if m.From != self {
+		return fmt.Errorf("wire: message from %v, but this is %v", m.From, self)
+	}
+	if m.To != to {
+		return fmt.Errorf("wire: message addressed to %v sent to %v", m.To, to)
+	}
+	return nil
+}
+
 func (m Message) Validate() error {
 	if m.From == edict.None {
 		return errors.New("wire: message without a sender")
