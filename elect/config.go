@@ -99,6 +99,14 @@ type Config struct {
 	// Rand is the seeded source for back-off jitter. Required: the core
 	// never reads global randomness.
 	Rand *rand.Rand
+	// AfterCleanStop says that the life before this one ended with a
+	// clean stop (Retire, then Retired, made durable by the runtime):
+	// every grant it made had lapsed by its own clock, so this life,
+	// though restarted, starts without the restart quarantine
+	// (docs/protocol.md, "Clocks"). Only the life right after the one
+	// that retired may say so: the runtime's record of the stop names that
+	// life's incarnation.
+	AfterCleanStop bool
 }
 
 // ApplyDefaults fills the zero timing fields — Rho, RoundTrip,

@@ -42,6 +42,10 @@ type Core struct {
 
 	lastNow         edict.Time
 	quarantineUntil edict.Time
+	// retiring: this life is ending cleanly (Retire): it grants nothing
+	// and campaigns for nothing; retiredReported: the Retired event was
+	// emitted.
+	retiring, retiredReported bool
 	// leaderSeen is the last reading at which this process knew a leader
 	// or candidate to be at work: its own lease, or a grant it gave. The
 	// campaign fallback runs from it (maybeStart); fallbackJitter
@@ -80,7 +84,8 @@ type Core struct {
 // New returns a Core starting at reading now. records are the EpochRecords
 // persisted by earlier incarnations. A process whose incarnation is above 1
 // has run before and may have granted leases it no longer remembers, so it
-// starts in quarantine (docs/protocol.md, "Clocks").
+// starts in quarantine (docs/protocol.md, "Clocks"), unless the life before
+// ended with a clean stop (Config.AfterCleanStop).
 func New(cfg Config, records []wire.EpochRecord, now edict.Time) (*Core, error) {
 	cfg.ApplyDefaults()
 	if err := cfg.validate(); err != nil {
@@ -116,7 +121,7 @@ func New(cfg Config, records []wire.EpochRecord, now edict.Time) (*Core, error) 
 		}
 	}
 	c.active = c.lowestUnterminated()
-	if now.Incarnation > 1 {
+	if now.Incarnation > 1 && !cfg.AfterCleanStop {
 		c.quarantineUntil = now.Add(cfg.quarantine())
 	}
 	return c, nil
@@ -264,6 +269,7 @@ func (c *Core) tick(now edict.Time) {
 	c.checkAttempt(now)
 	c.retryWedges(now)
 	c.maybeStart(now)
+	c.checkRetired(now)
 }
 
 // NextTick returns the reading at which Tick next has work to do, so a
@@ -305,6 +311,9 @@ func (c *Core) NextTick() edict.Time {
 	}
 	future(c.backoff)
 	future(c.quarantineUntil)
+	if c.retiring && !c.retiredReported {
+		due(c.RetiredAt())
+	}
 	for _, es := range c.epochsInOrder() {
 		if es.grantee != edict.None && es.grantee != c.id && !es.lapseReported && !es.wedged {
 			due(es.finish)

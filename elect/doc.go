@@ -30,7 +30,9 @@
 //     lead: liveness only, safety rests on δ ≤ MaxLease alone);
 //   - the restart quarantine of docs/protocol.md, "Clocks", which stands in for a persisted
 //     grant: after a restart a process grants nothing (and wedges nothing)
-//     for (1+ρ)·MaxLease, and refuses requests for δ > MaxLease;
+//     for (1+ρ)·MaxLease, and refuses requests for δ > MaxLease; none
+//     after a clean stop (Retire, retire.go), whose life granted nothing
+//     more and waited until every grant it made had lapsed;
 //   - epochs and wedging, grantRequest(⊥, ∞) (§10.6), with per-epoch state.
 //
 // Invariants, asserted where they are maintained and checked against

@@ -34,6 +34,11 @@ const (
 	// the stop edict it knows committed (Log.StopProof). A log holding that
 	// very entry may commit everything up to it (Log Matching).
 	StopNamed
+	// Retired: this process, retiring (Core.Retire), holds no live grant
+	// any more by its own clock; once the runtime has recorded so
+	// durably, the next life may start without the restart quarantine.
+	// Reported once.
+	Retired
 )
 
 func (k EventKind) String() string {
@@ -50,6 +55,8 @@ func (k EventKind) String() string {
 		return "epoch-heard"
 	case StopNamed:
 		return "stop-named"
+	case Retired:
+		return "retired"
 	}
 	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }

@@ -154,6 +154,11 @@ func (c *Core) onGrantRequest(now edict.Time, m wire.Lease) {
 	}
 	c.observeRenewalGap(now, m, es)
 	switch {
+	case c.retiring:
+		// A life that ends cleanly grants nothing more, renewals
+		// included, so that its last grant lapses (Retire).
+		c.nack(now, m, es, edict.None, 0)
+		return
 	case now.Before(c.quarantineUntil) && !mutated(ruleQuarantineGrants):
 		d, _ := c.quarantineUntil.Sub(now)
 		c.nack(now, m, es, edict.None, d)

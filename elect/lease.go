@@ -192,7 +192,7 @@ func (c *Core) chooseDelta(now edict.Time) time.Duration {
 // fallback candidate finish before the next starts.
 func (c *Core) maybeStart(now edict.Time) {
 	es := c.epochs[c.active]
-	if c.attempt != nil || es == nil || es.terminated || !es.qs.IsMember(c.id) || es.heard && !mutated(ruleNoCampaignHeard) {
+	if c.attempt != nil || c.retiring || es == nil || es.terminated || !es.qs.IsMember(c.id) || es.heard && !mutated(ruleNoCampaignHeard) {
 		return
 	}
 	if c.successorKnown(c.active) || c.wedges[c.active] != nil {
@@ -318,7 +318,7 @@ func (c *Core) Campaign(now edict.Time) {
 	// rather than after, cancelling it.
 	c.checkLease(now)
 	es := c.epochs[c.active]
-	if es == nil || !es.qs.IsMember(c.id) || c.lease.valid(now) || es.heard && !mutated(ruleNoCampaignHeard) {
+	if es == nil || c.retiring || !es.qs.IsMember(c.id) || c.lease.valid(now) || es.heard && !mutated(ruleNoCampaignHeard) {
 		return
 	}
 	// Supersede, do not revoke: a revocation stamped now would also

@@ -42,6 +42,12 @@ const (
 	// for it, up to MaxLease (leadAt); switched off, it renews with the
 	// configuration's lead whatever its host does.
 	ruleAdaptiveLead = "adaptive-lead"
+	// ruleCleanStopWaits: a retiring process reports itself retired only
+	// once every grant it made has lapsed by its own clock, and the
+	// quarantine of its own start has ended (Retired); switched off, it
+	// reports so at once, and the next life skips its quarantine while a
+	// grant of this one may still stand.
+	ruleCleanStopWaits = "clean-stop-waits"
 )
 
-var mutationRules = []string{ruleQuarantineGrants, ruleWedgeOnEpochChange, ruleReplyAttempt, ruleCampaignFallback, ruleNoEpochSkip, ruleStandAside, ruleRenewalPatience, ruleNoCampaignHeard, ruleAdaptiveLead}
+var mutationRules = []string{ruleQuarantineGrants, ruleWedgeOnEpochChange, ruleReplyAttempt, ruleCampaignFallback, ruleNoEpochSkip, ruleStandAside, ruleRenewalPatience, ruleNoCampaignHeard, ruleAdaptiveLead, ruleCleanStopWaits}

@@ -25,6 +25,13 @@ const (
 	// KeyCurrentEpoch holds the newest epoch the process knows (a uint64
 	// record).
 	KeyCurrentEpoch = "current-epoch"
+	// KeyCleanStop holds the incarnation of the last life that ended with
+	// a clean stop (a uint64 record): every grant it made had lapsed by
+	// its own clock when it was written. It speaks for the life right
+	// after that one only; the next bump of the incarnation leaves it
+	// naming an older life (docs/protocol.md, "A clean stop ends the
+	// quarantine").
+	KeyCleanStop = "clean-stop"
 	// EpochKeyPrefix starts every per-epoch key.
 	EpochKeyPrefix = "epochs/"
 )

@@ -98,6 +98,11 @@ type State struct {
 	// snapshot holds that configuration, and NewCore records it (as
 	// SnapshotInstalled would have).
 	SnapshotConfig wire.EpochConfig
+	// CleanStop: the life before this one ended with a clean stop
+	// (Core.Retire, recorded under wire.KeyCleanStop): it holds no grant
+	// this life could forget, so this life starts without the restart
+	// quarantine (elect.Config.AfterCleanStop).
+	CleanStop bool
 }
 
 // Core is the replicated log as a deterministic state machine (docs/architecture.md, "Deterministic cores"):
@@ -170,7 +175,10 @@ type Core struct {
 	// lastContact is when an append from a leader was last accepted.
 	lastContact edict.Time
 	lastNow     edict.Time
-	ready       Ready
+	// retireSeq is the Sync of the Ready whose batch holds the clean-stop
+	// record (retire.go); zero until the lease core retired.
+	retireSeq uint64
+	ready     Ready
 }
 
 // NewCore returns a Core restarting from st at reading now.
@@ -214,6 +222,7 @@ func NewCore(cfg CoreConfig, st State, now edict.Time) (*Core, error) {
 	c.persisted, c.stored = c.log.lastIndex(), c.log.lastIndex()
 	ec := cfg.Elect
 	ec.ID, ec.Epochs, ec.Log = cfg.ID, ecs, electLog{c}
+	ec.AfterCleanStop = st.CleanStop
 	el, err := elect.New(ec, st.Records, now)
 	if err != nil {
 		return nil, err
@@ -460,6 +469,8 @@ func (c *Core) drainElect(now edict.Time) {
 			c.hearEpoch(now, ev)
 		case elect.StopNamed:
 			c.learnNamedStop(now, ev)
+		case elect.Retired:
+			c.onRetired(now)
 		}
 	}
 }

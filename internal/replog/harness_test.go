@@ -82,12 +82,14 @@ func (c *tcluster) boot(id edict.ProcessID, epochs []wire.EpochConfig) {
 		require.NoError(c.t, err)
 		reign = r
 	}
+	clean, err := cleanStopBefore(stableMap(c.stable[id]), c.inc[id])
+	require.NoError(c.t, err)
 	core, err := NewCore(CoreConfig{ID: id, Elect: elect.Config{Detector: det, Rand: rand.New(rand.NewPCG(uint64(id), c.inc[id])),
 		// The transcripts (testdata/*.txt) were written for a 200 ms
 		// renewal interval and a renewal half an interval early; their
 		// stories time lease ends by them.
 		RenewInterval: 200 * time.Millisecond, RenewLead: 100 * time.Millisecond}},
-		State{Epochs: epochs, Records: recs, AcceptedReign: reign, Entries: slices.Clone(c.stored[id])}, c.reading(id))
+		State{Epochs: epochs, Records: recs, AcceptedReign: reign, Entries: slices.Clone(c.stored[id]), CleanStop: clean}, c.reading(id))
 	require.NoError(c.t, err)
 	c.cores[id] = core
 	c.applied[id] = nil
@@ -312,4 +314,14 @@ func (c *tcluster) joinLearner() {
 	c.cores[1].Flush(c.reading(1))
 	c.collect(1)
 	c.settle(200*time.Millisecond, nil)
+}
+
+// stableMap reads a process's stable records as a store's Get would.
+type stableMap map[string][]byte
+
+func (m stableMap) Get(k string) ([]byte, error) {
+	if v, ok := m[k]; ok {
+		return v, nil
+	}
+	return nil, fmt.Errorf("stable key %q: %w", k, wire.ErrNotFound)
 }

@@ -89,6 +89,12 @@ const (
 	// switched off, it steps down and the next epoch's detectors elect a
 	// leader, 0.6-0.9 s later with the defaults.
 	RuleLeaderSucceeds = "leader-succeeds"
+	// RuleCleanRecordCleared: the clean-stop record speaks only for the
+	// life right after the one that wrote it (Recover): the incarnation
+	// bump that starts that life is what clears it. Switched off, any
+	// later life takes it, so a crash of the life after a clean stop is
+	// followed by a start without quarantine.
+	RuleCleanRecordCleared = "clean-record-cleared"
 )
 
 // MutationRules lists the rules above in the order of docs/protocol.md.
@@ -99,5 +105,5 @@ var mutationRules = []string{
 	RuleIncarnationBump,
 	RuleLearnCommittedOnly, RuleHeardLearns, RuleMessagesWaitForRecords, RuleGrantsReportDurable,
 	RuleResetLowersDurable, RuleLeaderCountsDurable, RuleRecoverInstall, RuleCompactBehindDurable,
-	RuleRecordBeforeAdopt, RuleLeaderSucceeds,
+	RuleRecordBeforeAdopt, RuleLeaderSucceeds, RuleCleanRecordCleared,
 }

@@ -42,6 +42,10 @@ type Recovery struct {
 // First the incarnation is bumped durably, so that every reading of this
 // life is above every earlier life's (docs/protocol.md, "Clocks"; the restart quarantine
 // keys on it too): the caller must send nothing before Recover returns.
+// A clean-stop record left by the life just before (Core.Retire) lets
+// this one start without the quarantine (State.CleanStop); the bump is
+// what clears it, in the same write, for the record names the life that
+// wrote it.
 // Then the epochs, lease records and accepted reign are loaded — on a
 // first start (no epoch known) epoch 0 is bootstrapped from peers, without
 // id if it joins a running cluster, and stored — and the newest snapshot
@@ -116,6 +120,9 @@ func recoverWith(id edict.ProcessID, store Store, snaps SnapshotStore, sm stateM
 	}
 	st, known, err := loadState(id, store, peers, join)
 	if err != nil {
+		return Recovery{}, err
+	}
+	if st.CleanStop, err = cleanStopBefore(store, inc); err != nil {
 		return Recovery{}, err
 	}
 	applied, snapAddrs, err := restoreSnapshot(store, snaps, sm, &st)

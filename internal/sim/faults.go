@@ -90,10 +90,26 @@ func (r *run) crashOne() {
 		return
 	}
 	p := ups[r.w.rng.IntN(len(ups))]
-	p.up = false
-	r.trace("%v crashes", p.id)
-	r.reportTo(p.id, elect.ProcessDown)
 	down := r.w.between(min(50*time.Millisecond, r.sc.MaxDowntime/2), r.sc.MaxDowntime)
+	// Not near GST: a retiring process grants nothing, and the elections
+	// after GST must not wait for its stop.
+	if p.downAfterRetire == 0 && r.w.now+int64(2*r.sc.MaxLease()) < r.gst && r.w.chance(r.sc.CleanStops) {
+		// A clean stop: p goes down when its grants have lapsed
+		// (onEvent, elect.Retired), unless a crash comes first.
+		r.trace("%v stops cleanly", p.id)
+		p.downAfterRetire = down
+		p.releases = append(p.releases, r.w.now)
+		r.call(p, p.core.Retire)
+		return
+	}
+	r.down(p, down)
+}
+
+// down takes p down now and restarts it after down (by GST at the latest).
+func (r *run) down(p *process, down time.Duration) {
+	p.up = false
+	r.trace("%v goes down", p.id)
+	r.reportTo(p.id, elect.ProcessDown)
 	r.w.at(min(r.w.now+int64(down), r.gst), func() { r.restart(p) })
 }
 

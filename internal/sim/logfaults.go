@@ -156,11 +156,29 @@ func (r *lrun) shortRestart() {
 	if l := r.leader(); l != nil && len(ps) > 1 {
 		ps = slices.DeleteFunc(ps, func(p *lproc) bool { return p == l })
 	}
-	r.crash(ps[r.w.rng.IntN(len(ps))], r.w.between(time.Millisecond, 30*time.Millisecond))
+	r.stopOrCrash(ps[r.w.rng.IntN(len(ps))], r.w.between(time.Millisecond, 30*time.Millisecond))
+}
+
+// stopOrCrash crashes p for down or, with the scenario's CleanStops
+// chance, stops it cleanly first: p retires (replog.Core.Retire) and goes
+// down for down once its clean-stop record is durable (drain). Not near
+// GST: a stopping process grants nothing, and the elections after GST
+// must not wait for it.
+func (r *lrun) stopOrCrash(p *lproc, down time.Duration) {
+	if p.stopFor == 0 && r.w.now+int64(2*r.sc.MaxLease()) < r.gst && r.w.chance(r.sc.CleanStops) {
+		if traceHook != nil {
+			traceHook("%12v %v stops cleanly", time.Duration(r.w.now), p.id)
+		}
+		p.stopFor = down
+		r.call(p, func(d *replog.Driver) { d.Retire() })
+		return
+	}
+	r.crash(p, down)
 }
 
 // maybeCrashGranter, on a grant p sends to a candidate (a process that
-// does not hold a lease: not a renewal), crashes p soon after for 1–30 ms,
+// does not hold a lease: not a renewal), crashes p soon after for 1–30 ms
+// (or stops it cleanly, stopOrCrash),
 // with the scenario's CrashGranters chance: it forgets the grant while the
 // candidate completes its attempt with the log position p reported, and
 // in its quarantine a leader still in office may reach it.
@@ -172,7 +190,7 @@ func (r *lrun) maybeCrashGranter(p, to *lproc) {
 	inc := p.inc
 	r.w.after(r.w.between(0, 5*time.Millisecond), func() {
 		if p.up && p.inc == inc && p.frozenUntil <= r.w.now && r.w.now < r.gst {
-			r.crash(p, r.w.between(time.Millisecond, 30*time.Millisecond))
+			r.stopOrCrash(p, r.w.between(time.Millisecond, 30*time.Millisecond))
 		}
 	})
 }

@@ -32,6 +32,9 @@ type lproc struct {
 	// (DiskState), nil otherwise.
 	ds DiskStateMachine
 	up bool
+	// stopFor: p is stopping cleanly (replog.Core.Retire), and goes down
+	// for this long once its clean-stop record is durable; zero otherwise.
+	stopFor time.Duration
 
 	// Durable, kept across crashes: the log's stores, and the state
 	// machine's own (DiskState; nil until the process first starts).

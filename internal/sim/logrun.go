@@ -197,7 +197,7 @@ func (r *lrun) fail(format string, args ...any) {
 // replog.Recover (incarnation bumped first, state loaded, snapshot restored)
 // and a replog.Driver around a new Core.
 func (r *lrun) start(p *lproc) {
-	p.seenCommit, p.crashAt = 0, crashNone
+	p.seenCommit, p.crashAt, p.stopFor = 0, crashNone, 0
 	if p.store == nil {
 		p.store = storage.NewMemStore()
 		snaps, err := storage.NewMemSnapshotStore(2)
@@ -316,6 +316,13 @@ func (r *lrun) drain(p *lproc) {
 		break
 	}
 	if !p.up {
+		return
+	}
+	if p.stopFor > 0 && p.core.Retired() {
+		if traceHook != nil {
+			traceHook("%12v %v stopped cleanly", time.Duration(r.w.now), p.id)
+		}
+		r.crash(p, p.stopFor)
 		return
 	}
 	r.armTick(p)

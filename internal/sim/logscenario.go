@@ -79,7 +79,13 @@ type LogScenario struct {
 	// leader (granters); CrashGranters is the chance that a process that
 	// sends a grant crashes within 5 ms of it for 1–30 ms.
 	ShortRestartEvery time.Duration
-	CrashGranters     float64
+	// CleanStops is the chance that a short restart begins with a clean
+	// stop (replog.Core.Retire): the process grants nothing more, goes
+	// down once its clean-stop record is durable, and its next life
+	// starts without the restart quarantine. A crash during the stop
+	// leaves no record.
+	CleanStops    float64
+	CrashGranters float64
 	// RebootClock is the chance that a restart is a host reboot, which
 	// resets the process's clock reading near zero.
 	RebootClock float64
@@ -314,7 +320,7 @@ func LogScenarios() []LogScenario {
 		// while the leader they stopped granting to still reaches them;
 		// crashes inside a Ready cycle (a lost batch); host reboots.
 		{Scenario: Scenario{Name: "log-short-restarts", Competing: true, Transfers: true, RoundTrip: 30 * time.Millisecond, Loss: 0.02, LongDelay: 0.05},
-			ShortRestartEvery: 400 * time.Millisecond, CrashGranters: 0.3, RebootClock: 0.5, CrashInReady: 0.005, ConnectionCuts: true, Seeds: 60},
+			ShortRestartEvery: 400 * time.Millisecond, CrashGranters: 0.3, RebootClock: 0.5, CrashInReady: 0.005, ConnectionCuts: true, Seeds: 60, CleanStops: 0.5},
 		// TestNerio's crash-storm under the log: most granters restart
 		// within one lease, often, while candidates compete.
 		{Scenario: Scenario{Name: "log-crash-storm", N: 3, Crashes: true, CrashEvery: 100 * time.Millisecond, MaxDowntime: 60 * time.Millisecond, Competing: true},

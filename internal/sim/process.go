@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math/rand/v2"
+	"time"
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/elect"
@@ -28,6 +29,11 @@ type process struct {
 	// Persisted across restarts (the stable store).
 	records map[uint64]wire.EpochRecord
 	epochs  []wire.EpochConfig
+	// cleanStopOf is the incarnation of the last life that ended with a
+	// clean stop (wire.KeyCleanStop); downAfterRetire is how long p stays
+	// down once its retiring life reports Retired (zero: not retiring).
+	cleanStopOf     uint64
+	downAfterRetire time.Duration
 
 	detector elect.Detector
 	rng      *rand.Rand

@@ -132,17 +132,21 @@ func (r *run) start(p *process, epochs []wire.EpochConfig) {
 		// Stable storage wiped: the incarnation starts over, so the core
 		// believes it never ran and skips quarantine.
 		p.records = map[uint64]wire.EpochRecord{}
-		p.inc = 1
+		p.inc, p.cleanStopOf = 1, 0
 	} else {
 		p.inc++
 	}
+	// The clean-stop record speaks for the life right after the one that
+	// wrote it (replog.Recover).
+	afterClean := p.cleanStopOf != 0 && p.cleanStopOf+1 == p.inc
+	p.downAfterRetire = 0
 	p.epochs = slices.Clone(epochs)
 	members := r.activeMembers(p)
 	p.detector = r.sc.newDetector(p.id, members, p.inc)
 	core, err := elect.New(elect.Config{
 		ID: p.id, Epochs: p.epochs, Mode: r.sc.Mode, Rho: r.sc.Rho, Skew: r.sc.Skew,
 		RoundTrip: r.sc.RoundTrip, RenewInterval: r.sc.RenewInterval, RenewLead: r.sc.RenewLead, MaxLease: r.sc.MaxLease(),
-		Detector: p.detector, Rand: p.rng,
+		Detector: p.detector, Rand: p.rng, AfterCleanStop: afterClean,
 	}, p.persistedRecords(), p.now(r.w.now))
 	if err != nil {
 		r.chk.fail("core refused to start: %v", err)
@@ -230,6 +234,16 @@ func (r *run) onEvent(p *process, ev elect.Event) {
 		p.lastQT, p.lastEpoch = ev.QT, ev.Epoch
 	case elect.EpochTerminated:
 		r.terminations++
+	case elect.Retired:
+		// The stable store records the clean stop, and p goes down; the
+		// restart is scheduled outside this call.
+		p.cleanStopOf = p.inc
+		down := p.downAfterRetire
+		r.w.after(0, func() {
+			if p.up && p.cleanStopOf == p.inc {
+				r.down(p, down)
+			}
+		})
 	case elect.LeaderVerified:
 		if !ev.Until.IsZero() {
 			r.chk.promise(p, ev)

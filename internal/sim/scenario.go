@@ -58,6 +58,13 @@ type Scenario struct {
 	// Protocol's messages travel as wire.LeaseDetector lease messages.
 	Detector func(id edict.ProcessID, members []edict.ProcessID, incarnation uint64) elect.Detector
 
+	// CleanStops is the chance that a crash of Crashes is a clean stop
+	// instead (elect.Core.Retire): the process grants nothing more, goes
+	// down once its last grant has lapsed (elect.Retired), and its next
+	// life starts without the restart quarantine. A crash that comes
+	// during the stop leaves no record: that restart is quarantined.
+	CleanStops float64
+
 	// Negative controls: break the model's assumptions.
 	ForgetOnRestart bool // a restart wipes stable storage: no quarantine
 	RogueLeader     bool // a leader keeps stamping edicts past E_p
@@ -179,7 +186,7 @@ func Scenarios() []Scenario {
 		{Name: "lapse-only", Crashes: true, NoFailureDetector: true, Loss: 0.02},
 		// The forget-grant negative control's twin with quarantine on:
 		// most granters restart within one lease, often.
-		{Name: "crash-storm", N: 3, Crashes: true, CrashEvery: 100 * time.Millisecond, MaxDowntime: 60 * time.Millisecond, Competing: true},
+		{Name: "crash-storm", N: 3, Crashes: true, CrashEvery: 100 * time.Millisecond, MaxDowntime: 60 * time.Millisecond, Competing: true, CleanStops: 0.3},
 		{Name: "competing", Competing: true, Transfers: true, Loss: 0.05, Duplicate: 0.05},
 		{Name: "drift", DriftExtreme: true, Loss: 0.05, LongDelay: 0.02},
 		{Name: "reconfigure", Reconfigure: true, Crashes: true, Loss: 0.05},
