@@ -627,21 +627,49 @@ func (n *Node) Status() Status {
 // fsm.DiskFSM, the index its store was durable at, if that is higher).
 func (n *Node) ReignIndex() uint64 { return n.applier.reignIndex.Load() }
 
-// Shutdown releases the lease and hands leadership to the most up-to-date
-// member (Core.Resign), so that no one need wait the lease out nor for a
-// failure detector to notice; then it stops the runtime and waits for it,
-// or until ctx is done. It closes neither the store nor the transport:
-// close the transport after Shutdown returns, or the hand-over is lost.
+// Shutdown stops the Node cleanly, the way a container is stopped:
+// SIGTERM, then a grace period. A leader first releases its lease and
+// hands leadership to the most up-to-date member, so that no one need
+// wait the lease out nor for a failure detector to notice. Then the
+// process grants nothing more — it refuses its leader's renewals too —
+// and waits until every lease it granted has lapsed by its own clock: at
+// most (1+ρ)·MaxLease, usually about one lease (RenewInterval plus a
+// round trip, 320 ms with the defaults), longer if it was restarted less
+// than that ago, since its own restart quarantine must end too. It
+// records durably that it ended holding no live grant, stops the runtime
+// and waits for it. The next Start of this process then serves at once,
+// without the restart quarantine of (1+ρ)·MaxLease during which a
+// restarted process grants nothing and accepts no append
+// (docs/protocol.md, "A clean stop ends the quarantine").
+//
+// If ctx ends before the grants have lapsed, Shutdown stops the Node all
+// the same, writes no record, and returns an error wrapping ctx's: the
+// next start sits out the quarantine, as after a crash. So does a Node
+// that is killed, or whose loop already stopped (its transport closed).
+// A ctx that ends while the runtime stops returns ctx's error at once.
+// Shutdown closes neither the store nor the transport: close the
+// transport after Shutdown returns, or the hand-over is lost.
 func (n *Node) Shutdown(ctx context.Context) error {
-	_ = n.do(ctx, func() {
-		n.core.Resign(n.d.Now())
-		n.handleReady()
-	})
+	cut := n.retire(ctx)
+	if cut != nil && !errors.Is(cut, ErrShutdown) {
+		n.log.Warn("clean stop cut short: the next start sits out the restart quarantine", "err", cut)
+	}
+	return n.stopRuntime(ctx, cut)
+}
+
+// stopRuntime stops the loop and waits for it, the applier and the
+// persister. After a clean stop cut short by ctx it waits for the loop
+// regardless (it stops at its next turn) and reports the cut.
+func (n *Node) stopRuntime(ctx context.Context, cut error) error {
 	n.stopOnce.Do(func() { close(n.stop) })
-	select {
-	case <-n.done:
-	case <-ctx.Done():
-		return ctx.Err()
+	if cut != nil && !errors.Is(cut, ErrShutdown) && ctx.Err() != nil {
+		<-n.done
+	} else {
+		select {
+		case <-n.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	n.applier.close()
 	n.applier.wait()
@@ -649,6 +677,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	// waited for it sent, before the owner closes the store and transport.
 	n.persister.close(false)
 	n.persister.wait()
+	if cut != nil && !errors.Is(cut, ErrShutdown) {
+		return fmt.Errorf("edictlog: shutdown: stopped before the grants this process made had lapsed, so its next start sits out the restart quarantine: %w", cut)
+	}
 	return nil
 }
 

@@ -337,9 +337,11 @@ func TestNodeIssueAndFence(t *testing.T) {
 }
 
 // All three nodes stop and start again from their files, on new ports:
-// every acknowledged write is still there. A restarted process grants
-// nothing during its quarantine of (1+ρ)·MaxLease, so the restarted
-// cluster elects no leader before MaxLease has passed.
+// every acknowledged write is still there. A process restarted after a
+// stop that did not wait for its grants to lapse (Stop) grants nothing
+// during its quarantine of (1+ρ)·MaxLease, so the restarted cluster
+// elects no leader before MaxLease has passed (after Shutdown's clean
+// stop it would: TestShutdownRecordsACleanStop).
 func TestNodeRestartFromDisk(t *testing.T) {
 	c := newNetCluster(t, 3, func(cfg *edictlog.Config) { cfg.SnapshotEvery, cfg.TrailingEntries = 32, 4 })
 	want := map[string]string{}

@@ -392,8 +392,10 @@ func (c *Cluster) Kill(id edict.ProcessID) {
 	}
 }
 
-// Stop stops process id gracefully: Shutdown, which releases its lease
-// and hands leadership over, then its transport.
+// Stop stops process id gracefully: Shutdown, which releases its lease,
+// hands leadership over and waits for the leases it granted to lapse (a
+// clean stop: Restart then skips the restart quarantine), then its
+// transport. Kill's restart is quarantined.
 func (c *Cluster) Stop(id edict.ProcessID) {
 	c.helper()
 	if err := c.stop(id, true); err != nil {

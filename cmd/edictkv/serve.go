@@ -200,6 +200,10 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		logger.Error("HTTP server stopped", "err", err)
 	}
 	logger.Info("shutting down")
+	// Kubernetes' default grace before its SIGKILL. The node's clean
+	// stop (about one lease) comes within it, so that a rescheduled
+	// process serves at once instead of sitting out the restart
+	// quarantine (process.Shutdown).
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := p.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -2,15 +2,24 @@
 // in one program keep a counter. Each increment is a log entry; the leader
 // answers reads under its lease with no network round trip.
 //
-// It then restarts a follower from its files on a new port, as a container
-// rescheduled elsewhere would be, with the same configuration as before:
-// nobody tells the cluster the new address. The restarted process
-// announces it to the peers it connects to (transport.TCP's hello), they
-// reach it there at once, and the leader makes it the cluster's
-// (edictlog.Node.SetAddress). The follower answers a linearizable read as soon
-// as its restart quarantine — one MaxLease, during which a restarted
-// process takes no part in the log — is over, then takes the leadership
+// It then stops a follower and starts it again from its files on a new
+// port, as a container rescheduled elsewhere would be, with the same
+// configuration as before: nobody tells the cluster the new address. The
+// restarted process announces it to the peers it connects to
+// (transport.TCP's hello), they reach it there at once, and the leader
+// makes it the cluster's (edictlog.Node.SetAddress). The stop is a clean
+// one (edictlog.Node.Shutdown, as on SIGTERM): the follower grants
+// nothing more, waits about one lease for the leases it granted to lapse,
+// and records so; its next life therefore starts without the restart
+// quarantine — (1+ρ)·MaxLease, during which a restarted process takes no
+// part in the log — and answers a linearizable read as soon as the
+// leader's appends reach its new address. It then takes the leadership
 // and commits a write itself.
+//
+// Last, another follower is killed (its transport closed under it, so it
+// cannot even release anything) and started again: after a crash the
+// process may have forgotten a grant, and its first read comes only
+// after the quarantine.
 package main
 
 import (
@@ -61,8 +70,9 @@ func (s snap) Persist(w io.Writer) error { _, err := w.Write(s); return err }
 func (s snap) Release()                  {}
 func u64(n uint64) []byte                { return binary.BigEndian.AppendUint64(nil, n) }
 
-// The lease timings, edictlog's defaults written out: MaxLease is also
-// how long a restarted process stays in quarantine.
+// The lease timings, edictlog's defaults written out: MaxLease is also,
+// times 1+ρ, how long a process restarted after a crash stays in
+// quarantine.
 const (
 	roundTrip     = 10 * time.Millisecond
 	renewInterval = 300 * time.Millisecond
@@ -107,13 +117,36 @@ func (m *member) start(ctx context.Context, peers map[edict.ProcessID]string) er
 	return err
 }
 
-// stop shuts the Node down, then what it used.
-func (m *member) stop() {
+// stop shuts the Node down cleanly (Shutdown), then what it used. It
+// returns the clean stop's error: one cut short leaves its next start in
+// quarantine.
+func (m *member) stop() error {
+	var err error
 	if m.node != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		m.node.Shutdown(ctx)
+		err = m.node.Shutdown(ctx)
 		cancel()
 	}
+	m.close()
+	return err
+}
+
+// kill stops the member as a crash would look to the others: its network
+// goes first, so it sends nothing more, and the Node is stopped without
+// the clean stop's wait (Stop).
+func (m *member) kill() {
+	if m.net != nil {
+		m.net.Close()
+	}
+	if m.node != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		m.node.Stop(ctx)
+		cancel()
+	}
+	m.close()
+}
+
+func (m *member) close() {
 	if m.net != nil {
 		m.net.Close()
 	}
@@ -129,9 +162,14 @@ type Result struct {
 	Restarted     edict.ProcessID
 	OldAddr       string
 	NewAddr       string
-	// Served is the time from the restarted process's start to its first
+	// Stopped is how long the follower's clean stop took (Shutdown);
+	// Served, the time from the restarted process's start to its first
 	// linearizable read; Wrote, to its first write as leader.
-	Served, Wrote time.Duration
+	Stopped, Served, Wrote time.Duration
+	// Killed is the follower killed last, and CrashServed the time from
+	// its restart to its first linearizable read, quarantine included.
+	Killed      edict.ProcessID
+	CrashServed time.Duration
 }
 
 // run starts the cluster, adds 1..5 through the leader, restarts a
@@ -178,30 +216,20 @@ func run(ctx context.Context, dir string, out io.Writer) (Result, error) {
 		}
 	}
 	res.Restarted, res.OldAddr = f.id, peers[f.id]
-	f.stop()
-	if err := f.listen(); err != nil {
+	stopping := time.Now()
+	if err := f.stop(); err != nil {
+		return res, fmt.Errorf("node %v: clean stop: %w", f.id, err)
+	}
+	res.Stopped = time.Since(stopping)
+	started := time.Now()
+	n, err := restart(ctx, f, peers)
+	if err != nil {
 		return res, err
 	}
 	res.NewAddr = f.net.LocalAddr()
-	started := time.Now()
-	if err := f.start(ctx, peers); err != nil {
-		return res, err
-	}
-	var n uint64
-	for {
-		// Until the quarantine ends and the leader's appends reach the
-		// new address, the read finds no leader or one it cannot hear.
-		if n, err = read(ctx, f.node, edictlog.ReadFollower); err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return res, fmt.Errorf("node %v restarted on %s: no read: %w", f.id, res.NewAddr, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 	res.Served = time.Since(started)
-	fmt.Fprintf(out, "node %v restarted on %s (was %s): follower read %d %v after its start (restart quarantine: one MaxLease, %v)\n",
-		f.id, res.NewAddr, res.OldAddr, n, res.Served.Round(time.Millisecond), maxLease)
+	fmt.Fprintf(out, "node %v stopped cleanly in %v; restarted on %s (was %s): follower read %d %v after its start (no quarantine; MaxLease %v)\n",
+		f.id, res.Stopped.Round(time.Millisecond), res.NewAddr, res.OldAddr, n, res.Served.Round(time.Millisecond), maxLease)
 
 	// Writes through it: it takes the leadership and commits.
 	for !f.node.Status().IsLeader {
@@ -223,7 +251,49 @@ func run(ctx context.Context, dir string, out io.Writer) (Result, error) {
 		return res, err
 	}
 	fmt.Fprintln(out, "lease read:", res.After)
+
+	// A crash instead: the restart sits out the quarantine.
+	var k *member
+	for id, m := range members {
+		if id != f.id {
+			k = m
+		}
+	}
+	res.Killed = k.id
+	k.kill()
+	started = time.Now()
+	if n, err = restart(ctx, k, peers); err != nil {
+		return res, err
+	}
+	res.CrashServed = time.Since(started)
+	fmt.Fprintf(out, "node %v killed; restarted on %s: follower read %d %v after its start (restart quarantine (1+ρ)·MaxLease, %v)\n",
+		k.id, k.net.LocalAddr(), n, res.CrashServed.Round(time.Millisecond), maxLease)
 	return res, nil
+}
+
+// restart starts m again from its files on a new port, with the
+// configuration it was first given, and returns its first linearizable
+// read.
+func restart(ctx context.Context, m *member, peers map[edict.ProcessID]string) (uint64, error) {
+	if err := m.listen(); err != nil {
+		return 0, err
+	}
+	if err := m.start(ctx, peers); err != nil {
+		return 0, err
+	}
+	for {
+		// Until the leader's appends reach the new address (and, after
+		// a crash, the quarantine ends), the read finds no leader or one
+		// it cannot hear.
+		n, err := read(ctx, m.node, edictlog.ReadFollower)
+		if err == nil {
+			return n, nil
+		}
+		if ctx.Err() != nil {
+			return 0, fmt.Errorf("node %v restarted on %s: no read: %w", m.id, m.net.LocalAddr(), err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // waitLeader waits for a member that leads.

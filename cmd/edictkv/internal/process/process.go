@@ -478,9 +478,11 @@ func (p *Process) closeGossip(graceful bool) error {
 // Shutdown stops the process gracefully: it marks itself not ready, hands
 // leadership to the most up-to-date other member if it leads (so that
 // clients see a new leader at once rather than after a lease timeout), stops
-// accepting and finishes in-flight requests, stops the node (which
-// releases any lease it still holds), leaves gossip, and closes transport
-// and storage.
+// accepting and finishes in-flight requests (until nodeStopGrace before
+// ctx's deadline), stops the node cleanly (edictlog.Node.Shutdown: it
+// releases any lease it still holds and waits for its grants to lapse,
+// so that its next start skips the restart quarantine), leaves gossip,
+// and closes transport and storage.
 // Handing over comes first: while it runs, requests that arrive here are
 // still forwarded to whoever leads.
 func (p *Process) Shutdown(ctx context.Context) error {
@@ -510,13 +512,24 @@ func (p *Process) Shutdown(ctx context.Context) error {
 		}
 	}
 	var errs []error
-	if err := p.http.Shutdown(ctx); err != nil {
+	// The requests in flight get the grace less the node's share, so
+	// that long-lived streams cannot take the clean stop's time.
+	dctx, cancel := ctx, context.CancelFunc(func() {})
+	if dl, ok := ctx.Deadline(); ok {
+		dctx, cancel = context.WithDeadline(ctx, dl.Add(-nodeStopGrace))
+	}
+	if err := p.http.Shutdown(dctx); err != nil {
 		errs = append(errs, fmt.Errorf("process: HTTP shutdown: %w", err))
 	}
-	if err := p.stopGRPC(ctx, true); err != nil {
+	if err := p.stopGRPC(dctx, true); err != nil {
 		errs = append(errs, fmt.Errorf("process: gRPC shutdown: %w", err))
 	}
+	cancel()
 	p.closeServer()
+	// A clean stop (edictlog.Node.Shutdown): the node grants nothing
+	// more, waits until its grants have lapsed (about one lease) and
+	// records so, and its next start serves at once instead of sitting
+	// out the restart quarantine. Cut short by ctx, it stops all the same.
 	if err := p.Node.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("process: node shutdown: %w", err))
 	}
@@ -531,7 +544,9 @@ func (p *Process) Shutdown(ctx context.Context) error {
 }
 
 // Close stops the process at once, without handing leadership over or
-// waiting for requests in flight (the Node still releases its lease).
+// waiting for requests in flight (the Node still releases its lease, but
+// does not wait for its grants to lapse: edictlog.Node.Stop, and the next
+// start sits out the restart quarantine).
 // Tests and dev mode's teardown use it where every process stops together.
 func (p *Process) Close() error {
 	if p.Node == nil {
@@ -542,7 +557,7 @@ func (p *Process) Close() error {
 	p.closeServer()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	errs = append(errs, p.Node.Shutdown(ctx), p.closeGossip(false), p.closeResources())
+	errs = append(errs, p.Node.Stop(ctx), p.closeGossip(false), p.closeResources())
 	return errors.Join(errs...)
 }
 
@@ -608,6 +623,11 @@ func (p *Process) closeServices() {
 // serving before it closes its HTTP server: a few lease renewals, time for
 // the others to hear of the new leader.
 const handoverGrace = time.Second
+
+// nodeStopGrace is the part of Shutdown's grace kept for the node's clean
+// stop: (1+ρ)·MaxLease at most, 620 ms with the default timings, and
+// room for a lease as long as 4 s.
+const nodeStopGrace = 5 * time.Second
 
 // Served reports the HTTP server's end (http.ErrServerClosed after
 // Shutdown).
