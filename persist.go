@@ -109,7 +109,7 @@ func (p *persister) run() {
 		}
 		for len(jobs) > 0 {
 			k := 1
-			for k < len(jobs) && appendsOnly(jobs[k].batch) {
+			for k < len(jobs) && jobs[k].batch.AppendsOnly() {
 				k++
 			}
 			b := merge(jobs[:k])
@@ -152,13 +152,8 @@ func (p *persister) store(b wire.Batch) error {
 	return nil
 }
 
-// appendsOnly reports whether c only appends and sets stable keys, so
-// that it can join the transaction of the batches before it. A reset or a
-// truncation keeps its own transaction.
-func appendsOnly(c wire.Batch) bool { return c.Reset == nil && c.TruncateFrom == 0 }
-
 // merge joins the batches of jobs, of which all but the first only append
-// (appendsOnly), into one transaction with the same effect: their entries
+// (wire.Batch.AppendsOnly), into one transaction with the same effect: their entries
 // follow one another, their stable changes apply in order. The entries
 // are gathered into one slice allocated once: joining them pairwise copied
 // the growing run again for every batch, the largest allocation of a busy

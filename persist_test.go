@@ -34,6 +34,6 @@ func TestMergeWritesBatchesAsOne(t *testing.T) {
 	plain := merge([]persistJob{{batch: wire.Batch{Entries: es(1, 1)}}, {batch: wire.Batch{Entries: es(2, 3)}}})
 	require.Equal(t, es(1, 3), plain.Entries)
 	require.Nil(t, plain.Stable)
-	require.False(t, appendsOnly(wire.Batch{TruncateFrom: 4}))
-	require.False(t, appendsOnly(wire.Batch{Reset: &wire.Position{Index: 9}}))
+	require.False(t, (&wire.Batch{TruncateFrom: 4}).AppendsOnly())
+	require.False(t, (&wire.Batch{Reset: &wire.Position{Index: 9}}).AppendsOnly())
 }

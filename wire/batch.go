@@ -31,6 +31,12 @@ type Batch struct {
 	Delete       []string
 }
 
+// AppendsOnly reports whether b only appends and sets or removes stable
+// keys, so that it may join the transaction of the batches handed over
+// before it (a store's group commit). A reset or a truncation keeps its
+// own transaction.
+func (b *Batch) AppendsOnly() bool { return b.Reset == nil && b.TruncateFrom == 0 }
+
 // Empty reports whether b changes nothing.
 func (b *Batch) Empty() bool {
 	return b.Reset == nil && b.TruncateFrom == 0 && len(b.Entries) == 0 && len(b.Stable) == 0 && len(b.Delete) == 0

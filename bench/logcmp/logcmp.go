@@ -38,6 +38,9 @@ type Result struct {
 // PerSecond is committed writes per second.
 func (r Result) PerSecond() float64 { return float64(r.Writes) / r.Elapsed.Seconds() }
 
+// ValueSize is the size of each write's value in bytes.
+var ValueSize = 256
+
 // cluster is what both systems offer the load generator.
 type cluster interface {
 	apply(ctx context.Context, cmd []byte) error
@@ -64,7 +67,7 @@ func Run(system string, dir string, writers int, d time.Duration) (Result, error
 }
 
 func load(system string, c cluster, writers int, d time.Duration) (Result, error) {
-	value := string(make([]byte, 256))
+	value := string(make([]byte, ValueSize))
 	var next atomic.Int64
 	var firstErr atomic.Value
 	lat := make([][]time.Duration, writers)

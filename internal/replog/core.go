@@ -648,7 +648,7 @@ func (c *Core) Debug(now edict.Time) string {
 		s += fmt.Sprintf(" lead{phase=%d reignIndex=%d best=%v bestPos=%d fetchFrom=%d transfer=%v stopped=%t}", l.phase, l.reignIndex, l.best, l.bestPos.Index, l.fetchFrom, l.transfer, l.stopped)
 		for _, p := range c.peers(l.epoch) {
 			if pr := l.progress[p]; pr != nil {
-				s += fmt.Sprintf(" %v{m=%d n=%d i=%d s=%t}", p, pr.match, pr.next, pr.inflight, pr.snapshot)
+				s += fmt.Sprintf(" %v{m=%d n=%d i=%d s=%t}", p, pr.match, pr.next, len(pr.inflight), pr.snapshot)
 			}
 		}
 	}

@@ -60,9 +60,15 @@ type leaving struct {
 
 // progress is what the leader knows of one follower's log.
 type progress struct {
-	match     uint64
-	next      uint64
-	inflight  int
+	match uint64
+	next  uint64
+	// inflight holds the last index of each append in flight to it that
+	// carries entries, or is a probe, in the order sent. A reply frees
+	// those it covers (its LastIndex), so that a reply to a heartbeat, or
+	// a late or duplicated one, never frees an append still on its way:
+	// counting replies instead let heartbeats' replies empty the window
+	// under load, which then read as lost appends and were all sent again.
+	inflight  []uint64
 	lastSend  edict.Time
 	lastReply edict.Time
 	snapshot  bool // a snapshot is being streamed to it
@@ -272,12 +278,17 @@ func (c *Core) sendAppends(now edict.Time) {
 		if pr.snapshot || now.Before(pr.retryAt) {
 			continue
 		}
-		if pr.inflight > 0 && !now.Before(pr.lastSend.Add(silence)) && !now.Before(pr.lastReply.Add(silence)) {
-			// No answer: appends or replies were lost. Resend what is
-			// unacknowledged, one at a time.
-			pr.inflight = 0
-			if !pr.probing || pr.snapProbe {
-				pr.probing, pr.next, pr.snapProbe = true, pr.match+1, false
+		if pr.probing && len(pr.inflight) > 0 && !now.Before(pr.lastSend.Add(silence)) && !now.Before(pr.lastReply.Add(silence)) {
+			// The probe, or its answer, was lost: probe again. One at the
+			// snapshot's boundary is followed by a snapshot, from what
+			// the follower is known to hold. A follower being replicated
+			// to needs no timer: a heartbeat matches at the last index
+			// sent, so one lost append makes it fail (below). A timer
+			// there fired whenever a follower's disk was slower than
+			// 4·RoundTrip, and sent everything in flight again.
+			pr.inflight = pr.inflight[:0]
+			if pr.snapProbe {
+				pr.next, pr.snapProbe = pr.match+1, false
 			}
 		}
 		window := c.cfg.MaxInflight
@@ -285,8 +296,8 @@ func (c *Core) sendAppends(now edict.Time) {
 			window = 1
 		}
 		sent := false
-		for pr.inflight < window && pr.next <= c.log.lastIndex() {
-			if pr.inflight >= c.cfg.EagerInflight && c.log.lastIndex()+1-pr.next < uint64(c.cfg.MaxAppendEntries) &&
+		for len(pr.inflight) < window && pr.next <= c.log.lastIndex() {
+			if len(pr.inflight) >= c.cfg.EagerInflight && c.log.lastIndex()+1-pr.next < uint64(c.cfg.MaxAppendEntries) &&
 				!c.log.holdsBytes(pr.next, c.cfg.MaxAppendBytes) {
 				break // held back for a fuller append (CoreConfig.EagerInflight)
 			}
@@ -297,13 +308,13 @@ func (c *Core) sendAppends(now edict.Time) {
 		}
 		switch {
 		case sent || pr.snapshot:
-		case pr.probing && pr.inflight == 0:
+		case pr.probing && len(pr.inflight) == 0:
 			c.sendAppend(now, p, pr, pr.next-1, false) // an empty probe
 		case !pr.probing && pr.readIndex > pr.sentCommit && min(c.commit, pr.match) > pr.sentCommit:
 			// A follower read waits there for a commit index it has
 			// not been told: tell it now.
 			c.sendAppend(now, p, pr, pr.match, false)
-		case !pr.probing && pr.inflight == 0 && c.commit == c.log.lastIndex() &&
+		case !pr.probing && len(pr.inflight) == 0 && c.commit == c.log.lastIndex() &&
 			pr.tellIndex > pr.sentCommit && min(c.commit, pr.match) > pr.sentCommit:
 			// A write it forwarded committed, and it waits to apply it
 			// before it answers: tell it now, if nothing else will. An
@@ -312,9 +323,14 @@ func (c *Core) sendAppends(now edict.Time) {
 			// extra message: under load, always.
 			c.sendAppend(now, p, pr, pr.match, false)
 		case !pr.probing && !now.Before(pr.lastSend.Add(c.cfg.Heartbeat)):
-			// A heartbeat matches from what the follower is known to
-			// hold, so the pipeline's gaps never make it fail.
-			c.sendAppend(now, p, pr, pr.match, false)
+			// A heartbeat matches at the last index sent: it follows
+			// every append in flight on the same ordered stream, so it
+			// fails only if one of them was lost (a dropped frame, a
+			// follower that shed it, or restarted without it), and the
+			// follower's hint then says where to resume. Its answer
+			// leaves after everything the follower received before it is
+			// durable, so it acknowledges all of it.
+			c.sendAppend(now, p, pr, pr.next-1, false)
 		}
 	}
 }
@@ -334,9 +350,9 @@ func (c *Core) sendAppend(now edict.Time, p edict.ProcessID, pr *progress, prev 
 		es := c.log.sliceBytes(prev+1, c.log.lastIndex()+1, c.cfg.MaxAppendEntries, c.cfg.MaxAppendBytes)
 		a.Entries = slices.Clone(es)
 		pr.next = prev + 1 + uint64(len(es))
-		pr.inflight++
+		pr.inflight = append(pr.inflight, pr.next-1)
 	} else if pr.probing {
-		pr.inflight++
+		pr.inflight = append(pr.inflight, prev)
 	}
 	if !pr.probing {
 		// A heartbeat may only vouch for the commit index as far as the
@@ -375,7 +391,7 @@ func (c *Core) onAppendReply(now edict.Time, from edict.ProcessID, r *wire.Appen
 		if r.Refused {
 			// It does not grant to us (yet): probe again later, from where
 			// we were; a refusal says nothing about its log.
-			pr.probing, pr.inflight, pr.retryAt = true, 0, now.Add(c.cfg.Heartbeat)
+			pr.probing, pr.inflight, pr.retryAt = true, pr.inflight[:0], now.Add(c.cfg.Heartbeat)
 			return
 		}
 		var next uint64
@@ -390,7 +406,7 @@ func (c *Core) onAppendReply(now edict.Time, from edict.ProcessID, r *wire.Appen
 		default:
 			next = min(r.HintIndex+1, r.LastIndex)
 		}
-		pr.next, pr.inflight, pr.probing = max(pr.match+1, next), 0, true
+		pr.next, pr.inflight, pr.probing = max(pr.match+1, next), pr.inflight[:0], true
 		c.sendAppends(now)
 		return
 	}
@@ -399,12 +415,11 @@ func (c *Core) onAppendReply(now edict.Time, from edict.ProcessID, r *wire.Appen
 	}
 	pr.next = max(pr.next, pr.match+1)
 	pr.probing = false
-	if pr.inflight > 0 {
-		pr.inflight--
-	}
-	if pr.inflight == 0 && pr.next > pr.match+1 {
-		// Nothing in flight, yet the follower has less than was sent:
-		// appends were lost. Resend from what it has.
+	pr.inflight = slices.DeleteFunc(pr.inflight, func(last uint64) bool { return last <= r.LastIndex })
+	if len(pr.inflight) == 0 && pr.next > pr.match+1 {
+		// Nothing in flight, yet the follower has less than was sent. A
+		// success acknowledges its whole append, so this is a defence,
+		// not a path: resend from what it has.
 		pr.next = pr.match + 1
 	}
 	c.maybeCommit(now)

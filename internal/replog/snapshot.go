@@ -62,7 +62,7 @@ func (c *Core) SnapshotSent(now edict.Time, peer edict.ProcessID, lastIndex uint
 	pr.snapshot = false
 	switch {
 	case err == nil && lastIndex > pr.match:
-		pr.match, pr.next, pr.inflight = lastIndex, lastIndex+1, 0
+		pr.match, pr.next, pr.inflight = lastIndex, lastIndex+1, pr.inflight[:0]
 	case err != nil:
 		// The stream broke, or the follower refused it, perhaps because
 		// it installed this very snapshot and its answer was lost: it
@@ -75,7 +75,7 @@ func (c *Core) SnapshotSent(now edict.Time, peer edict.ProcessID, lastIndex uint
 		// A probe that goes unanswered is followed by a snapshot, as
 		// before (sendAppends): a follower that cannot answer may still
 		// be caught up.
-		pr.probing, pr.inflight, pr.snapProbe = true, 0, true
+		pr.probing, pr.inflight, pr.snapProbe = true, pr.inflight[:0], true
 		pr.next = max(pr.match, c.log.snap.Index) + 1
 		pr.retryAt = now.Add(c.cfg.Heartbeat)
 	}

@@ -70,7 +70,10 @@ type lproc struct {
 	crashAt crashPoint
 	// disk holds the batches handed to the store and not yet durable,
 	// oldest first; the head one is being written.
-	disk     []diskWrite
+	disk []diskWrite
+	// writing is how many batches at the head of disk the write under
+	// way holds (startWrite).
+	writing  int
 	crashFor time.Duration
 }
 
@@ -163,9 +166,19 @@ type diskWrite struct {
 	hasAck []bool
 }
 
-// startWrite begins the write at the head of p's disk queue.
+// startWrite begins the write at the head of p's disk queue. As the
+// runtime's persister does (group commit), it takes the head batch and
+// every batch queued behind it that only appends, and writes them in one
+// transaction at the price of one: a Ready with nothing to store but
+// messages to send after it (a heartbeat's answer) costs no fsync of its
+// own. A batch marked for a crash point is written alone.
 func (r *lrun) startWrite(p *lproc) {
 	life := p.inc
+	p.writing = 1
+	for p.writing < len(p.disk) && p.disk[0].crash == crashNone && p.disk[p.writing].crash == crashNone &&
+		p.disk[p.writing].batch.AppendsOnly() {
+		p.writing++
+	}
 	done := r.w.now + int64(r.fsyncLatency(p))
 	if r.sc.BlockingDisk {
 		// The runtime sits in the write: nothing it receives is stepped,
@@ -185,37 +198,40 @@ func (r *lrun) fsyncLatency(p *lproc) time.Duration {
 	return r.w.between(lo, hi)
 }
 
-// finishWrite completes the head write of p's disk, unless p crashed
-// since it began (a crash empties the queue: unfinished writes are lost).
+// finishWrite completes the write at the head of p's disk (the batches
+// startWrite took), unless p crashed since it began (a crash empties the
+// queue: unfinished writes are lost).
 func (r *lrun) finishWrite(p *lproc, life uint64) {
-	if !p.up || p.inc != life || len(p.disk) == 0 {
+	if !p.up || p.inc != life || len(p.disk) < p.writing {
 		return
 	}
-	j := p.disk[0]
-	if j.crash == crashBeforeStore {
+	js := p.disk[:p.writing:p.writing]
+	if j := js[0]; j.crash == crashBeforeStore {
 		p.crashFor = j.crashFor
 		r.crashNow(p)
 		return
 	}
-	if !j.batch.Empty() {
-		r.checkStored(p, j.batch)
-		if err := p.store.StoreBatch(j.batch); err != nil {
-			r.fail("%v: store batch: %v", p.id, err)
-			return
+	for _, j := range js {
+		if !j.batch.Empty() {
+			r.checkStored(p, j.batch)
+			if err := p.store.StoreBatch(j.batch); err != nil {
+				r.fail("%v: store batch: %v", p.id, err)
+				return
+			}
+			if rs := j.batch.Reset; rs != nil && rs.Index > p.snapPos.Index {
+				// An install's reset written after a newer snapshot was
+				// published does not make the older one the newest.
+				p.snapPos, p.snapMetaOnly = *rs, false
+			}
 		}
-		if rs := j.batch.Reset; rs != nil && rs.Index > p.snapPos.Index {
-			// An install's reset written after a newer snapshot was
-			// published does not make the older one the newest.
-			p.snapPos, p.snapMetaOnly = *rs, false
-		}
+		r.checkEpoch(p, j.epoch, "stored")
 	}
-	r.checkEpoch(p, j.epoch, "stored")
-	if j.crash == crashAfterStore {
+	if j := js[0]; j.crash == crashAfterStore {
 		p.crashFor = j.crashFor
 		r.crashNow(p)
 		return
 	}
-	p.disk = p.disk[1:]
+	p.disk = p.disk[len(js):]
 	if len(p.disk) > 0 {
 		r.startWrite(p)
 	}
@@ -229,16 +245,18 @@ func (r *lrun) finishWrite(p *lproc, life uint64) {
 		if p.inc != life {
 			return
 		}
-		for k, m := range j.after {
-			if !p.up {
-				return
+		for _, j := range js {
+			for k, m := range j.after {
+				if !p.up {
+					return
+				}
+				r.checkSend(p, m, j.acks[k], j.hasAck[k])
+				r.send(m)
+				r.boundary(p, func() string { return "sent " + m.String() + " after a write, another pending" }, len(p.disk) > 0)
 			}
-			r.checkSend(p, m, j.acks[k], j.hasAck[k])
-			r.send(m)
-			r.boundary(p, func() string { return "sent " + m.String() + " after a write, another pending" }, len(p.disk) > 0)
 		}
 		if p.up {
-			d.Synced(j.seq)
+			d.Synced(js[len(js)-1].seq)
 		}
 	})
 }

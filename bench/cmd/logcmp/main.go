@@ -30,9 +30,11 @@ func main() {
 	rounds := flag.Int("rounds", 3, "interleaved rounds per system and writer count (the median is reported)")
 	systemList := flag.String("systems", "edictlog,hashicorp-raft", "systems to measure, comma-separated")
 	writerList := flag.String("writers", "1,64", "writer counts, comma-separated")
+	value := flag.Int("value", 256, "the size of each write's value in bytes")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	memprofile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file")
 	flag.Parse()
+	logcmp.ValueSize = *value
 	systems := strings.Split(*systemList, ",")
 	var writerCounts []int
 	for _, w := range strings.Split(*writerList, ",") {
