@@ -23,7 +23,10 @@
 //     After a restart, the old incarnation's grant still counts until it
 //     expires, because the restart quarantine makes the process behave as
 //     if it remembered it; a process that skipped quarantine (a negative
-//     control) is judged by what it actually does.
+//     control) is judged by what it actually does. Some scenarios stop
+//     processes cleanly instead (CleanStops): the process retires, goes
+//     down once its grants have lapsed, and its next life, which skips the
+//     quarantine, has no grant of the old one to forget.
 //   - The network loses, delays, duplicates and reorders messages and can
 //     partition, until GST; after GST every message arrives within d/2 and
 //     the failure detector is accurate (the premises of eqs. 4 and 5).
