@@ -386,7 +386,8 @@ func (t *testCluster) set(m map[int]bool, id int, on bool) {
 
 // admin posts an admin request, to the leader first and then to the other
 // members (which forward it), until one accepts it or ctx ends. A 409 is
-// final unless it says a membership change is still in progress.
+// final unless it says a membership change is still in progress, and so is
+// a 503 that says the change would lose the quorum.
 func (t *testCluster) admin(ctx context.Context, path string, body any) error {
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -408,7 +409,8 @@ func (t *testCluster) admin(ctx context.Context, path string, body any) error {
 				return nil
 			}
 			last = fmt.Errorf("%s: %d %s", path, code, msg)
-			if code == http.StatusBadRequest || code == http.StatusConflict && !bytes.Contains(msg, []byte("in progress")) {
+			if code == http.StatusBadRequest || code == http.StatusConflict && !bytes.Contains(msg, []byte("in progress")) ||
+				code == http.StatusServiceUnavailable && bytes.Contains(msg, []byte(kvjson.CodeQuorumLost)) {
 				// Refused: retrying will not help. The nemesis reports a
 				// refusal as the server's answer, not its own failure.
 				return fmt.Errorf("%w: %s: %d %s", nemesis.ErrRefused, path, code, msg)

@@ -64,7 +64,13 @@ const (
 	CodeNoSpace = "no_space"
 	// CodeCorrupt: the CORRUPT alarm is active and the state refuses
 	// every KV request (500) until it is deactivated.
-	CodeCorrupt        = "corrupt"
+	CodeCorrupt = "corrupt"
+	// CodeQuorumLost: a membership change refused (503) because the
+	// configuration it asks for would have no quorum among the members
+	// the leader hears from (etcd's "unhealthy cluster", its strict
+	// reconfiguration check). Nothing changed; it may succeed once the
+	// members it needs answer again.
+	CodeQuorumLost     = "quorum_lost"
 	CodeNoLeader       = "no_leader"
 	CodeNotLeader      = "not_leader"
 	CodeOutcomeUnknown = "outcome_unknown"

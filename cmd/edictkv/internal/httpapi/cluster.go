@@ -176,6 +176,8 @@ func (s *Server) adminFailed(w http.ResponseWriter, what string, err error) erro
 		return err
 	case errors.Is(err, kvservice.ErrTimeout), errors.Is(err, kvservice.ErrStopped), errors.Is(err, context.DeadlineExceeded):
 		writeError(w, s.errorOf(what, err))
+	case errors.Is(err, edictlog.ErrQuorumLost):
+		writeError(w, errorf(http.StatusServiceUnavailable, kvjson.CodeQuorumLost, fmt.Sprintf("%s: %v", what, err)))
 	default:
 		// The log refused: not a member, already a learner, ...
 		writeError(w, errorf(http.StatusConflict, kvjson.CodeInvalidRequest, fmt.Sprintf("%s: %v", what, err)))

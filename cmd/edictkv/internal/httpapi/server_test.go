@@ -68,7 +68,12 @@ func (n *fakeNode) AddLearner(_ context.Context, id edict.ProcessID, addr string
 func (n *fakeNode) Promote(context.Context, edict.ProcessID) error {
 	return errors.New("log: process is not a learner")
 }
-func (n *fakeNode) Remove(context.Context, edict.ProcessID) error { return nil }
+func (n *fakeNode) Remove(_ context.Context, id edict.ProcessID) error {
+	if id == 9 {
+		return &edictlog.MembershipError{Op: "remove", Process: id, Err: edictlog.ErrQuorumLost}
+	}
+	return nil
+}
 func (n *fakeNode) ForceRecovery(context.Context, []edict.ProcessID) (uint64, error) {
 	return 7, nil
 }
@@ -401,6 +406,9 @@ func TestAdminEndpoints(t *testing.T) {
 	a = f.do(t, "POST", "/v1/cluster/promote", `{"id":3}`)
 	require.Equal(t, http.StatusConflict, a.code, "the log's refusal")
 	assert.Contains(t, a.errorBody(t).Error, "promote: log: process is not a learner")
+	a = f.do(t, "POST", "/v1/cluster/remove", `{"id":9}`)
+	require.Equal(t, http.StatusServiceUnavailable, a.code, "a change that would lose the quorum: %s", a.body)
+	assert.Equal(t, kvjson.CodeQuorumLost, a.errorBody(t).Code)
 
 	a = f.do(t, "POST", "/v1/cluster/transfer", `{"id":3}`)
 	require.Equal(t, http.StatusOK, a.code, "%s", a.body)
