@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/internal/replog"
@@ -322,7 +323,10 @@ func (n *Node) PromoteWith(ctx context.Context, id edict.ProcessID, opts ...Chan
 // applied here. This leader then goes on leading the new epoch after a
 // few round trips; if id is this process, it hands the new epoch over to
 // the member whose log is the most up to date and leads no more (the gap
-// is about one leadership transfer), and it emits Removed. Either way
+// is about one leadership transfer), and it emits Removed; Remove then
+// returns only once that hand-over has left (or, failing it, MaxLease
+// later), so that stopping the process right after Remove costs the
+// cluster one transfer, not the lease and an election. Either way
 // the removed process learns its removal (a Removed event) if it can be
 // reached, and campaigns no more; it may be stopped. A change refused is
 // a *MembershipError (ErrNotMember, ErrLastMember, ErrQuorumLost) and
@@ -338,7 +342,45 @@ func (n *Node) Remove(ctx context.Context, id edict.ProcessID) error {
 // remove a member while the leader does not hear from enough of the
 // others, when they are known to come back.
 func (n *Node) RemoveWith(ctx context.Context, id edict.ProcessID, opts ...ChangeOption) error {
-	return n.admin(ctx, func(now edict.Time) (wire.Entry, error) { return n.core.Remove(now, id, coreOptions(opts)...) })
+	if err := n.admin(ctx, func(now edict.Time) (wire.Entry, error) { return n.core.Remove(now, id, coreOptions(opts)...) }); err != nil {
+		return err
+	}
+	if id == n.cfg.ID {
+		n.awaitHandOver(ctx)
+	}
+	return nil
+}
+
+// awaitHandOver waits, after this leader removed itself, until it has
+// handed the next epoch over: the TimeoutNow is sent once the batch that
+// holds the old epoch's termination is durable, which waitDurable then
+// covers. It gives up after MaxLease (the succession's own bound: the
+// detectors elect then) or when ctx ends. The removal is done either way,
+// so nothing is reported.
+func (n *Node) awaitHandOver(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.MaxLease)
+	defer cancel()
+	ch := make(chan Event, 1)
+	obs := n.Observe(ch, func(ev Event) bool { return ev.Kind == EpochChanged || ev.Kind == SteppedDown })
+	defer obs.Cancel()
+	tick := time.NewTicker(n.cfg.RoundTrip)
+	defer tick.Stop()
+	for {
+		var pending bool
+		if err := n.do(ctx, func() { pending = n.core.HandingOver(n.d.Now()) }); err != nil {
+			return
+		}
+		if !pending {
+			_ = n.waitDurable(ctx)
+			return
+		}
+		select {
+		case <-ch:
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // admin proposes a membership edict made by f, waiting for a leader and

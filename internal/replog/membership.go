@@ -336,6 +336,19 @@ func (c *Core) succeed(now edict.Time) {
 	}
 }
 
+// HandingOver reports whether this process, the leader of an epoch whose
+// stop edict left it out of the next, has yet to hand the next epoch over
+// (TimeoutNow): it still leads the ending epoch, or is wedging it. A
+// process stopped meanwhile leaves the next epoch to its detectors: a
+// lease and an election instead of one transfer.
+func (c *Core) HandingOver(now edict.Time) bool {
+	if l := c.lead; l != nil {
+		return l.next != nil && !slices.Contains(l.next, c.id)
+	}
+	s := c.succession
+	return s != nil && !s.handed && s.to != c.id && now.Before(s.until)
+}
+
 // successor reports whether this process is about to lead the next epoch
 // of one it led and ended (succeed), or was handed (onTimeoutNow): it is
 // wedging that epoch, or waiting to campaign or campaigning in the next. Its Status names it the leader meanwhile, and
