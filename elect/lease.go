@@ -485,12 +485,22 @@ func (c *Core) patience(now edict.Time, a *attempt) edict.Time {
 // instance (p, Start_p) — a granter answers it as it would a copy the
 // network made, which the protocol already tolerates — and waits again.
 // The lease's end, or enough refusals, still end it (fail).
+//
+// A directed campaign (Campaign: a transfer's target, a membership
+// change's successor) that no member refused waits the same way, until
+// its deadline. Its grants are as likely late as a renewal's — each
+// granter of a new epoch makes the old one's termination durable before
+// it answers — and it has no rival to make room for: giving up would
+// leave the epoch leaderless for a back-off of up to RenewInterval and a
+// second attempt. A refusal names a grant to another that may outlast
+// the deadline; then the back-off past it (fail) is the way to win.
 func (c *Core) checkAttempt(now edict.Time) {
 	a := c.attempt
 	if a == nil || now.Before(a.giveUp) {
 		return
 	}
-	if a.renewal && c.lease.valid(now) && now.Before(a.deadline) && !mutated(ruleRenewalPatience) {
+	renewing := a.renewal && c.lease.valid(now) && !mutated(ruleRenewalPatience)
+	if (renewing || a.directed && a.refusals == 0) && now.Before(a.deadline) {
 		for _, q := range c.epochs[a.epoch].qs.Members() {
 			if !a.replied[q] {
 				c.send(now, wire.Lease{Type: wire.LeaseGrantRequest, From: c.id, To: q, Epoch: a.epoch, Start: a.start, Delta: a.delta})

@@ -229,3 +229,47 @@ func TestCandidateYieldsToTheCampaignItNames(t *testing.T) {
 	assert.False(t, c.cores[3].IsLeader(c.reading(3)))
 	assert.Nil(t, c.cores[3].attempt, "p3 gave its attempt up")
 }
+
+// A directed campaign (a transfer's target, a membership change's
+// successor) whose grants come back after its patience ran out, but
+// before its deadline, still wins: it asks the silent members again in
+// the same instance instead of giving up. Given up, it revoked the grants
+// on their way and backed off for up to RenewInterval while the epoch had
+// no leader. A campaign the detector started still gives up, to make
+// room for a rival.
+func TestDirectedCampaignWaitsForLateGrants(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	c.cores[2].Campaign(c.reading(2))
+	c.collect(2)
+	a := c.cores[2].attempt
+	require.NotNil(t, a)
+	require.True(t, a.directed)
+	held := c.queue // the granters' answers are slow: nothing arrives yet
+	c.queue = nil
+	c.now = a.giveUp.Nanos
+	c.tick(2)
+	require.Same(t, a, c.cores[2].attempt, "the directed campaign gave up at its patience, before its deadline")
+	var again []edict.ProcessID
+	for _, m := range c.queue {
+		if m.Type == wire.LeaseGrantRequest && m.From == 2 {
+			assert.Equal(t, a.start, m.Start, "asked again in the same instance")
+			again = append(again, m.To)
+		}
+	}
+	assert.ElementsMatch(t, []edict.ProcessID{1, 3}, again, "the members that did not answer are asked again")
+	c.queue = held
+	c.deliver(nil)
+	assert.True(t, c.cores[2].IsLeader(c.reading(2)), "the late grants complete the campaign")
+
+	// p1 campaigns because its detector names it (undirected): at its
+	// patience it gives up, as before.
+	d := newCluster(t, 1, 2, 3)
+	d.tick(1)
+	b := d.cores[1].attempt
+	require.NotNil(t, b)
+	require.False(t, b.directed)
+	d.queue = nil
+	d.now = b.giveUp.Nanos
+	d.tick(1)
+	assert.Nil(t, d.cores[1].attempt, "an undirected campaign gives up at its patience")
+}
