@@ -68,14 +68,20 @@ type progress struct {
 	// a late or duplicated one, never frees an append still on its way:
 	// counting replies instead let heartbeats' replies empty the window
 	// under load, which then read as lost appends and were all sent again.
-	inflight  []uint64
-	lastSend  edict.Time
-	lastReply edict.Time
-	snapshot  bool // a snapshot is being streamed to it
+	inflight []uint64
+	// flightStart is when the oldest of the appends in flight was sent
+	// (when inflight last went from empty to not).
+	flightStart edict.Time
+	lastSend    edict.Time
+	lastReply   edict.Time
+	snapshot    bool // a snapshot is being streamed to it
 	// snapProbe: a snapshot stream to it failed, and it is probed at the
 	// snapshot's boundary (Core.SnapshotSent) until it answers.
 	snapProbe bool
 	probing   bool // its log is not known to match ours yet
+	// reprobe: a probe, or the appends in flight, went unanswered; the
+	// next probe is empty, at match.
+	reprobe bool
 	// retryAt: it refused our appends (it grants to another process, or is
 	// in its restart quarantine); probe it again no sooner than this.
 	// Probing at once would ping-pong refusals as fast as the network
@@ -278,25 +284,40 @@ func (c *Core) sendAppends(now edict.Time) {
 		if pr.snapshot || now.Before(pr.retryAt) {
 			continue
 		}
-		if pr.probing && len(pr.inflight) > 0 && !now.Before(pr.lastSend.Add(silence)) && !now.Before(pr.lastReply.Add(silence)) {
-			// The probe, or its answer, was lost: probe again. One at the
-			// snapshot's boundary is followed by a snapshot, from what
-			// the follower is known to hold. A follower being replicated
-			// to needs no timer: a heartbeat matches at the last index
-			// sent, so one lost append makes it fail (below). A timer
-			// there fired whenever a follower's disk was slower than
-			// 4·RoundTrip, and sent everything in flight again.
-			pr.inflight = pr.inflight[:0]
-			if pr.snapProbe {
-				pr.next, pr.snapProbe = pr.match+1, false
-			}
+		switch {
+		case pr.probing && len(pr.inflight) > 0 && !now.Before(pr.lastSend.Add(silence)) && !now.Before(pr.lastReply.Add(silence)):
+			// The probe, or its answer, was lost: probe again, empty, at
+			// what the follower is known to hold (a snapshot if the log
+			// no longer holds that). Not on from the unanswered probe's
+			// entries: behind a link that holds what it is sent, each
+			// such probe carried the log on, and a follower cut off
+			// while its leader compacted was caught up by the chain
+			// once the kernel delivered it, seconds later, rather than
+			// by a snapshot at once.
+			pr.inflight, pr.next, pr.snapProbe, pr.reprobe = pr.inflight[:0], pr.match+1, false, true
+		case !pr.probing && len(pr.inflight) > 0 && !now.Before(pr.flightStart.Add(silence)) && !now.Before(pr.lastReply.Add(silence)):
+			// Appends in flight and nothing heard for 4·RoundTrip: probe
+			// afresh from what the follower is known to hold, one append
+			// at a time, and send a snapshot, on a stream of its own, if
+			// the log no longer holds that. A lost append is also
+			// found by the next heartbeat, which matches at the last
+			// index sent (below), but a heartbeat rides the same
+			// connection as the appends, and one that silently drops
+			// packets (a cut link) holds both until the kernel
+			// retransmits, seconds later. The cost: a follower whose
+			// disk answers later than that is sent one append again.
+			pr.inflight, pr.probing, pr.next, pr.reprobe = pr.inflight[:0], true, pr.match+1, true
 		}
 		window := c.cfg.MaxInflight
 		if pr.probing {
 			window = 1
 		}
 		sent := false
-		for len(pr.inflight) < window && pr.next <= c.log.lastIndex() {
+		if pr.reprobe {
+			pr.reprobe = false
+			sent = c.sendAppend(now, p, pr, pr.match, false)
+		}
+		for len(pr.inflight) < window && pr.next <= c.log.lastIndex() && !pr.snapshot {
 			if len(pr.inflight) >= c.cfg.EagerInflight && c.log.lastIndex()+1-pr.next < uint64(c.cfg.MaxAppendEntries) &&
 				!c.log.holdsBytes(pr.next, c.cfg.MaxAppendBytes) {
 				break // held back for a fuller append (CoreConfig.EagerInflight)
@@ -349,9 +370,15 @@ func (c *Core) sendAppend(now edict.Time, p edict.ProcessID, pr *progress, prev 
 	if entries {
 		es := c.log.sliceBytes(prev+1, c.log.lastIndex()+1, c.cfg.MaxAppendEntries, c.cfg.MaxAppendBytes)
 		a.Entries = slices.Clone(es)
+		if len(pr.inflight) == 0 {
+			pr.flightStart = now
+		}
 		pr.next = prev + 1 + uint64(len(es))
 		pr.inflight = append(pr.inflight, pr.next-1)
 	} else if pr.probing {
+		if len(pr.inflight) == 0 {
+			pr.flightStart = now
+		}
 		pr.inflight = append(pr.inflight, prev)
 	}
 	if !pr.probing {

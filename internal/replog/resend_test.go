@@ -27,57 +27,51 @@ func (s sentTo) observe(m wire.Message) {
 	}
 }
 
-// A follower whose disk is slow answers late, and its answers to
-// heartbeats come as late as those to appends. Nothing was lost, so
-// nothing is sent to it twice: each entry reaches each follower once,
-// whatever the disk's delay and however many heartbeats went out
-// meanwhile. (Counting replies, a heartbeat's reply freed an append's
-// slot in the window; and a timer of 4·RoundTrip took the slow disk for
-// a lost append: both sent the whole window again.)
-func TestSlowFollowerIsNotSentEntriesTwice(t *testing.T) {
-	for _, delay := range []time.Duration{30 * time.Millisecond, 120 * time.Millisecond, 400 * time.Millisecond} {
-		t.Run(delay.String(), func(t *testing.T) {
-			c := newTCluster(t, 1, 2, 3)
-			c.settle(50*time.Millisecond, nil)
-			l := c.leader()
-			require.NotZero(t, l)
-			var slowest edict.ProcessID
-			for _, id := range c.ids() {
-				if id != l {
-					slowest = id
-				}
-			}
-			c.slow[slowest] = delay
-			sent := sentTo{}
-			c.sent = sent.observe
-			var last wire.Entry
-			for i := range 60 {
-				last = c.propose(l, fmt.Sprintf("v%d", i))
-				c.cores[l].Flush(c.reading(l))
-				c.collect(l)
-				c.settle(5*time.Millisecond, nil)
-			}
-			c.settle(3*delay+200*time.Millisecond, nil)
-			for _, id := range c.ids() {
-				applied := c.applied[id]
-				require.NotEmpty(t, applied)
-				require.Equal(t, last.Index, applied[len(applied)-1].Index, "p%d applied every entry", id)
-				if id == l {
-					continue
-				}
-				for idx, n := range sent[id] {
-					require.Equal(t, 1, n, "entry %d sent to p%d (disk %v) %d times", idx, id, c.slow[id], n)
-				}
-			}
-		})
+// A reply frees only the appends it covers. A heartbeat's reply (or an
+// empty append's: a commit told to a follower read or a forwarded write)
+// acknowledges no more than the follower was known to hold: counted as
+// the reply to an append in flight, two of them emptied the window of a
+// follower with two appends on their way, which then read as lost and
+// were sent again. Under 64 writers of 64 KiB values most entries went
+// out two or more times so.
+func TestReplyToHeartbeatFreesNoAppend(t *testing.T) {
+	c := newTCluster(t, 1, 2, 3)
+	c.settle(50*time.Millisecond, nil)
+	l := c.leader()
+	require.NotZero(t, l)
+	var f edict.ProcessID
+	for _, id := range c.ids() {
+		if id != l {
+			f = id
+		}
 	}
+	held := func(m wire.Message) bool { return m.To != f }
+	for i := range 2 {
+		c.propose(l, fmt.Sprintf("v%d", i))
+		c.cores[l].Flush(c.reading(l))
+		c.collect(l)
+		c.deliver(held)
+	}
+	pr := c.cores[l].lead.progress[f]
+	require.Len(t, pr.inflight, 2, "two appends on their way to p%d", f)
+	sent := sentTo{}
+	c.sent = sent.observe
+	lead := c.cores[l].lead
+	for range 2 {
+		reply := &wire.AppendReply{Epoch: lead.epoch, Reign: lead.reign, Accepted: lead.reign, Success: true, LastIndex: pr.match}
+		require.NoError(t, c.cores[l].Step(c.reading(l), wire.Message{From: f, To: l, AppendReply: reply}))
+		c.collect(l)
+	}
+	require.Len(t, pr.inflight, 2, "replies that acknowledge no more than p%d held free nothing", f)
+	require.Empty(t, sent[f], "nothing is sent to p%d again", f)
 }
 
 // An append lost on its way (a dropped frame, a follower that shed it)
-// is found by the next heartbeat, which matches at the last index sent:
-// the follower lacks it, says where its log ends, and is sent the rest.
-// No timer is involved, and nothing it holds is sent again.
-func TestLostAppendFoundByHeartbeat(t *testing.T) {
+// is sent again, and nothing the follower holds is: the next heartbeat,
+// which matches at the last index sent, finds the follower lacks it, or
+// the silence of 4·RoundTrip does, and the follower is probed from what
+// it holds.
+func TestLostAppendIsSentAgain(t *testing.T) {
 	c := newTCluster(t, 1, 2, 3)
 	c.settle(50*time.Millisecond, nil)
 	l := c.leader()
