@@ -213,8 +213,10 @@ func TestHTTPWatchAcrossMembers(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	require.NoError(t, cmd.Wait(), "edictkv watch at SIGTERM; stderr:\n%s", cliErr.String())
+	// The reader finishes at the EOF of the process's exit; Wait closes
+	// the pipe, so it comes after every read (os/exec.Cmd.StdoutPipe).
 	require.NoError(t, <-cliDone)
+	require.NoError(t, cmd.Wait(), "edictkv watch at SIGTERM; stderr:\n%s", cliErr.String())
 	assert.Contains(t, cliErr.String(), "resuming through http://"+m2.api, "edictkv watch went on through process 2")
 
 	mu.Lock()
