@@ -2,6 +2,7 @@ package edictlog_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"slices"
 	"sync"
@@ -95,19 +96,10 @@ func TestRemoveLeaderReturnsAfterTheHandOver(t *testing.T) {
 	require.NotEqual(t, leader, sent[0])
 	c.Kill(leader)
 
-	require.NoError(t, edictlogtestPoll(ctx, func() bool {
-		s := c.Node(sent[0]).Status()
-		return s.IsLeader && s.Epoch > epoch
-	}), "the hand-over's target leads the next epoch")
-}
-
-func edictlogtestPoll(ctx context.Context, f func() bool) error {
-	for !f() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
+	eventually(t, 20*time.Second, func() error {
+		if s := c.Node(sent[0]).Status(); !s.IsLeader || s.Epoch <= epoch {
+			return fmt.Errorf("the hand-over's target p%v does not lead an epoch after %d: %+v", sent[0], epoch, s)
 		}
-	}
-	return nil
+		return nil
+	})
 }

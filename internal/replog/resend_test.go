@@ -35,16 +35,7 @@ func (s sentTo) observe(m wire.Message) {
 // were sent again. Under 64 writers of 64 KiB values most entries went
 // out two or more times so.
 func TestReplyToHeartbeatFreesNoAppend(t *testing.T) {
-	c := newTCluster(t, 1, 2, 3)
-	c.settle(50*time.Millisecond, nil)
-	l := c.leader()
-	require.NotZero(t, l)
-	var f edict.ProcessID
-	for _, id := range c.ids() {
-		if id != l {
-			f = id
-		}
-	}
+	c, l, f := leaderAndFollower(t)
 	held := func(m wire.Message) bool { return m.To != f }
 	for i := range 2 {
 		c.propose(l, fmt.Sprintf("v%d", i))
@@ -72,17 +63,7 @@ func TestReplyToHeartbeatFreesNoAppend(t *testing.T) {
 // the silence of 4·RoundTrip does, and the follower is probed from what
 // it holds.
 func TestLostAppendIsSentAgain(t *testing.T) {
-	c := newTCluster(t, 1, 2, 3)
-	c.settle(50*time.Millisecond, nil)
-	l := c.leader()
-	require.NotZero(t, l)
-	var f edict.ProcessID
-	for _, id := range c.ids() {
-		if id != l {
-			f = id
-			break
-		}
-	}
+	c, l, f := leaderAndFollower(t)
 	sent := sentTo{}
 	c.sent = sent.observe
 	first := c.propose(l, "a")
@@ -108,4 +89,21 @@ func TestLostAppendIsSentAgain(t *testing.T) {
 	require.Equal(t, lost.Index, applied[len(applied)-1].Index, "the follower has the lost entry within a heartbeat")
 	require.Equal(t, 1, sent[f][first.Index], "an entry the follower held was sent again")
 	require.Equal(t, 2, sent[f][lost.Index], "the lost entry is sent once more")
+}
+
+// leaderAndFollower starts three processes and returns them with the
+// leader and one of its followers.
+func leaderAndFollower(t *testing.T) (c *tcluster, l, f edict.ProcessID) {
+	t.Helper()
+	c = newTCluster(t, 1, 2, 3)
+	c.settle(50*time.Millisecond, nil)
+	l = c.leader()
+	require.NotZero(t, l)
+	for _, id := range c.ids() {
+		if id != l {
+			return c, l, id
+		}
+	}
+	t.Fatal("no follower")
+	return
 }
