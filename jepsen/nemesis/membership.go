@@ -767,26 +767,25 @@ func (m *membership) catchUp(ctx context.Context, c Cluster, step func(string, .
 		return fmt.Errorf("kill %d: %w", id, err)
 	}
 	step("killed %d (last index %d) at +%dms", id, st.LastIndex, ms())
+	// Every running member, not the leader alone: one that has not
+	// compacted as far could lead by the restart and catch id up by
+	// appends.
 	compacted := false
-	var first int
+	var first, holder int
 	for end := time.Now().Add(compactionWait); time.Now().Before(end); {
-		if l, err := c.Leader(ctx); err == nil {
-			if lst, err := c.Status(ctx, l); err == nil {
-				first = lst.FirstIndex
-				if first > st.LastIndex+1 {
-					compacted = true
-					break
-				}
-			}
+		var err error
+		if first, holder, err = lowestFirstIndex(ctx, c, id); err == nil && first > st.LastIndex+1 {
+			compacted = true
+			break
 		}
 		if !sleepCtx(ctx, 100*time.Millisecond) {
 			break
 		}
 	}
 	if compacted {
-		step("the leader compacted past %d at +%dms (its first index %d)", id, ms(), first)
+		step("every member compacted past %d at +%dms (the lowest first index %d, member %d)", id, ms(), first, holder)
 	} else {
-		step("the log was not compacted past %d within %v (first index %d): restarting it anyway", id, compactionWait, first)
+		step("the logs were not all compacted past %d within %v (the lowest first index %d, member %d): restarting it anyway", id, compactionWait, first, holder)
 	}
 	if err := c.SetDelay(id, cluster.Delay{SnapshotMS: snapshotHoldMS}); err != nil {
 		return fmt.Errorf("hold snapshot streams to %d: %w", id, err)

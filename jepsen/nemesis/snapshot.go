@@ -14,10 +14,10 @@ import (
 
 // snapshotInstall makes the leader stream a snapshot to a member under
 // load, again and again: it cuts a member that does not lead off from
-// everyone while the clients write on, until the leader has compacted its
-// log past that member's last entry (the test runs edictkv with a small
-// --snapshot-every so that this takes seconds), then heals, so that the
-// only way to catch the member up is a snapshot. The member's hook holds
+// everyone while the clients write on, until every other member has
+// compacted its log past that member's last entry (the test runs edictkv
+// with a small --snapshot-every so that this takes seconds), then heals,
+// so that, whoever leads then, the only way to catch the member up is a snapshot. The member's hook holds
 // each incoming stream for 0.75–1.5 s before its Node takes it, so that a
 // leader change can happen while the stream is in flight, and the variants
 // cycle: nothing more; transfer leadership away from the sender during the
@@ -36,7 +36,7 @@ type snapshotInstall struct {
 const snapshotHoldMS = 1500
 
 // compactionWait bounds the wait for the leader to compact past the
-// member: at a few hundred writes a second and --snapshot-every 128 it
+// members: at a few hundred writes a second and --snapshot-every 128 it
 // takes a few seconds (the log keeps 1024 entries behind a snapshot).
 const compactionWait = 30 * time.Second
 
@@ -106,26 +106,30 @@ func (s *snapshotInstall) Script(ctx context.Context, c Cluster, rng *rand.Rand,
 			return true
 		}
 	}
-	// 1. Wait until the leader's log no longer holds the entries after
-	// the victim's last one.
+	// 1. Wait until no member's log holds the entries after the victim's
+	// last one: not the leader's alone, for a member that has not
+	// compacted as far could lead by the time the victim is healed (a
+	// leader change under load, or the transfer variant) and catch it up
+	// by appends, and no snapshot would be installed.
 	var l int
-	var lst, vst cluster.Status
+	var vst cluster.Status
+	var err error
 	deadline := time.Now().Add(compactionWait)
 	for {
-		var err error
-		if l, err = c.Leader(ctx); err == nil {
-			lst, err = c.Status(ctx, l)
-		}
+		l, _ = c.Leader(ctx)
+		var lowest, holder int
+		vst, err = c.Status(ctx, s.victim)
 		if err == nil {
-			vst, err = c.Status(ctx, s.victim)
+			lowest, holder, err = lowestFirstIndex(ctx, c, s.victim)
 		}
-		if err == nil && lst.FirstIndex > vst.LastIndex+1 {
-			step("leader %d compacted past %d at +%dms: its first index %d, %d's last %d", l, s.victim, ms(), lst.FirstIndex, s.victim, vst.LastIndex)
+		if err == nil && lowest > vst.LastIndex+1 {
+			step("every member compacted past %d at +%dms: the lowest first index %d (member %d), %d's last %d; leader %d",
+				s.victim, ms(), lowest, holder, s.victim, vst.LastIndex, l)
 			break
 		}
 		if time.Now().After(deadline) {
-			step("the log was not compacted past %d within %v (leader %d first index %d, %d's last %d): healing anyway",
-				s.victim, compactionWait, l, lst.FirstIndex, s.victim, vst.LastIndex)
+			step("the logs were not all compacted past %d within %v (lowest first index %d at member %d, %d's last %d, last error %v): healing anyway",
+				s.victim, compactionWait, lowest, holder, s.victim, vst.LastIndex, errString(err))
 			break
 		}
 		if !poll(100 * time.Millisecond) {
@@ -174,6 +178,7 @@ func (s *snapshotInstall) Script(ctx context.Context, c Cluster, rng *rand.Rand,
 		}
 	}
 	// 3. Wait for the victim to catch up with the (possibly new) leader.
+	var lst cluster.Status
 	for end := time.Now().Add(20 * time.Second); ; {
 		var err error
 		if l, err = c.Leader(ctx); err == nil {
@@ -219,3 +224,25 @@ func (s *snapshotInstall) Stop(ctx context.Context, c Cluster) error {
 }
 
 func (s *snapshotInstall) Summary() string { return s.summary }
+
+// lowestFirstIndex is the lowest first index of the logs of the running
+// members other than except, and the member that holds it: the oldest
+// entry a leader could still send by append, whoever leads next.
+func lowestFirstIndex(ctx context.Context, c Cluster, except int) (first, holder int, err error) {
+	for _, id := range liveOf(c, c.Members()) {
+		if id == except {
+			continue
+		}
+		st, err := c.Status(ctx, id)
+		if err != nil {
+			return 0, 0, fmt.Errorf("status of %d: %w", id, err)
+		}
+		if holder == 0 || st.FirstIndex < first {
+			first, holder = st.FirstIndex, id
+		}
+	}
+	if holder == 0 {
+		return 0, 0, errors.New("no running member but the victim")
+	}
+	return first, holder, nil
+}
