@@ -123,7 +123,7 @@ func (a *applier) hold(j applyJob) {
 			j.restore.after(ErrShutdown)
 		}
 		if j.copyFor != nil {
-			go j.copyFor(stateCopy{}, ErrShutdown) // it reports to the loop, which may be the caller
+			a.n.background(func() { j.copyFor(stateCopy{}, ErrShutdown) }) // it reports to the loop, which may be the caller
 		}
 		if j.call != nil {
 			j.call(true)
@@ -261,9 +261,9 @@ func (a *applier) takeSnapshot(wait bool) (uint64, error) {
 		Config: wire.EpochConfig{Epoch: st.Epoch, Members: st.Members, Learners: st.Learners}}
 	a.snapAt.Store(meta.Index)
 	errc := make(chan error, 1)
-	go func() {
+	a.n.background(func() {
 		defer s.Release()
-		err := persistSnapshot(a.n.cfg.Snapshots, meta, s)
+		err := persistSnapshot(a.n.bgCtx, a.n.cfg.Snapshots, meta, s)
 		if err != nil {
 			// The next call takes it again.
 			a.snapAt.CompareAndSwap(meta.Index, prev)
@@ -272,21 +272,22 @@ func (a *applier) takeSnapshot(wait bool) (uint64, error) {
 			err = a.n.compactAfterSnapshot(meta.Index)
 		}
 		errc <- err
-	}()
+	})
 	if !wait {
 		return meta.Index, nil
 	}
 	return meta.Index, <-errc
 }
 
-func persistSnapshot(store SnapshotStore, meta wire.SnapshotMeta, s fsm.Snapshot) error {
-	_, err := persistSnapshotMeta(store, meta, s)
+func persistSnapshot(ctx context.Context, store SnapshotStore, meta wire.SnapshotMeta, s fsm.Snapshot) error {
+	_, err := persistSnapshotMeta(ctx, store, meta, s)
 	return err
 }
 
 // persistSnapshotMeta writes s into store as a snapshot with meta and
-// returns the stored snapshot's metadata (its ID and size).
-func persistSnapshotMeta(store SnapshotStore, meta wire.SnapshotMeta, s fsm.Snapshot) (wire.SnapshotMeta, error) {
+// returns the stored snapshot's metadata (its ID and size). Once ctx has
+// ended, its writes fail and the snapshot is cancelled.
+func persistSnapshotMeta(ctx context.Context, store SnapshotStore, meta wire.SnapshotMeta, s fsm.Snapshot) (wire.SnapshotMeta, error) {
 	if len(meta.Config.Members) == 0 {
 		return meta, fmt.Errorf("edictlog: snapshot at %d: no membership known yet", meta.Index)
 	}
@@ -294,7 +295,7 @@ func persistSnapshotMeta(store SnapshotStore, meta wire.SnapshotMeta, s fsm.Snap
 	if err != nil {
 		return meta, fmt.Errorf("edictlog: create snapshot at %d: %w", meta.Index, err)
 	}
-	w := &countingWriter{w: sink}
+	w := &countingWriter{ctx: ctx, w: sink}
 	if err := s.Persist(w); err != nil {
 		_ = sink.Cancel()
 		return meta, fmt.Errorf("edictlog: write snapshot at %d: %w", meta.Index, err)
@@ -307,11 +308,15 @@ func persistSnapshotMeta(store SnapshotStore, meta wire.SnapshotMeta, s fsm.Snap
 }
 
 type countingWriter struct {
-	w io.Writer
-	n int64
+	ctx context.Context
+	w   io.Writer
+	n   int64
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrShutdown, err)
+	}
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
@@ -343,13 +348,13 @@ func (a *applier) syncSnapshot(wait bool) (uint64, error) {
 	at := a.last
 	cfg := wire.EpochConfig{Epoch: st.Epoch, Members: st.Members, Learners: st.Learners}
 	errc := make(chan error, 1)
-	go func() {
+	a.n.background(func() {
 		err := a.n.recordSynced(d, at, cfg)
 		errc <- err
 		if err != nil {
 			a.n.log.Error("snapshot", "index", d, "err", err)
 		}
-	}()
+	})
 	a.synced = d
 	if !wait {
 		return d, nil
@@ -392,7 +397,7 @@ func (n *Node) recordSynced(d uint64, at wire.Entry, cfg wire.EpochConfig) error
 // becomes the newest snapshot, is at or below its durable index and a
 // restart whose state machine is durable at or past it restores nothing.
 func (a *applier) copyState(done func(stateCopy, error)) {
-	fail := func(err error) { go done(stateCopy{}, err) }
+	fail := func(err error) { a.n.background(func() { done(stateCopy{}, err) }) }
 	if a.lastIndex == 0 || a.last.Index != a.lastIndex {
 		fail(fmt.Errorf("edictlog: no state to copy (applied %d)", a.lastIndex))
 		return
@@ -422,14 +427,14 @@ func (a *applier) copyState(done func(stateCopy, error)) {
 	meta := wire.SnapshotMeta{Index: a.last.Index, Reign: a.last.Reign, Stamp: a.last.Stamp,
 		Config: wire.EpochConfig{Epoch: st.Epoch, Members: st.Members, Learners: st.Learners}}
 	if sized, ok := s.(fsm.SizedSnapshot); ok {
-		go done(stateCopy{meta: meta, snap: sized}, nil)
+		a.n.background(func() { done(stateCopy{meta: meta, snap: sized}, nil) })
 		return
 	}
-	go func() {
+	a.n.background(func() {
 		defer s.Release()
-		m, err := persistSnapshotMeta(a.n.cfg.Snapshots, meta, s)
+		m, err := persistSnapshotMeta(a.n.bgCtx, a.n.cfg.Snapshots, meta, s)
 		done(stateCopy{meta: m}, err)
-	}()
+	})
 }
 
 // restore replaces the state machine with a snapshot the Core installed.

@@ -172,6 +172,16 @@ type Node struct {
 	stopOnce sync.Once
 	done     chan struct{}
 	failErr  error
+	// bg counts the goroutines that use the stores, the state machine or
+	// the transport on the Node's behalf off the loop (snapshots written,
+	// sent and received, compaction behind them, the address watch);
+	// stopRuntime waits for them, so that nothing of this life touches
+	// what the owner closes, or opens again for the next life, after Stop
+	// or Shutdown returned. bgCtx ends when the loop stops, and cuts
+	// their I/O short.
+	bg       sync.WaitGroup
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
 
 	statusMu sync.Mutex
 	status   Status
@@ -261,6 +271,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if n.peers == nil {
 		n.peers = map[edict.ProcessID]string{}
 	}
+	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.d = replog.NewDriver(core, clock, nodeEnv{n}, snapIdx)
 	n.applier = newApplier(n, rec.AppliedEntry, st.Snapshot.Index)
 	n.persister = newPersister(n)
@@ -287,6 +298,7 @@ func (n *Node) Incarnation() uint64 { return n.inc }
 // run is the loop goroutine: the only one that touches the Core.
 func (n *Node) run() {
 	defer close(n.done)
+	defer n.bgCancel()
 	defer func() {
 		reason := "shut down"
 		if n.failErr != nil && !errors.Is(n.failErr, ErrShutdown) {
@@ -440,6 +452,16 @@ func (n *Node) sendAll(ms []wire.Message) {
 			n.log.Warn("send refused", "to", uint64(m.To), "kind", m.Kind().String(), "err", err)
 		}
 	}
+}
+
+// background runs f on a goroutine that stopRuntime waits for (bg). Only
+// the loop, the applier, Start and goroutines already counted call it.
+func (n *Node) background(f func()) {
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		f()
+	}()
 }
 
 // nonBlocking is a context that is already done: Transport.Send takes the
@@ -648,7 +670,11 @@ func (n *Node) ReignIndex() uint64 { return n.applier.reignIndex.Load() }
 // that is killed, or whose loop already stopped (its transport closed).
 // A ctx that ends while the runtime stops returns ctx's error at once.
 // Shutdown closes neither the store nor the transport: close the
-// transport after Shutdown returns, or the hand-over is lost.
+// transport after Shutdown returns, or the hand-over is lost. Once it has
+// returned nil, nothing of this Node uses the store, the snapshot store or
+// the state machine any more: a snapshot being written or received was
+// finished or abandoned (its unfinished files removed), so the process
+// may start again on the same files at once.
 func (n *Node) Shutdown(ctx context.Context) error {
 	cut := n.retire(ctx)
 	if cut != nil && !errors.Is(cut, ErrShutdown) {
@@ -657,9 +683,10 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	return n.stopRuntime(ctx, cut)
 }
 
-// stopRuntime stops the loop and waits for it, the applier and the
-// persister. After a clean stop cut short by ctx it waits for the loop
-// regardless (it stops at its next turn) and reports the cut.
+// stopRuntime stops the loop and waits for it, the applier, the
+// persister and the background goroutines (bg), whose snapshot I/O the
+// loop's end has cut short. After a clean stop cut short by ctx it waits
+// for the loop regardless (it stops at its next turn) and reports the cut.
 func (n *Node) stopRuntime(ctx context.Context, cut error) error {
 	n.stopOnce.Do(func() { close(n.stop) })
 	if cut != nil && !errors.Is(cut, ErrShutdown) && ctx.Err() != nil {
@@ -677,6 +704,9 @@ func (n *Node) stopRuntime(ctx context.Context, cut error) error {
 	// waited for it sent, before the owner closes the store and transport.
 	n.persister.close(false)
 	n.persister.wait()
+	// Nothing starts a background goroutine any more but one already
+	// running: the loop and the applier, which start them, have stopped.
+	n.bg.Wait()
 	if cut != nil && !errors.Is(cut, ErrShutdown) {
 		return fmt.Errorf("edictlog: shutdown: stopped before the grants this process made had lapsed, so its next start sits out the restart quarantine: %w", cut)
 	}

@@ -75,7 +75,7 @@ func (n *Node) watchAddresses() {
 	// back (ErrChangeInProgress) or what made the announcer a learner.
 	events := make(chan Event, 1)
 	obs := n.Observe(events, func(ev Event) bool { return ev.Kind == BecameLeader || ev.Kind == ConfigChanged })
-	go w.run(obs, events)
+	n.background(func() { w.run(obs, events) })
 	a.Announce(n.inc)
 }
 

@@ -75,7 +75,8 @@ func (n *Node) sleep(ctx context.Context, d time.Duration) error {
 // stops together, and tests; a process that is to serve again soon
 // should use Shutdown. Like Shutdown, it closes neither the store nor the
 // transport, and returns ctx's error if ctx ends before the runtime has
-// stopped.
+// stopped; once it has returned nil, as after Shutdown, nothing of this
+// Node uses the stores or the state machine any more.
 func (n *Node) Stop(ctx context.Context) error {
 	_ = n.do(ctx, func() {
 		n.core.Resign(n.d.Now())

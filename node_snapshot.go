@@ -122,14 +122,14 @@ func (n *Node) sendStream(peer edict.ProcessID, c stateCopy) {
 		return
 	}
 	tm.Addrs = n.snapshotAddrs(tm.Members, tm.Learners)
-	go func() {
+	n.background(func() {
 		pr, pw := io.Pipe()
 		persisted := make(chan struct{})
 		go func() {
 			defer close(persisted)
 			pw.CloseWithError(c.snap.Persist(pw))
 		}()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		ctx, cancel := context.WithTimeout(n.bgCtx, 10*time.Minute)
 		err := n.cfg.Transport.SendSnapshot(ctx, peer, tm, pr)
 		cancel()
 		// A transport that stopped reading leaves Persist blocked on the
@@ -143,7 +143,7 @@ func (n *Node) sendStream(peer edict.ProcessID, c stateCopy) {
 			}
 			n.d.SnapshotSent(peer, c.meta.Index, err)
 		})
-	}()
+	})
 }
 
 // sendStored streams the stored snapshot m to peer.
@@ -155,10 +155,10 @@ func (n *Node) sendStored(peer edict.ProcessID, m wire.SnapshotMeta) {
 		return
 	}
 	tm.Addrs = n.snapshotAddrs(tm.Members, tm.Learners)
-	go func() {
+	n.background(func() {
 		_, rc, err := n.cfg.Snapshots.Open(m.ID)
 		if err == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			ctx, cancel := context.WithTimeout(n.bgCtx, 10*time.Minute)
 			err = n.cfg.Transport.SendSnapshot(ctx, peer, tm, rc)
 			cancel()
 			rc.Close()
@@ -169,7 +169,7 @@ func (n *Node) sendStored(peer edict.ProcessID, m wire.SnapshotMeta) {
 			}
 			n.d.SnapshotSent(peer, m.Index, err)
 		})
-	}()
+	})
 }
 
 // peerAddrs is the part of a transport that says where it reaches a peer
@@ -243,7 +243,7 @@ func (n *Node) receiveSnapshot(in *wire.IncomingSnapshot) {
 			_ = in.Finish(errors.New("edictlog: a snapshot is being installed already"))
 			return
 		}
-		go n.receiveStaged(st, in, meta)
+		n.background(func() { n.receiveStaged(st, in, meta) })
 		return
 	}
 	sink, err := n.cfg.Snapshots.Create(meta)
@@ -251,8 +251,8 @@ func (n *Node) receiveSnapshot(in *wire.IncomingSnapshot) {
 		_ = in.Finish(fmt.Errorf("create snapshot: %w", err))
 		return
 	}
-	go func() {
-		if _, err := io.Copy(sink, in); err != nil {
+	n.background(func() {
+		if _, err := io.Copy(sink, stoppable{n.bgCtx, in}); err != nil {
 			_ = sink.Cancel()
 			_ = in.Finish(fmt.Errorf("receive snapshot: %w", err))
 			return
@@ -270,7 +270,22 @@ func (n *Node) receiveSnapshot(in *wire.IncomingSnapshot) {
 			_ = sink.Cancel()
 			_ = in.Finish(derr)
 		}
-	}()
+	})
+}
+
+// stoppable reads r until ctx ends: a snapshot stream being received when
+// the Node stops is abandoned at its next read, so that Stop does not
+// wait for a sender that takes its time.
+type stoppable struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (s stoppable) Read(p []byte) (int, error) {
+	if err := s.ctx.Err(); err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrShutdown, err)
+	}
+	return s.r.Read(p)
 }
 
 // receiveStaged installs a snapshot into a state machine that stages
@@ -292,7 +307,7 @@ func (n *Node) receiveStaged(st fsm.StagingFSM, in *wire.IncomingSnapshot, meta 
 			n.log.Warn("discard a staged snapshot", "index", tm.LastIndex, "err", err)
 		}
 	}
-	if err := replog.StageSnapshot(st, tm.LastIndex, in); err != nil {
+	if err := replog.StageSnapshot(st, tm.LastIndex, stoppable{n.bgCtx, in}); err != nil {
 		fail(fmt.Errorf("receive snapshot: %w", err))
 		return
 	}
