@@ -378,6 +378,7 @@ func (c *cluster) change(ctx context.Context, mon *monitor, k Kind) (Change, err
 		after = func() { c.stop(l) }
 	}
 	epoch := l.node.Status().Epoch
+	c.cfg.Logger.Info("churn: change", "kind", string(k), "target", uint64(ch.Target), "leader", uint64(l.id), "epoch", epoch)
 	mark := mon.mark()
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	t0 := time.Now()
@@ -401,6 +402,7 @@ func (c *cluster) change(ctx context.Context, mon *monitor, k Kind) (Change, err
 		return ch, err
 	}
 	ch.Leaderless = mon.longestGapSince(mark)
+	c.cfg.Logger.Info("churn: change done", "kind", string(k), "target", uint64(ch.Target), "took_ms", ch.Took.Milliseconds(), "leaderless_ms", ch.Leaderless.Milliseconds())
 	if after != nil {
 		after()
 	}

@@ -21,6 +21,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
@@ -31,7 +32,17 @@ func main() {
 	rounds := flag.Int("rounds", 5, "rounds of the schedule (7 changes each, one of them a removal of the leader)")
 	writers := flag.Int("writers", 64, "concurrent writers")
 	pause := flag.Duration("pause", 200*time.Millisecond, "pause between changes")
+	logPath := flag.String("log", "", "write the nodes' logs (JSON, with the changes' start and end) to this file")
 	flag.Parse()
+	var logger *slog.Logger
+	if *logPath != "" {
+		f, err := os.Create(*logPath)
+		if err != nil {
+			fail(err)
+		}
+		defer f.Close()
+		logger = slog.New(slog.NewJSONHandler(f, nil))
+	}
 	dir, err := os.MkdirTemp("", "churn")
 	if err != nil {
 		fail(err)
@@ -41,7 +52,7 @@ func main() {
 	defer cancel()
 	fmt.Printf("3 nodes in one process, bbolt and fsync, loopback TCP, %d writers of 256-byte values; %d rounds of %v\n",
 		*writers, *rounds, churn.Round)
-	res, err := churn.Run(ctx, churn.Config{Dir: dir, Writers: *writers, Rounds: *rounds, Pause: *pause})
+	res, err := churn.Run(ctx, churn.Config{Dir: dir, Writers: *writers, Rounds: *rounds, Pause: *pause, Logger: logger})
 	fmt.Printf("%4s %16s %6s %10s %14s  %s\n", "#", "change", "target", "call ms", "leaderless ms", "error")
 	var maxKeep, maxRemoval time.Duration
 	for i, ch := range res.Changes {
