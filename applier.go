@@ -39,6 +39,12 @@ type applier struct {
 	last      wire.Entry // the last entry applied
 	lastIndex uint64
 	sinceSnap uint64
+	// sinceSnapBytes counts the bytes of the entries applied since the
+	// newest snapshot, and snapSize is that snapshot's size, set by its
+	// writer (0 until one is written this life): an automatic snapshot
+	// waits until the first is SnapshotLogRatio times the second.
+	sinceSnapBytes uint64
+	snapSize       atomic.Int64
 	// snapAt is the index of the newest snapshot of an FSM that keeps no
 	// state of its own, taken or restored: set on the applier, taken back
 	// by a snapshot's writer that failed.
@@ -75,7 +81,10 @@ type restoreJob struct {
 	// reign and stamp are the snapshot's (its metadata's Reign, the stamp
 	// of the entry at index).
 	reign, stamp edict.Stamp
-	after        func(error)
+	// size is the snapshot's, if known: the next automatic snapshot
+	// waits for the log to match it (snapshotGrown).
+	size  int64
+	after func(error)
 }
 
 type applied struct {
@@ -215,11 +224,29 @@ func (a *applier) apply(es []wire.Entry) {
 	}
 	a.report(out)
 	a.sinceSnap += uint64(len(batch))
-	if a.sinceSnap >= a.n.cfg.SnapshotEvery {
+	for _, e := range batch {
+		a.sinceSnapBytes += uint64(len(e.Data)) + entryOverhead
+	}
+	if a.sinceSnap >= a.n.cfg.SnapshotEvery && a.snapshotGrown() {
 		if _, err := a.takeSnapshot(false); err != nil && !errors.Is(err, ErrNothingNew) && !errors.Is(err, errEpochHeard) {
 			a.n.log.Error("snapshot", "err", err)
 		}
 	}
+}
+
+// entryOverhead is what an entry costs the log beyond its data, roughly:
+// its index, stamp and kind, and its key in the store.
+const entryOverhead = 48
+
+// snapshotGrown reports whether the entries applied since the newest
+// snapshot are enough, by their bytes, for an automatic one
+// (Config.SnapshotLogRatio).
+func (a *applier) snapshotGrown() bool {
+	r := a.n.cfg.SnapshotLogRatio
+	if a.disk != nil || r < 0 {
+		return true
+	}
+	return float64(a.sinceSnapBytes) >= r*float64(a.snapSize.Load())
 }
 
 func (a *applier) report(out applied) {
@@ -252,7 +279,7 @@ func (a *applier) takeSnapshot(wait bool) (uint64, error) {
 		// epoch as its log's own. Wait until the log brings it.
 		return 0, fmt.Errorf("%w (epoch %d)", errEpochHeard, st.Epoch)
 	}
-	a.sinceSnap = 0
+	a.sinceSnap, a.sinceSnapBytes = 0, 0
 	s, err := a.n.cfg.FSM.Snapshot()
 	if err != nil {
 		return 0, fmt.Errorf("edictlog: fsm snapshot: %w", err)
@@ -263,7 +290,10 @@ func (a *applier) takeSnapshot(wait bool) (uint64, error) {
 	errc := make(chan error, 1)
 	a.n.background(func() {
 		defer s.Release()
-		err := persistSnapshot(a.n.bgCtx, a.n.cfg.Snapshots, meta, s)
+		stored, err := persistSnapshotMeta(a.n.bgCtx, a.n.cfg.Snapshots, meta, s)
+		if err == nil {
+			a.snapSize.Store(stored.Size)
+		}
 		if err != nil {
 			// The next call takes it again.
 			a.snapAt.CompareAndSwap(meta.Index, prev)
@@ -277,11 +307,6 @@ func (a *applier) takeSnapshot(wait bool) (uint64, error) {
 		return meta.Index, nil
 	}
 	return meta.Index, <-errc
-}
-
-func persistSnapshot(ctx context.Context, store SnapshotStore, meta wire.SnapshotMeta, s fsm.Snapshot) error {
-	_, err := persistSnapshotMeta(ctx, store, meta, s)
-	return err
 }
 
 // persistSnapshotMeta writes s into store as a snapshot with meta and
@@ -472,7 +497,10 @@ func (a *applier) restore(j *restoreJob) {
 		}
 	}
 	if err == nil {
-		a.lastIndex, a.last, a.sinceSnap = j.index, wire.Entry{}, 0
+		a.lastIndex, a.last, a.sinceSnap, a.sinceSnapBytes = j.index, wire.Entry{}, 0, 0
+		if j.size > 0 {
+			a.snapSize.Store(j.size)
+		}
 		a.snapAt.Store(max(a.snapAt.Load(), j.index))
 		if a.disk != nil {
 			a.last = wire.Entry{Index: j.index, Reign: j.reign, Stamp: j.stamp}

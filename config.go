@@ -78,6 +78,18 @@ type Config struct {
 	// (default 1024), so a follower slightly behind catches up from the
 	// log rather than a snapshot.
 	SnapshotEvery, TrailingEntries uint64
+	// SnapshotLogRatio holds an automatic snapshot of an FSM that keeps
+	// its state in memory back, once SnapshotEvery entries have been
+	// applied, until those entries' bytes add up to at least this
+	// fraction of the newest snapshot's size (default 1; negative: not
+	// held back). Writing out a large state every SnapshotEvery entries
+	// costs the disk far more than the log does, and the log's writes,
+	// the lease's records among them, queue behind it; with the default,
+	// snapshots cost the disk at most about as many bytes as the log, and
+	// the log keeps at most about the state's size beyond SnapshotEvery
+	// entries. A state machine that keeps its own state (fsm.DiskFSM)
+	// records snapshots that hold no copy of it, and is never held back.
+	SnapshotLogRatio float64
 	// MaxBatch bounds the proposals taken into one batch (default 1024).
 	MaxBatch int
 	// MaxUnsyncedEntries and MaxUnsyncedBytes bound the log entries (and
@@ -141,6 +153,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.TrailingEntries == 0 {
 		c.TrailingEntries = 1024
+	}
+	if c.SnapshotLogRatio == 0 {
+		c.SnapshotLogRatio = 1
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 1024

@@ -357,7 +357,7 @@ func (n *Node) installSnapshot(in *wire.IncomingSnapshot, tm wire.SnapshotHeader
 			_, rc, err := n.cfg.Snapshots.Open(id)
 			return rc, err
 		},
-		index: tm.LastIndex, reign: tm.Reign, stamp: tm.LastStamp,
+		index: tm.LastIndex, reign: tm.Reign, stamp: tm.LastStamp, size: tm.Size,
 		after: func(err error) {
 			if err != nil {
 				// The Core has moved to the snapshot; a state machine that
