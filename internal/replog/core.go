@@ -347,6 +347,9 @@ func (c *Core) NextTick() edict.Time {
 			next = hb
 		}
 	}
+	if at, ok := c.nextReadResend(); ok && at.Before(next) {
+		next = at
+	}
 	return next
 }
 

@@ -3,6 +3,7 @@ package replog
 import (
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/wire"
@@ -21,11 +22,29 @@ type followerRead struct {
 // readBatch is a ReadIndexRequest in flight and the reads its reply
 // answers, every one of which started at or before sent. Its id counts
 // up within one life of this process; sent, a reading, tells lives apart.
+// resent are the readings of the copies sent again, after sent, when no
+// reply came (checkReads): a reply to any copy answers the reads, each
+// copy having left after they all started.
 type readBatch struct {
 	id     uint64
 	leader edict.ProcessID
 	sent   edict.Time
+	resent []edict.Time
 	reads  []followerRead
+}
+
+// lastSent is the reading of the batch's newest copy.
+func (b *readBatch) lastSent() edict.Time {
+	if n := len(b.resent); n > 0 {
+		return b.resent[n-1]
+	}
+	return b.sent
+}
+
+// answeredBy reports whether a reply stamped with the reading sent
+// answers b.
+func (b *readBatch) answeredBy(sent edict.Time) bool {
+	return b.sent == sent || slices.Contains(b.resent, sent)
 }
 
 // Read starts a read with the caller's id at the given level. The answer
@@ -186,7 +205,7 @@ func (c *Core) TellCommitted(to edict.ProcessID, index uint64) {
 // wait for one, leaves in afterStep.
 func (c *Core) onReadIndexReply(now edict.Time, from edict.ProcessID, r *wire.ReadIndexReply) {
 	i := slices.IndexFunc(c.readBatches, func(b readBatch) bool {
-		return b.id == r.ID && b.leader == from && (b.sent == r.Sent || mutated(RuleReplyReign))
+		return b.id == r.ID && b.leader == from && (b.answeredBy(r.Sent) || mutated(RuleReplyReign))
 	})
 	if i < 0 {
 		return
@@ -207,8 +226,9 @@ func (c *Core) onReadIndexReply(now edict.Time, from edict.ProcessID, r *wire.Re
 
 // checkReads fails the follower reads whose leader did not answer within
 // MaxLease of their start, forgets a request none of whose reads still
-// waits (its reply, if it comes, answers nothing), and sends the queued
-// reads once no request is in flight to the leader.
+// waits (its reply, if it comes, answers nothing), asks again for a
+// request unanswered for readResend, and sends the queued reads once no
+// request is in flight to the leader.
 func (c *Core) checkReads(now edict.Time) {
 	if len(c.readQueue) == 0 && len(c.readBatches) == 0 {
 		return
@@ -231,5 +251,43 @@ func (c *Core) checkReads(now edict.Time) {
 		c.readBatches[i].reads = expire(c.readBatches[i].reads, c.readBatches[i].leader)
 	}
 	c.readBatches = slices.DeleteFunc(c.readBatches, func(b readBatch) bool { return len(b.reads) == 0 })
+	// A request, or its reply, lost on the way would hold its reads, and
+	// the reads queued behind it, until they time out. Unanswered after
+	// readResend, it goes again: to its leader, as a copy whose reply
+	// answers it as the first's would; to the leader now known if that
+	// changed, as the reads of a new request. Every copy leaves after
+	// the reads started, so the index any reply carries covers every write
+	// acknowledged before they did.
+	for i := 0; i < len(c.readBatches); i++ {
+		b := &c.readBatches[i]
+		if now.Before(b.lastSent().Add(c.readResend())) {
+			continue
+		}
+		if b.leader != c.leaderHint {
+			c.readQueue = append(b.reads, c.readQueue...)
+			c.readBatches = slices.Delete(c.readBatches, i, i+1)
+			i--
+			continue
+		}
+		b.resent = append(b.resent, now)
+		c.send(wire.Message{To: b.leader, ReadIndex: &wire.ReadIndexRequest{Epoch: c.el.ActiveEpoch(), ID: b.id, Sent: now}}, true)
+	}
 	c.sendReads(now)
+}
+
+// readResend is how long a ReadIndexRequest waits for its reply before it
+// is sent again: 4·RoundTrip, the silence after which a leader probes a
+// follower again.
+func (c *Core) readResend() time.Duration { return 4 * c.el.RoundTrip() }
+
+// nextReadResend is when checkReads next sends a request again, if one
+// is in flight.
+func (c *Core) nextReadResend() (edict.Time, bool) {
+	var next edict.Time
+	for i := range c.readBatches {
+		if at := c.readBatches[i].lastSent().Add(c.readResend()); next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	return next, !next.IsZero()
 }

@@ -165,3 +165,50 @@ func TestFollowerReadsOneRequestPerLeader(t *testing.T) {
 	assert.Equal(t, []uint64{1}, readIDs(got))
 	require.NoError(t, got[0].Err)
 }
+
+// A ReadIndexRequest lost on its way, or whose reply is, is sent again
+// after 4·RoundTrip, as a copy of the same request: the reads are
+// answered within a few round trips instead of failing at MaxLease, and a
+// reply to the first copy, arriving late, answers them as well as the
+// second's would. Once answered, neither answers anything more.
+func TestLostReadIndexRequestIsSentAgain(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		c := newTCluster(t, 1, 2, 3)
+		c.settle(50*time.Millisecond, nil)
+		require.Equal(t, edict.ProcessID(1), c.leader())
+		a := c.propose(1, "a")
+		c.settle(60*time.Millisecond, nil)
+		f := c.cores[2]
+
+		f.Read(c.reading(2), 1, ReadFollower)
+		c.collect(2)
+		first := takeQueued(c, wire.KindReadIndex)
+		require.Len(t, first, 1)
+		c.advance(f.readResend())
+		c.tick(2)
+		again := takeQueued(c, wire.KindReadIndex)
+		require.Len(t, again, 1, "an unanswered request is sent again after 4·RoundTrip")
+		require.Equal(t, first[0].ReadIndex.ID, again[0].ReadIndex.ID, "as a copy of the same request")
+		require.True(t, first[0].ReadIndex.Sent.Before(again[0].ReadIndex.Sent))
+		require.Less(t, f.readResend(), f.el.MaxLease(), "well before the reads would time out")
+
+		// The first copy was lost, or only delayed.
+		var reply wire.Message
+		if late {
+			step(t, c, first[0])
+		} else {
+			step(t, c, again[0])
+		}
+		replies := takeQueued(c, wire.KindReadIndexReply)
+		require.Len(t, replies, 1)
+		reply = replies[0]
+		got := step(t, c, reply)
+		require.Equal(t, []uint64{1}, readIDs(got), "late=%v: the read is answered", late)
+		require.NoError(t, got[0].Err)
+		require.Equal(t, a.Index, got[0].Index)
+		assert.Empty(t, step(t, c, reply), "a duplicated reply answers nothing")
+		c.advance(f.readResend())
+		c.tick(2)
+		assert.Empty(t, takeQueued(c, wire.KindReadIndex), "nothing is asked again once answered")
+	}
+}
