@@ -112,6 +112,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "httpapi", "node", uint64(cfg.ID)),
 		mux: http.NewServeMux(), drained: make(chan struct{}), forward: &route.HTTPForwarder{Self: cfg.ID, Client: cfg.Client, Timeout: cfg.Timeout + time.Second}}
+	s.forward.Applied = func(ctx context.Context, rev int64) {
+		if err := cfg.KV.AwaitRevision(ctx, rev); err != nil {
+			s.log.Warn("answering a write the leader applied before this process did", "revision", rev, "err", err)
+		}
+	}
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
@@ -204,8 +209,16 @@ func (s *Server) handle(method, path string, h http.HandlerFunc) {
 // wait, answer 503. serve returns a *edictlog.NotLeaderError, having written
 // nothing, when leadership moved under it; the request is then routed
 // again. body is the request body, already read, so that it can be
-// forwarded; write says the request changes state.
+// forwarded; write says the request changes state. A write forwarded here
+// and answered 200 is answered by the forwarder once it has applied it
+// too (route.HTTPForwarder.Applied), as a gRPC write is.
 func (s *Server) atLeader(w http.ResponseWriter, r *http.Request, body []byte, redirect, write bool, serve func(ctx context.Context) error) {
+	if from := route.ForwarderHTTP(r); write && from != edict.None {
+		// The forwarder answers once it has applied the write: the log
+		// tells it of the commit at once.
+		inner := serve
+		serve = func(ctx context.Context) error { return inner(kvservice.ForwardedBy(ctx, from)) }
+	}
 	s.answerRouted(w, r, s.cfg.Router.Do(r.Context(), route.ForwardedHTTP(r), serve, s.forwarder(w, r, body, redirect, write)))
 }
 

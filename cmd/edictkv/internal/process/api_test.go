@@ -256,3 +256,26 @@ func TestReadAtRevision(t *testing.T) {
 		t.Fatalf("400 body %+v", e)
 	}
 }
+
+// A write sent to a follower is answered once the follower has applied it
+// too, as its gRPC writes are (and etcd's members answer theirs): a stale
+// read there right after the answer sees it, and the leader tells the
+// follower of the commit at once rather than with its next heartbeat.
+func TestWriteViaFollowerIsReadThereAtOnce(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	f := c.follower(c.leader())
+	for i := range 20 {
+		key, want := fmt.Sprintf("ryw%d", i), fmt.Sprintf("v%d", i)
+		a := do(t, http.MethodPut, c.url(f, "/v1/kv/"+key), want)
+		mustStatus(t, a, http.StatusOK)
+		r := do(t, http.MethodGet, c.url(f, "/v1/kv/"+key+"?consistency=stale"), "")
+		if r.status != http.StatusOK {
+			t.Fatalf("write %d: a stale read at follower %d right after its answer: %d %s", i, f, r.status, r.body)
+		}
+		var g kvjson.GetResponse
+		r.json(t, &g)
+		if g.Value == nil || *g.Value != want {
+			t.Fatalf("write %d: stale read at follower %d: %+v, want %q", i, f, g, want)
+		}
+	}
+}

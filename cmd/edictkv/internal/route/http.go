@@ -29,10 +29,26 @@ type HTTPForwarder struct {
 	// Timeout bounds one forwarded call, its answer included (default
 	// 11s: a write's commit, 10s, and a second to relay it).
 	Timeout time.Duration
+	// Applied, if set, is given the revision a forwarded write reports
+	// (X-Edictkv-Index) when the leader answered it 200, before the
+	// answer is relayed, and returns once this process has applied that
+	// revision or given up waiting: the answer then tells the client of a
+	// write a stale read here already shows, as a member answers a
+	// forwarded gRPC write (and etcd's members do).
+	Applied func(ctx context.Context, revision int64)
 }
 
 // ForwardedHTTP reports whether another process forwarded r here.
 func ForwardedHTTP(r *http.Request) bool { return r.Header.Get(kvjson.HeaderForwardedBy) != "" }
+
+// ForwarderHTTP is the process that forwarded r here, or edict.None.
+func ForwarderHTTP(r *http.Request) edict.ProcessID {
+	id, err := strconv.ParseUint(r.Header.Get(kvjson.HeaderForwardedBy), 10, 64)
+	if err != nil {
+		return edict.None
+	}
+	return edict.ProcessID(id)
+}
 
 // Forward sends r, whose body was already read into body, to leader at
 // addr, and copies the answer to w. It returns nil once the answer was
@@ -81,6 +97,11 @@ func (f *HTTPForwarder) Forward(w http.ResponseWriter, r *http.Request, leader e
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusMisdirectedRequest {
 		return &edictlog.NotLeaderError{Leader: leader, Err: ErrMoved}
+	}
+	if write && resp.StatusCode == http.StatusOK && f.Applied != nil {
+		if rev, err := strconv.ParseInt(resp.Header.Get(kvjson.HeaderIndex), 10, 64); err == nil && rev > 0 {
+			f.Applied(ctx, rev)
+		}
 	}
 	for k, vs := range resp.Header {
 		if strings.HasPrefix(k, "X-Edictkv-") || k == "Content-Type" || k == "Retry-After" || k == "Location" {
