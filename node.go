@@ -674,7 +674,10 @@ func (n *Node) ReignIndex() uint64 { return n.applier.reignIndex.Load() }
 // returned nil, nothing of this Node uses the store, the snapshot store or
 // the state machine any more: a snapshot being written or received was
 // finished or abandoned (its unfinished files removed), so the process
-// may start again on the same files at once.
+// may start again on the same files at once. That wait does not end with
+// ctx: a stream being received is abandoned at its next chunk, and a
+// sender that stalls in the middle of one holds the stop until the
+// transport gives up on the connection (transport.TCPConfig.FrameTimeout).
 func (n *Node) Shutdown(ctx context.Context) error {
 	cut := n.retire(ctx)
 	if cut != nil && !errors.Is(cut, ErrShutdown) {
