@@ -675,9 +675,8 @@ func (n *Node) ReignIndex() uint64 { return n.applier.reignIndex.Load() }
 // the state machine any more: a snapshot being written or received was
 // finished or abandoned (its unfinished files removed), so the process
 // may start again on the same files at once. That wait does not end with
-// ctx: a stream being received is abandoned at its next chunk, and a
-// sender that stalls in the middle of one holds the stop until the
-// transport gives up on the connection (transport.TCPConfig.FrameTimeout).
+// ctx, and need not: a stream being received is given up at once
+// (wire.IncomingSnapshot.Abort), whatever its sender does.
 func (n *Node) Shutdown(ctx context.Context) error {
 	cut := n.retire(ctx)
 	if cut != nil && !errors.Is(cut, ErrShutdown) {

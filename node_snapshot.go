@@ -252,6 +252,9 @@ func (n *Node) receiveSnapshot(in *wire.IncomingSnapshot) {
 		return
 	}
 	n.background(func() {
+		// The loop's end gives up on the stream at once, even on a read
+		// that waits for a sender that has stalled.
+		defer context.AfterFunc(n.bgCtx, in.Abort)()
 		if _, err := io.Copy(sink, stoppable{n.bgCtx, in}); err != nil {
 			_ = sink.Cancel()
 			_ = in.Finish(fmt.Errorf("receive snapshot: %w", err))
@@ -307,6 +310,8 @@ func (n *Node) receiveStaged(st fsm.StagingFSM, in *wire.IncomingSnapshot, meta 
 			n.log.Warn("discard a staged snapshot", "index", tm.LastIndex, "err", err)
 		}
 	}
+	stopAbort := context.AfterFunc(n.bgCtx, in.Abort)
+	defer stopAbort()
 	if err := replog.StageSnapshot(st, tm.LastIndex, stoppable{n.bgCtx, in}); err != nil {
 		fail(fmt.Errorf("receive snapshot: %w", err))
 		return

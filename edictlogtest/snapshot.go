@@ -55,10 +55,10 @@ func (t *Transport) SendSnapshot(ctx context.Context, to edict.ProcessID, meta w
 
 	s := &stream{
 		src: t, dst: dst, size: meta.Size, left: meta.Size,
-		chunks: make(chan []byte), abort: make(chan struct{}), result: make(chan error, 1),
+		chunks: make(chan []byte), abort: make(chan struct{}), result: make(chan error, 1), gaveUp: make(chan struct{}),
 	}
 	defer s.stop()
-	in := wire.NewIncomingSnapshot(t.id, cloneHeader(meta), s, s.finish)
+	in := wire.NewIncomingSnapshot(t.id, cloneHeader(meta), s, s.finish, s.giveUp)
 	if err := dst.offer(ctx, in, t.closing); err != nil {
 		return failed(err)
 	}
@@ -163,6 +163,9 @@ type stream struct {
 	abort    chan struct{} // closed when the sender gives up
 	stopOnce sync.Once
 	result   chan error // the receiver's outcome, once
+	// gaveUp is closed when the receiver gives up (IncomingSnapshot.Abort).
+	gaveUp   chan struct{}
+	giveUpMu sync.Once
 
 	// Receiver side, used by Read only.
 	left  int64
@@ -172,6 +175,9 @@ type stream struct {
 }
 
 func (s *stream) stop() { s.stopOnce.Do(func() { close(s.abort) }) }
+
+// giveUp is the receiver's Abort.
+func (s *stream) giveUp() { s.giveUpMu.Do(func() { close(s.gaveUp) }) }
 
 // send hands b (copied) to the receiver, or the end if b is nil.
 func (s *stream) send(ctx context.Context, b []byte) error {
@@ -203,6 +209,11 @@ func (s *stream) Read(p []byte) (int, error) {
 	if s.err != nil {
 		return 0, s.err
 	}
+	select {
+	case <-s.gaveUp:
+		return 0, s.fail(errors.New("the receiver gave up"))
+	default:
+	}
 	if len(s.chunk) == 0 {
 		if s.done {
 			return 0, io.EOF
@@ -225,6 +236,8 @@ func (s *stream) Read(p []byte) (int, error) {
 			s.chunk = c
 		case <-s.abort:
 			return 0, s.fail(errors.New("sender gave up"))
+		case <-s.gaveUp:
+			return 0, s.fail(errors.New("the receiver gave up"))
 		case <-s.dst.closing:
 			return 0, s.fail(ErrClosed)
 		}

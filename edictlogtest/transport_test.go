@@ -678,3 +678,34 @@ func TestNetworkBookkeeping(t *testing.T) {
 		t.Fatal("a closed network took a transport")
 	}
 }
+
+// A receiver that gives up on a stream (Abort) is not held by a sender
+// that has stalled: the read waiting for the next chunk fails at once.
+func TestSnapshotAbortUnblocksARead(t *testing.T) {
+	ctx := ctxFor(t)
+	_, a, b := pairOf(t, edictlogtest.NetworkConfig{SnapshotChunkSize: 4096})
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() { pw.Write(make([]byte, 8192)) }() // two chunks, then nothing
+	sendSnapshot(ctx, a, 1<<20, pr)
+	in := takeSnapshot(t, ctx, b)
+	if _, err := io.CopyN(io.Discard, in, 8192); err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, in)
+		read <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	in.Abort()
+	select {
+	case err := <-read:
+		if err == nil {
+			t.Fatal("an aborted stream read to its end")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Abort did not unblock the read")
+	}
+	in.Finish(errors.New("receiver stopped"))
+}

@@ -156,3 +156,60 @@ func TestSnapshotNotTaken(t *testing.T) {
 		t.Fatalf("snapshot nobody took: %v", err)
 	}
 }
+
+// stallingReader yields n bytes, then blocks until release is closed.
+type stallingReader struct {
+	r       io.Reader
+	left    int64
+	release chan struct{}
+}
+
+func (s *stallingReader) Read(b []byte) (int, error) {
+	if s.left == 0 {
+		<-s.release
+		return 0, errors.New("released")
+	}
+	if int64(len(b)) > s.left {
+		b = b[:s.left]
+	}
+	n, err := s.r.Read(b)
+	s.left -= int64(n)
+	return n, err
+}
+
+// A receiver that gives up on a stream (Abort) is not held by a sender
+// that has stalled: the read waiting for the next chunk fails at once,
+// not after the connection's idle timeout (60 s).
+func TestSnapshotAbortUnblocksARead(t *testing.T) {
+	t.Parallel()
+	for name, tr := range snapshotTransports(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			const size = 1 << 20
+			release := make(chan struct{})
+			defer close(release)
+			go tr[0].SendSnapshot(ctxT(t, 30*time.Second), 2, testMeta(size), &stallingReader{r: newPattern(3, size), left: 100 << 10, release: release})
+			s := <-tr[1].Snapshots()
+			read := make(chan error, 1)
+			go func() {
+				_, err := io.Copy(io.Discard, s)
+				read <- err
+			}()
+			// The read is blocked on the stalled sender by then, within a
+			// frame or between two.
+			time.Sleep(200 * time.Millisecond)
+			start := time.Now()
+			s.Abort()
+			select {
+			case err := <-read:
+				if err == nil {
+					t.Fatal("an aborted stream read to its end")
+				}
+				t.Logf("read after Abort, %v later: %v", time.Since(start), err)
+			case <-time.After(5 * time.Second):
+				t.Fatal("Abort did not unblock the read")
+			}
+			s.Finish(errors.New("receiver stopped"))
+		})
+	}
+}

@@ -56,7 +56,11 @@ type deadlineConn struct {
 	idle, frame time.Duration
 	armed       atomic.Bool
 	inFrame     atomic.Bool
+	aborted     atomic.Bool
 }
+
+// errAborted is a read of a connection its reader gave up on (abort).
+var errAborted = errors.New("transport: the receiver gave up on the stream")
 
 func (d *deadlineConn) Read(p []byte) (int, error) {
 	if !d.armed.Load() {
@@ -69,7 +73,19 @@ func (d *deadlineConn) Read(p []byte) (int, error) {
 	if err := d.Conn.SetReadDeadline(time.Now().Add(t)); err != nil {
 		return 0, err
 	}
+	// After the deadline is set, so that an abort between the two is
+	// seen here, and one after unblocks the read below.
+	if d.aborted.Load() {
+		return 0, errAborted
+	}
 	return d.Conn.Read(p)
+}
+
+// abort makes a read blocked on the connection, and every later one,
+// fail at once.
+func (d *deadlineConn) abort() {
+	d.aborted.Store(true)
+	_ = d.Conn.SetReadDeadline(time.Now())
 }
 
 // inConn is an accepted connection after its handshake.

@@ -178,7 +178,7 @@ func (t *TCP) receiveSnapshot(ic *inConn) error {
 		finished <- installErr
 		return err
 	}
-	s := wire.NewIncomingSnapshot(ic.from, meta, sr, finish)
+	s := wire.NewIncomingSnapshot(ic.from, meta, sr, finish, ic.dc.abort)
 	busy := time.NewTimer(t.cfg.HandshakeTimeout)
 	defer busy.Stop()
 	select {

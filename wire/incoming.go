@@ -16,14 +16,27 @@ type IncomingSnapshot struct {
 
 	r      io.Reader
 	finish func(installErr error) error
+	abort  func()
 	once   sync.Once
 	err    error
 }
 
 // NewIncomingSnapshot is how a transport hands a received stream to the
-// log: r yields the stream, finish tells the sender the outcome.
-func NewIncomingSnapshot(from edict.ProcessID, header SnapshotHeader, r io.Reader, finish func(error) error) *IncomingSnapshot {
-	return &IncomingSnapshot{From: from, Header: header, r: r, finish: finish}
+// log: r yields the stream, finish tells the sender the outcome, and
+// abort, if not nil, makes a Read blocked on r, and every later one,
+// fail at once (Abort).
+func NewIncomingSnapshot(from edict.ProcessID, header SnapshotHeader, r io.Reader, finish func(error) error, abort func()) *IncomingSnapshot {
+	return &IncomingSnapshot{From: from, Header: header, r: r, finish: finish, abort: abort}
+}
+
+// Abort makes a Read blocked on the stream, and every later one, fail:
+// a receiver that stops gives up on a stream whose sender has stalled
+// rather than wait for the transport's timeouts. It tells the sender
+// nothing; Finish does. Safe from any goroutine, and more than once.
+func (s *IncomingSnapshot) Abort() {
+	if s.abort != nil {
+		s.abort()
+	}
 }
 
 // Read reads the snapshot stream.
