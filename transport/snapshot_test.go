@@ -213,3 +213,35 @@ func TestSnapshotAbortUnblocksARead(t *testing.T) {
 		})
 	}
 }
+
+// A sender whose source stalls between chunks has sent every chunk it
+// read whole: the receiver reads them all at once, and does not sit
+// inside a frame whose tail waits in the sender's buffer.
+func TestSnapshotChunksLeaveWhole(t *testing.T) {
+	t.Parallel()
+	for name, tr := range snapshotTransports(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			const size, chunk = 1 << 20, 64 << 10
+			release := make(chan struct{})
+			defer close(release)
+			go tr[0].SendSnapshot(ctxT(t, 30*time.Second), 2, testMeta(size), &stallingReader{r: newPattern(5, size), left: 2 * chunk, release: release})
+			s := <-tr[1].Snapshots()
+			read := make(chan error, 1)
+			go func() {
+				_, err := io.CopyN(io.Discard, s, 2*chunk)
+				read <- err
+			}()
+			select {
+			case err := <-read:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the chunks the sender read did not all arrive while its source stalled")
+			}
+			s.Abort()
+			s.Finish(errors.New("receiver stopped"))
+		})
+	}
+}

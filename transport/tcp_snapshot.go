@@ -88,11 +88,19 @@ func (t *TCP) SendSnapshot(ctx context.Context, to edict.ProcessID, meta wire.Sn
 	}
 
 	bw := bufio.NewWriterSize(c, t.cfg.SnapshotChunkSize+2*frameHeaderSize)
+	// Every chunk's frame leaves whole before the source is read again: a
+	// source that is slow to yield the next chunk (a state machine's
+	// Persist under load) must not hold the tail of this one in the
+	// buffer, where the receiver, waiting inside a frame, would time the
+	// stream out (FrameTimeout) however soon the source resumed.
 	write := func(body []byte) error {
 		if err := c.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout)); err != nil {
 			return err
 		}
-		return writeFrameTo(bw, body)
+		if err := writeFrameTo(bw, body); err != nil {
+			return err
+		}
+		return bw.Flush()
 	}
 	if err := c.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout)); err != nil {
 		return fail(err)
