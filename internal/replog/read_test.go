@@ -34,6 +34,19 @@ func step(t *testing.T, c *tcluster, m wire.Message) []ReadState {
 	return c.reads[m.To][before:]
 }
 
+// followerOfA starts p1, p2 and p3 with p1 leading, commits a, and
+// returns the cluster, a, and p2's Core, which follows p1 and has applied
+// a.
+func followerOfA(t *testing.T) (*tcluster, wire.Entry, *Core) {
+	t.Helper()
+	c := newTCluster(t, 1, 2, 3)
+	c.settle(50*time.Millisecond, nil)
+	require.Equal(t, edict.ProcessID(1), c.leader())
+	a := c.propose(1, "a")
+	c.settle(60*time.Millisecond, nil)
+	return c, a, c.cores[2]
+}
+
 func readIDs(rs []ReadState) []uint64 {
 	var ids []uint64
 	for _, r := range rs {
@@ -48,12 +61,7 @@ func readIDs(rs []ReadState) []uint64 {
 // read that waited. A duplicated reply, one from another process and one
 // that comes after its reads timed out answer nothing.
 func TestFollowerReadsShareRequests(t *testing.T) {
-	c := newTCluster(t, 1, 2, 3)
-	c.settle(50*time.Millisecond, nil)
-	require.Equal(t, edict.ProcessID(1), c.leader())
-	a := c.propose(1, "a")
-	c.settle(60*time.Millisecond, nil)
-	f := c.cores[2]
+	c, a, f := followerOfA(t)
 
 	f.Read(c.reading(2), 1, ReadFollower)
 	c.collect(2)
@@ -173,12 +181,7 @@ func TestFollowerReadsOneRequestPerLeader(t *testing.T) {
 // second's would. Once answered, neither answers anything more.
 func TestLostReadIndexRequestIsSentAgain(t *testing.T) {
 	for _, late := range []bool{false, true} {
-		c := newTCluster(t, 1, 2, 3)
-		c.settle(50*time.Millisecond, nil)
-		require.Equal(t, edict.ProcessID(1), c.leader())
-		a := c.propose(1, "a")
-		c.settle(60*time.Millisecond, nil)
-		f := c.cores[2]
+		c, a, f := followerOfA(t)
 
 		f.Read(c.reading(2), 1, ReadFollower)
 		c.collect(2)
