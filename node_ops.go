@@ -147,7 +147,7 @@ func (n *Node) propose(first *proposal) {
 	// One reading, taken after every proposal of the batch arrived,
 	// serves them all (Driver.proposeAt checks each against a suspend).
 	now := n.d.Now()
-	epoch := n.core.ActiveEpoch()
+	epoch := n.core.WriteEpoch()
 	for _, p := range batch {
 		p.epoch = epoch
 		if p.admin != nil {
@@ -182,7 +182,7 @@ func (n *Node) Issue(ctx context.Context, payload []byte) (Edict, error) {
 		var epoch uint64
 		var err error
 		if derr := n.do(ctx, func() {
-			epoch = n.core.ActiveEpoch()
+			epoch = n.core.WriteEpoch()
 			if st, err = n.core.Issue(n.d.Now()); err != nil {
 				err = &NotLeaderError{Leader: n.core.Status(n.d.Now()).Leader, Err: err} // the lease lapsed, or no ready reign
 			}
@@ -236,7 +236,7 @@ func (n *Node) TransferLeadership(ctx context.Context, target edict.ProcessID) e
 		var epoch uint64
 		var err error
 		if derr := n.do(ctx, func() {
-			epoch = n.core.ActiveEpoch()
+			epoch = n.core.WriteEpoch()
 			if err = n.core.TransferLeadership(n.d.Now(), target); err != nil {
 				err = fromDriver(n.core.Refusal(err))
 			}

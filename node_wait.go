@@ -13,9 +13,10 @@ import (
 // leader here: no leader known, this process about to lead (its reign not
 // ready yet), or the epoch ending. A refusal that names another process
 // as the leader, any other error and success are returned as they are.
-// attempt reports the active epoch its refusal was made in (0 if it does
-// not know), so that a write refused because that epoch is ending is not
-// tried again before the next one.
+// attempt reports the epoch its refusal was made in (replog's WriteEpoch:
+// the refusing reign's, else the active one; 0 if it does not know), so
+// that a write refused because that epoch is ending is not tried again
+// before a reign of a later one.
 //
 // It never polls: it subscribes to the Node's leadership and epoch events
 // after the first such refusal (so the path of a write that finds a leader
@@ -129,8 +130,10 @@ func (n *Node) waitsFor(nl *NotLeaderError) bool {
 
 // awaitLeader waits until Status shows a leader the refused attempt may
 // succeed with (this process leading a ready reign) or be sent to
-// (another process), in an epoch after epoch if the refusal was for an
-// ending epoch. On the first refusal the Status now is looked at before
+// (another process), in a reign of an epoch after epoch if the refusal was
+// for an ending epoch: a leader that carries its lease through a
+// membership change leads, and refuses, in the ending epoch until its
+// reign of the next one begins. On the first refusal the Status now is looked at before
 // any event; after a later one, only an event sent since the attempt
 // started wakes it, since the Status already seen let that attempt through
 // and it was refused all the same.
@@ -141,7 +144,7 @@ func (n *Node) awaitLeader(ctx context.Context, wake <-chan Event, nl *NotLeader
 		if look {
 			st := n.Status()
 			known := st.Leader != edict.None && st.Leader != n.cfg.ID
-			if (st.IsLeader || known) && (!ending || st.Epoch > epoch || known) {
+			if (st.IsLeader || known) && (!ending || st.IsLeader && st.Reign.Epoch > epoch || known) {
 				return nil
 			}
 		}

@@ -74,6 +74,12 @@ type Core struct {
 	backoff   edict.Time // no new attempt before this reading
 	verifies  map[edict.ProcessID]edict.Time
 	wedges    map[uint64]*wedging
+	// carryInto is the epoch into which this process carries the lease
+	// of the one before it, past that one's end (WedgeKeeping); 0 for
+	// none. Meaningful only while the lease is of carryInto−1.
+	carryInto uint64
+	// carried are the grants of the last lease carried and replaced.
+	carried carriedGrants
 	// terminatedBelow: every epoch below it is TERMINATED, known here or
 	// not (learnTerminated; persisted as wire.EpochRecord.Runs).
 	terminatedBelow uint64

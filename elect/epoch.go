@@ -84,7 +84,7 @@ func (c *Core) Wedge(now edict.Time, epoch uint64) error {
 	if es.terminated || c.wedges[epoch] != nil {
 		return nil
 	}
-	if c.lease.valid(now) && c.lease.epoch == epoch {
+	if c.lease.valid(now) && c.lease.epoch == epoch && c.carryInto != epoch+1 {
 		c.lease.expiry = now
 		c.checkLease(now)
 	}
@@ -95,6 +95,62 @@ func (c *Core) Wedge(now edict.Time, epoch uint64) error {
 	c.wedges[epoch] = w
 	c.sendWedges(now, w)
 	return nil
+}
+
+// WedgeKeeping is Wedge for a leader of epoch that leads the epoch after
+// it next (a membership change that keeps the leader, docs/protocol.md):
+// it keeps its lease, which stays valid after epoch terminates, until the
+// lease ends or this process's lease in the next epoch replaces it. Its
+// own granters wedge at once all the same, since they grant to it. While
+// it carries the lease it issues no edict of the ended epoch (Issue) and
+// renews nothing; it campaigns in the next epoch (Campaign) once the old
+// one terminated.
+//
+// It keeps the lease only if this process is a member of epoch+1 and
+// every quorum of epoch+1 meets every quorum of epoch (one member added
+// or removed): then every quorum that could grant another process a lease
+// in epoch+1 holds a granter of this lease, which refuses anyone else
+// until its grant lapses (carriedTo). Otherwise, or if it holds no lease
+// in epoch, it does nothing and reports false: the caller gives the lease
+// up (Release) and wedges.
+func (c *Core) WedgeKeeping(now edict.Time, epoch uint64) (bool, error) {
+	c.advance(now)
+	es, next := c.epochs[epoch], c.epochs[epoch+1]
+	keep := es != nil && next != nil && c.lease.valid(now) && c.lease.epoch == epoch && !es.terminated &&
+		next.qs.IsMember(c.id) && quorumsMeet(es.members, next.members)
+	if !keep {
+		return false, nil
+	}
+	c.carryInto = epoch + 1
+	return true, c.Wedge(now, epoch)
+}
+
+// carrying reports whether this process holds, at now, a lease it carries
+// past the end of its epoch (WedgeKeeping): from the wedge on, whether or
+// not the epoch is known terminated yet.
+func (c *Core) carrying(now edict.Time) bool {
+	return c.lease.valid(now) && c.lease.epoch+1 == c.carryInto
+}
+
+// Carrying reports whether this process leads at now on a lease it
+// carries past its epoch's end (WedgeKeeping), its next reign not begun:
+// it may serve reads under the lease, and must issue nothing.
+func (c *Core) Carrying(now edict.Time) bool { return c.carrying(now) }
+
+// quorumsMeet reports whether every majority of a meets every majority of
+// b: true when the two differ by one member added or removed, false for a
+// replacement in one step. The smallest majority of each that avoids the
+// other's members as far as it can takes the rest from the shared ones;
+// they meet if those rests overlap.
+func quorumsMeet(a, b []edict.ProcessID) bool {
+	shared := 0
+	for _, p := range a {
+		if slices.Contains(b, p) {
+			shared++
+		}
+	}
+	fromShared := func(ms []edict.ProcessID) int { return max(0, len(ms)/2+1-(len(ms)-shared)) }
+	return fromShared(a)+fromShared(b) > shared
 }
 
 // Wedging reports whether this process is wedging epoch: Wedge was
@@ -238,8 +294,9 @@ func (c *Core) learnTerminated(now edict.Time, upTo uint64) {
 		c.persist(es)
 		delete(c.wedges, es.epoch)
 		c.event(Event{Kind: EpochTerminated, Epoch: es.epoch})
-		if c.lease.valid(now) && c.lease.epoch == es.epoch {
-			// No correct run gets here: a wedged quorum intersects every
+		if c.lease.valid(now) && c.lease.epoch == es.epoch && !(c.carryInto == es.epoch+1 && upTo == c.carryInto) {
+			// Only a lease carried into the next epoch (WedgeKeeping)
+			// outlives its epoch; a wedged quorum intersects every other
 			// granting quorum. Drop the lease rather than trust it.
 			c.lease.expiry = now
 			c.checkLease(now)

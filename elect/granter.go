@@ -15,9 +15,13 @@ type epochState struct {
 	epoch uint64
 	qs    *edict.Majority
 
-	grantee edict.ProcessID // A_q; None is ⊥
-	finish  edict.Time      // F_q; meaningless once wedged (F = ∞)
-	wedged  bool            // A_q = ⊥ ∧ F_q = ∞
+	// grantee and finish are A_q and F_q (None is ⊥). Wedging (A_q = ⊥,
+	// F_q = ∞ from then on: wedged) keeps the last grant they describe:
+	// it still stands until finish, and binds this process in later
+	// epochs (standing, carriedTo).
+	grantee edict.ProcessID
+	finish  edict.Time
+	wedged  bool
 
 	// grantStart is the latest Start_p behind the current grant; a release
 	// or revocation older than it is a stale message, not the grantee's
@@ -58,8 +62,42 @@ func newEpochState(cfg wire.EpochConfig, qs *edict.Majority) *epochState {
 // (at), the request's Start_p (start), and the F_q the grant set (until).
 type lastGrant struct{ at, start, until edict.Time }
 
-func (es *epochState) wedge() {
-	es.grantee, es.finish, es.wedged = edict.None, edict.Time{}, true
+// wedge is A_q := ⊥, F_q := ∞: no grant in this epoch from now on. The
+// grant given last is kept, not cleared: its grantee may be a leader that
+// carries its lease past the epoch's end (WedgeKeeping), and until the
+// grant lapses this process grants in later epochs to that leader only
+// (carriedTo).
+func (es *epochState) wedge() { es.wedged = true }
+
+// standing reports whether this process's last grant in the epoch, to
+// grantee, still holds at now, wedged or not.
+func (es *epochState) standing(now edict.Time) bool {
+	return es.grantee != edict.None && now.Before(es.finish)
+}
+
+// carriedTo returns a process other than p that a grant of this process
+// in an epoch before epoch still backs at now, and how long it stands:
+// the grant's leader may carry its lease past that epoch's end
+// (WedgeKeeping), so a grant to p in epoch could make two leaders. It is
+// the granter's half of the carried lease (docs/protocol.md, "Membership
+// changes that keep the leader"): with the quorums of consecutive epochs
+// meeting, every quorum of the later epoch holds a granter that refuses
+// all but the carrier until its grant lapses, exactly as it would within
+// one epoch (step 5).
+func (c *Core) carriedTo(now edict.Time, epoch uint64, p edict.ProcessID) (edict.ProcessID, time.Duration) {
+	if mutated(ruleCarriedGrants) {
+		return edict.None, 0
+	}
+	for _, es := range c.epochsInOrder() {
+		if es.epoch >= epoch {
+			break
+		}
+		if es.grantee != p && es.standing(now) {
+			d, _ := es.finish.Sub(now)
+			return es.grantee, d
+		}
+	}
+	return edict.None, 0
 }
 
 // granting reports γ_{p,q}: q grants a lease to p at reading now.
@@ -68,7 +106,9 @@ func (es *epochState) granting(p edict.ProcessID, now edict.Time) bool {
 }
 
 // GrantState is a granter's state in one epoch, for inspection and for the
-// simulator's ground truth.
+// simulator's ground truth. Once Wedged, Grantee and Finish are the last
+// grant given, which stands until Finish (it may back a lease carried past
+// the epoch's end), and no grant follows it.
 type GrantState struct {
 	Grantee edict.ProcessID // A_q
 	Finish  edict.Time      // F_q
@@ -175,6 +215,12 @@ func (c *Core) onGrantRequest(now edict.Time, m wire.Lease) {
 		c.nack(now, m, es, es.grantee, d)
 		return
 	}
+	if g, d := c.carriedTo(now, m.Epoch, m.From); g != edict.None {
+		// Step 5 across epochs: q's grant of an earlier epoch to g may
+		// back a lease g carries into this one.
+		c.nack(now, m, es, g, d)
+		return
+	}
 	// Step 6.1.
 	var f edict.Time
 	switch c.cfg.Mode {
@@ -249,7 +295,8 @@ func (c *Core) observeRenewalGap(now edict.Time, m wire.Lease, es *epochState) {
 // onRelease handles a release (§6) or revocation (§10.2) from the grantee:
 // the grant expires at once. F_q decreases here, which eq. 16 otherwise
 // forbids; it is safe because the sender gave up its lease (E_p := C_p) or
-// never had one before sending.
+// never had one before sending. A wedged epoch's last grant ends so too,
+// which frees this process to grant to others in later epochs (carriedTo).
 func (c *Core) onRelease(now edict.Time, m wire.Lease) {
 	es := c.epochs[m.Epoch]
 	if es == nil || !es.qs.IsMember(m.From) {
@@ -258,7 +305,7 @@ func (c *Core) onRelease(now edict.Time, m wire.Lease) {
 	if m.Start.After(es.retired[m.From]) {
 		es.retired[m.From] = m.Start
 	}
-	if es.wedged || es.grantee != m.From || !m.Start.After(es.grantStart) {
+	if es.grantee != m.From || !m.Start.After(es.grantStart) {
 		return // not the grantee, or older than the grant it would cancel
 	}
 	if now.Before(es.finish) {

@@ -103,7 +103,9 @@ func (c *Core) LeaseSince(now edict.Time) (edict.Time, bool) {
 // the edict is created at the moment of this reading.
 func (c *Core) Issue(now edict.Time) (edict.Stamp, error) {
 	c.advance(now)
-	if !c.lease.valid(now) {
+	if !c.lease.valid(now) || c.carrying(now) {
+		// A carried lease's epoch ended with its stop edict: nothing
+		// follows it there (Stoppable Paxos).
 		return edict.Stamp{}, ErrNotLeader
 	}
 	s := edict.Stamp{Epoch: c.lease.epoch, QT: c.lease.qt, Counter: c.lease.counter}
@@ -197,6 +199,9 @@ func (c *Core) maybeStart(now edict.Time) {
 	}
 	if c.successorKnown(c.active) || c.wedges[c.active] != nil {
 		return // the epoch is ending: let the lease lapse, do not renew
+	}
+	if c.carrying(now) {
+		return // the log campaigns in the next epoch (Campaign) once it may
 	}
 	if c.lease.valid(now) {
 		if at := c.renewAt(); !now.Before(at) {
@@ -318,7 +323,7 @@ func (c *Core) Campaign(now edict.Time) {
 	// rather than after, cancelling it.
 	c.checkLease(now)
 	es := c.epochs[c.active]
-	if es == nil || c.retiring || !es.qs.IsMember(c.id) || c.lease.valid(now) || es.heard && !mutated(ruleNoCampaignHeard) {
+	if es == nil || c.retiring || !es.qs.IsMember(c.id) || c.lease.valid(now) && !(c.carrying(now) && c.lease.epoch < c.active) || es.heard && !mutated(ruleNoCampaignHeard) {
 		return
 	}
 	// Supersede, do not revoke: a revocation stamped now would also
@@ -433,7 +438,7 @@ func (c *Core) complete(now edict.Time, a *attempt, qt edict.QT) {
 		}
 	}
 	wasLeader := c.lease.valid(now) && c.lease.epoch == a.epoch
-	if !wasLeader && c.lease.qt != nil && a.start.Before(c.lease.expiry) {
+	if !wasLeader && c.lease.qt != nil && a.start.Before(c.lease.expiry) && c.lease.epoch == a.epoch {
 		// Started while leader, completed after the lease lapsed: it can
 		// neither continue the reign nor start one (docs/protocol.md, "The replicated log"). Try
 		// again, unless this process is standing aside (standAsideIfLate):
@@ -459,6 +464,16 @@ func (c *Core) complete(now edict.Time, a *attempt, qt edict.QT) {
 		c.lease.extendedAt = now
 		c.lease.lead = c.leadAt(now)
 	} else {
+		if c.carrying(now) {
+			// The carried lease ends here, replaced by this one: its
+			// grants are given back, so that they hold no granter of a
+			// later epoch back (carriedTo) should this process lose the
+			// new lease or hand it over; a release lost on the way is
+			// given again by the next Release (releaseCarried).
+			c.carried = carriedGrants{epoch: c.lease.epoch, until: c.lease.expiry}
+			c.releaseCarried(now)
+		}
+		c.carryInto = 0
 		c.lease = leaseState{epoch: a.epoch, expiry: a.deadline, qt: qt, reign: qt, since: a.start, counter: c.lease.counter, lead: c.leadAt(now)}
 	}
 	c.event(Event{Kind: LeaseAcquired, Epoch: a.epoch, QT: qt, Reign: c.lease.reign, NewReign: !wasLeader, Expiry: c.lease.expiry, Start: a.start, Leader: c.id, Positions: a.positions})
@@ -521,7 +536,7 @@ func (c *Core) fail(now edict.Time) {
 		return
 	}
 	c.attempt = nil
-	if c.lease.valid(now) {
+	if c.lease.valid(now) && c.lease.epoch == a.epoch {
 		return // a renewal: maybeStart retries at once, the old grants stand
 	}
 	for _, r := range a.grants {
@@ -623,7 +638,32 @@ func (c *Core) release(now edict.Time, holdOff time.Duration, cause *uint64) {
 			c.send(now, wire.Lease{Type: wire.LeaseRelease, From: c.id, To: q, Epoch: c.active, Start: now})
 		}
 	}
+	c.releaseCarried(now)
 	c.backoff = now.Add(holdOff)
+}
+
+// carriedGrants are the grants of the epoch whose lease this process
+// carried into the next one (WedgeKeeping), and when that lease would
+// have ended: until then they may still stand.
+type carriedGrants struct {
+	epoch uint64
+	until edict.Time
+}
+
+// releaseCarried asks the granters of a lease this process carried, and
+// replaced since, to expire their grants, if those may still stand: the
+// active epoch's release does not reach them, and until they lapse they
+// hold the next epoch's granters back from anyone else (carriedTo) — the
+// member a leader that removed itself hands the epoch over to included.
+func (c *Core) releaseCarried(now edict.Time) {
+	cg := c.carried
+	es := c.epochs[cg.epoch]
+	if es == nil || cg.epoch == c.active || !now.Before(cg.until) || !es.qs.IsMember(c.id) {
+		return
+	}
+	for _, q := range es.qs.Members() {
+		c.send(now, wire.Lease{Type: wire.LeaseRelease, From: c.id, To: q, Epoch: cg.epoch, Start: now})
+	}
 }
 
 // MaxLease is the configured bound on δ.

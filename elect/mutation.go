@@ -48,6 +48,11 @@ const (
 	// reports so at once, and the next life skips its quarantine while a
 	// grant of this one may still stand.
 	ruleCleanStopWaits = "clean-stop-waits"
+	// ruleCarriedGrants: a granter whose grant in an earlier epoch to p
+	// still stands grants in a later epoch to p only (onGrantRequest): a
+	// leader that carries its lease past its epoch's end (WedgeKeeping)
+	// leads alone until the lease ends or its next reign begins.
+	ruleCarriedGrants = "carried-grants"
 )
 
-var mutationRules = []string{ruleQuarantineGrants, ruleWedgeOnEpochChange, ruleReplyAttempt, ruleCampaignFallback, ruleNoEpochSkip, ruleStandAside, ruleRenewalPatience, ruleNoCampaignHeard, ruleAdaptiveLead, ruleCleanStopWaits}
+var mutationRules = []string{ruleQuarantineGrants, ruleWedgeOnEpochChange, ruleReplyAttempt, ruleCampaignFallback, ruleNoEpochSkip, ruleStandAside, ruleRenewalPatience, ruleNoCampaignHeard, ruleAdaptiveLead, ruleCleanStopWaits, ruleCarriedGrants}

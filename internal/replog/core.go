@@ -597,6 +597,18 @@ type Status struct {
 	Match map[edict.ProcessID]uint64
 }
 
+// WriteEpoch is the epoch a write or change proposed now is taken or
+// refused in: that of the reign this process leads, else its active one.
+// A leader that carries its lease through a membership change refuses
+// writes (ErrStopped) in the epoch that ends while it already runs in the
+// next; a caller that waits for a later epoch waits for a reign of one.
+func (c *Core) WriteEpoch() uint64 {
+	if c.lead != nil {
+		return c.lead.epoch
+	}
+	return c.el.ActiveEpoch()
+}
+
 // Status reports the Core's state at reading now.
 func (c *Core) Status(now edict.Time) Status {
 	ep := c.el.ActiveEpoch()
@@ -615,7 +627,7 @@ func (c *Core) Status(now edict.Time) Status {
 			s.Leader = edict.None
 		}
 	}
-	if _, exp, _, ok := c.el.Lease(now); ok && c.lead != nil && c.lead.phase == phaseReady {
+	if _, exp, _, ok := c.el.Lease(now); ok && c.lead != nil && c.lead.serves() {
 		s.IsLeader, s.LeaseExpiry, s.Leader, s.Reign = true, exp, c.id, c.lead.reign
 		s.Match = map[edict.ProcessID]uint64{c.id: c.persisted}
 		for p, pr := range c.lead.progress {

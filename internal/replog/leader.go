@@ -46,6 +46,21 @@ type leader struct {
 	transferDeadline edict.Time
 	stopped          bool              // a stop edict is appended: no more proposals
 	next             []edict.ProcessID // the next epoch's members, once the stop edict committed
+	// carrying: the stop edict committed, and this process keeps its
+	// lease while it wedges the epoch and campaigns in the next
+	// (elect.Core.WedgeKeeping): it serves reads, refuses writes with
+	// ErrStopped, and leads until its next reign begins (heir) or the
+	// succession fails (checkSuccession gives the lease up).
+	carrying bool
+	// heir: this reign follows this process's own reign of the epoch
+	// before, whose lease it carried until this reign's lease began, and
+	// its log was the most up to date of its granters'. Its commit index
+	// is that reign's, exact: everything the epoch before committed is at
+	// or below it and nothing else is committed. So it serves reads and
+	// takes proposals before its reign-start edict commits, which a reign
+	// that follows another process's cannot (its commit index may lag the
+	// entries that reign committed).
+	heir bool
 	// leaving are learners a committed config edict removed, still sent
 	// appends until told it committed (farewell).
 	leaving map[edict.ProcessID]leaving
@@ -121,6 +136,9 @@ func (c *Core) startReign(now edict.Time, ev elect.Event) {
 		if cmp > 0 || cmp == 0 && g.Index > l.bestPos.Index {
 			l.best, l.bestPos = r.Process, wire.Position{Index: g.Index, Stamp: g.Stamp}
 		}
+	}
+	if old := c.lead; old != nil && old.carrying && old.epoch+1 == l.epoch && l.best == c.id && !mutated(RuleHeirServes) {
+		l.heir = true
 	}
 	c.lead = l
 	c.leaderHint = c.id
@@ -510,6 +528,12 @@ func (c *Core) maybeCommit(now edict.Time) {
 	}
 }
 
+// serves reports whether the reign serves reads and takes proposals: once
+// its reign-start edict committed, or at once for an heir.
+func (l *leader) serves() bool {
+	return l.phase == phaseReady || l.heir && l.phase == phaseStarting
+}
+
 // leaderTick: heartbeats, transfer timeouts, fetch retries, commit.
 func (c *Core) leaderTick(now edict.Time) {
 	l := c.lead
@@ -529,7 +553,7 @@ func (c *Core) leaderTick(now edict.Time) {
 	}
 	c.maybeCommit(now)
 	c.sendAppends(now)
-	if l.next != nil && c.nextEpochHoldsStop() {
+	if l.next != nil && !l.carrying && c.nextEpochHoldsStop() {
 		c.succeed(now)
 	}
 }
@@ -568,7 +592,7 @@ func (c *Core) Propose(now edict.Time, kind wire.EntryKind, data []byte) (wire.E
 		return wire.Entry{}, ErrNotReady // this process leads the next epoch in a moment
 	case l == nil:
 		return wire.Entry{}, ErrNotLeader
-	case l.phase != phaseReady:
+	case !l.serves():
 		return wire.Entry{}, ErrNotReady
 	case l.transfer != edict.None:
 		return wire.Entry{}, ErrTransferring

@@ -328,8 +328,21 @@ func (c *Core) succeed(now edict.Time) {
 	if to != edict.None && !mutated(RuleLeaderSucceeds) {
 		c.succession = &succession{from: l.epoch, reign: l.reign, to: to, until: now.Add(c.el.MaxLease())}
 	}
-	// Wedging gives the lease up; the LeaseLost that follows steps down
-	// and wedges (wedgeOnStepDown).
+	if to == c.id && c.succession != nil && !mutated(RuleCarryLease) {
+		// Keep the lease while wedging and campaigning: reads go on, and
+		// writes wait (ErrStopped) rather than find no leader.
+		kept, err := c.el.WedgeKeeping(now, l.epoch)
+		if err != nil {
+			panic(err)
+		}
+		if kept {
+			l.carrying = true
+			c.wedgeOnStepDown = false
+			c.drainElect(now)
+			return
+		}
+	}
+	// Releasing steps down, and the step down wedges (wedgeOnStepDown).
 	c.release(now, "the next epoch holds the stop edict; wedging")
 	if s := c.succession; s != nil && !s.handed {
 		c.leaderHint = s.to
@@ -356,7 +369,7 @@ func (c *Core) HandingOver(now edict.Time) bool {
 // rather than look for another leader.
 func (c *Core) successor(now edict.Time) bool {
 	s := c.succession
-	if s == nil || s.to != c.id || c.lead != nil || !now.Before(s.until) {
+	if s == nil || s.to != c.id || c.lead != nil && !c.lead.carrying || !now.Before(s.until) {
 		return false
 	}
 	return !s.handed && c.el.Wedging(s.from) || c.campaignIn != 0 || c.el.Campaigning()
@@ -373,7 +386,7 @@ func (c *Core) checkSuccession(now edict.Time) {
 	}
 	var pending bool
 	switch {
-	case c.lead != nil || !now.Before(s.until):
+	case c.lead != nil && !c.lead.carrying || !now.Before(s.until):
 	case !s.handed:
 		pending = c.el.Wedging(s.from) || c.campaignIn != 0
 	case s.to == c.id:
@@ -383,6 +396,12 @@ func (c *Core) checkSuccession(now edict.Time) {
 		return
 	}
 	c.succession = nil
+	if l := c.lead; l != nil && l.carrying {
+		// The wedge or the campaign failed, or ran out of time: a lease
+		// carried on would hold the next epoch's granters back from
+		// anyone else until it lapsed (elect's carriedTo).
+		c.release(now, "the next epoch's reign did not begin; giving the carried lease up")
+	}
 	if c.lead == nil && (c.leaderHint == c.id || !s.handed && c.leaderHint == s.to) {
 		c.leaderHint = edict.None
 	}
@@ -391,7 +410,7 @@ func (c *Core) checkSuccession(now edict.Time) {
 // onEpochTerminated: this process knows an epoch TERMINATED; it now runs
 // in the next one it knows.
 func (c *Core) onEpochTerminated(now edict.Time, epoch uint64) {
-	if c.lead != nil && c.lead.epoch <= epoch {
+	if l := c.lead; l != nil && l.epoch <= epoch && !(l.carrying && c.el.Carrying(now)) {
 		c.stepDown(now, "the epoch terminated")
 	}
 	if s := c.succession; s != nil && !s.handed && epoch >= s.from {

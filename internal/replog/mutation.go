@@ -89,6 +89,17 @@ const (
 	// switched off, it steps down and the next epoch's detectors elect a
 	// leader, 0.6-0.9 s later with the defaults.
 	RuleLeaderSucceeds = "leader-succeeds"
+	// RuleCarryLease, a liveness rule: a leader that is a member of the
+	// next epoch keeps its lease while it wedges its own and campaigns in
+	// the next (elect.Core.WedgeKeeping), and so serves reads and names
+	// itself leader throughout; switched off, it gives the lease up
+	// first, and no process leads for a few round trips.
+	RuleCarryLease = "carry-lease"
+	// RuleHeirServes, a liveness rule: a reign that follows this
+	// process's own carried reign serves reads and takes proposals before
+	// its reign-start edict commits (leader.heir); switched off, it waits
+	// a round trip for it as any new reign does.
+	RuleHeirServes = "heir-serves"
 	// RuleCleanRecordCleared: the clean-stop record speaks only for the
 	// life right after the one that wrote it (Recover): the incarnation
 	// bump that starts that life is what clears it. Switched off, any
@@ -105,5 +116,5 @@ var mutationRules = []string{
 	RuleIncarnationBump,
 	RuleLearnCommittedOnly, RuleHeardLearns, RuleMessagesWaitForRecords, RuleGrantsReportDurable,
 	RuleResetLowersDurable, RuleLeaderCountsDurable, RuleRecoverInstall, RuleCompactBehindDurable,
-	RuleRecordBeforeAdopt, RuleLeaderSucceeds, RuleCleanRecordCleared,
+	RuleRecordBeforeAdopt, RuleLeaderSucceeds, RuleCarryLease, RuleHeirServes, RuleCleanRecordCleared,
 }

@@ -101,7 +101,7 @@ func (c *Core) sendReads(now edict.Time) {
 		return
 	}
 	if c.lead != nil {
-		if c.lead.phase != phaseReady && !mutated(RuleReignStartBeforeReads) {
+		if !c.lead.serves() && !mutated(RuleReignStartBeforeReads) {
 			return // until the reign is ready, or the reads time out
 		}
 		for _, r := range c.readQueue {
@@ -128,7 +128,7 @@ func (c *Core) leaseRead(now edict.Time, id uint64) ReadState {
 	switch {
 	case l == nil:
 		return ReadState{ID: id, Leader: c.leaderHint, Err: ErrNotLeader}
-	case l.phase != phaseReady && !mutated(RuleReignStartBeforeReads) || !c.el.IsLeader(now):
+	case !l.serves() && !mutated(RuleReignStartBeforeReads) || !c.el.IsLeader(now):
 		return ReadState{ID: id, Leader: c.id, Err: ErrNotReady}
 	}
 	return ReadState{ID: id, Index: c.commit, Leader: c.id}
@@ -157,7 +157,7 @@ func (c *Core) ClockSuspended(now edict.Time) {
 // process still leads a ready reign with C_p < E_p. The runtime checks its
 // clock's Suspended too.
 func (c *Core) CanServeLease(now edict.Time) bool {
-	return c.lead != nil && c.lead.phase == phaseReady && c.el.IsLeader(now)
+	return c.lead != nil && c.lead.serves() && c.el.IsLeader(now)
 }
 
 // onReadIndex answers a follower's ReadIndexRequest, for every read it
@@ -166,7 +166,7 @@ func (c *Core) CanServeLease(now edict.Time) bool {
 // any read is answered, follows every earlier reign's entries.
 func (c *Core) onReadIndex(now edict.Time, from edict.ProcessID, r *wire.ReadIndexRequest) {
 	rep := &wire.ReadIndexReply{Epoch: r.Epoch, ID: r.ID, Sent: r.Sent, Leader: c.leaderHint}
-	if c.lead != nil && (c.lead.phase == phaseReady || mutated(RuleReignStartBeforeReads)) && c.el.IsLeader(now) && r.Epoch == c.lead.epoch {
+	if l := c.lead; l != nil && (l.serves() || mutated(RuleReignStartBeforeReads)) && c.el.IsLeader(now) && asksOf(l, r.Epoch) {
 		rep.OK, rep.Index, rep.Reign, rep.Leader = true, c.commit, c.lead.reign, c.id
 		if pr := c.lead.progress[from]; pr != nil {
 			// The follower serves its reads once it has applied Index,
@@ -176,6 +176,16 @@ func (c *Core) onReadIndex(now edict.Time, from edict.ProcessID, r *wire.ReadInd
 		}
 	}
 	c.send(wire.Message{To: from, ReadIndexReply: rep}, true)
+}
+
+// asksOf reports whether a read index request of a follower running in
+// epoch is one leader l answers: its own epoch's, or, across a membership
+// change this process leads through, the next epoch's while it carries
+// its lease (the follower learned first that the old one terminated), or
+// the epoch before its heir reign's (the follower has not learned it yet).
+// Either way l is the only leader of both epochs.
+func asksOf(l *leader, epoch uint64) bool {
+	return epoch == l.epoch || l.carrying && epoch == l.epoch+1 || l.heir && epoch+1 == l.epoch
 }
 
 // TellCommitted asks this leader to tell process to that index committed

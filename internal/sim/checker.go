@@ -90,6 +90,29 @@ func (c *checker) leaders(t int64) (uint64, []edict.ProcessID) {
 	if !ok {
 		return 0, nil
 	}
+	return e.Epoch, c.holders(e, t)
+}
+
+// carried computes, for every epoch before the running one, the processes
+// a quorum of its members still grants to at t: a leader carrying its
+// lease past its epoch's end (elect.Core.WedgeKeeping) holds one. Each
+// process is named with the newest such epoch.
+func (c *checker) carried(t int64) map[edict.ProcessID]uint64 {
+	run, ok := c.running(t)
+	out := map[edict.ProcessID]uint64{}
+	for _, e := range c.r.epochs {
+		if ok && e.Epoch >= run.Epoch {
+			break
+		}
+		for _, p := range c.holders(e, t) {
+			out[p] = e.Epoch
+		}
+	}
+	return out
+}
+
+// holders are the processes a quorum of e's members grants to at t.
+func (c *checker) holders(e wire.EpochConfig, t int64) []edict.ProcessID {
 	grants := map[edict.ProcessID][]edict.ProcessID{}
 	for _, q := range e.Members {
 		if p, _ := c.r.procs[q].effectiveGrant(e.Epoch, t); p != edict.None {
@@ -104,7 +127,7 @@ func (c *checker) leaders(t int64) (uint64, []edict.ProcessID) {
 		}
 	}
 	slices.Sort(ls)
-	return e.Epoch, ls
+	return ls
 }
 
 func (c *checker) isLeader(p edict.ProcessID, epoch uint64, t int64) bool {
@@ -117,14 +140,23 @@ func (c *checker) check() {
 	c.checks++
 	t := c.r.w.now
 	epoch, ls := c.leaders(t)
-	// Leader Uniqueness (eq. 1).
-	if len(ls) > 1 {
-		c.fail("Leader Uniqueness (eq. 1): %v all lead epoch %d", ls, epoch)
+	// Leader Uniqueness (eq. 1), across epochs: a lease carried past its
+	// epoch's end still leads.
+	carried := c.carried(t)
+	all := slices.Clone(ls)
+	for p := range carried {
+		if !slices.Contains(all, p) {
+			all = append(all, p)
+		}
+	}
+	if len(all) > 1 {
+		slices.Sort(all)
+		c.fail("Leader Uniqueness (eq. 1): %v all lead (running epoch %d: %v; carried from earlier epochs: %v)", all, epoch, ls, carried)
 		return
 	}
 	var leader edict.ProcessID
-	if len(ls) == 1 {
-		leader = ls[0]
+	if len(all) == 1 {
+		leader = all[0]
 	}
 	if leader != c.leader {
 		c.r.trace("ground-truth leader %v → %v (epoch %d)", c.leader, leader, epoch)
@@ -140,12 +172,12 @@ func (c *checker) check() {
 			continue
 		}
 		now := p.now(t)
-		if le, _, _, ok := p.core.Lease(now); ok && (le != epoch || leader != p.id) {
-			c.fail("invariant (14): %v has C_p < E_p in epoch %d but ground-truth leaders of epoch %d are %v", p.id, le, epoch, ls)
+		if le, _, _, ok := p.core.Lease(now); ok && (le != epoch || leader != p.id) && (carried[p.id] != le || le >= epoch) {
+			c.fail("invariant (14): %v has C_p < E_p in epoch %d but ground-truth leaders of epoch %d are %v (carried %v)", p.id, le, epoch, ls, carried)
 			return
 		}
 		if len(p.past) > 0 && t%int64(100*time.Millisecond) < int64(time.Millisecond) {
-			p.pruneGrants(t)
+			p.pruneGrants(t, c.r.epochs)
 		}
 	}
 	c.checkPromises(t, epoch, leader)
@@ -189,7 +221,7 @@ func (c *checker) checkF(p *process) {
 		if prev.wedged && !gs.Wedged {
 			c.fail("eq. 16: %v un-wedged in epoch %d", p.id, e.Epoch)
 		}
-		if !gs.Wedged && gs.Finish.Before(prev.finish) && !released {
+		if gs.Finish.Before(prev.finish) && !released {
 			c.fail("eq. 16: %v's F went from %v to %v in epoch %d", p.id, prev.finish, gs.Finish, e.Epoch)
 		}
 		p.prevF[e.Epoch] = fState{finish: gs.Finish, grantee: gs.Grantee, wedged: gs.Wedged}

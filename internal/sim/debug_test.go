@@ -5,7 +5,8 @@ import (
 	"testing"
 )
 
-// TestTrace prints the ground-truth leader timeline of one seed; for
+// TestTrace prints the ground-truth leader timeline of one seed (a log
+// scenario's: every replog event); for
 // debugging a replayed failure: EDICT_SIM_TRACE=scenario EDICT_SIM_SEED=n.
 func TestTrace(t *testing.T) {
 	name := os.Getenv("EDICT_SIM_TRACE")
@@ -18,6 +19,16 @@ func TestTrace(t *testing.T) {
 			defer func() { traceHook = nil }()
 			for _, seed := range seedList(t, 1) {
 				t.Log(Run(sc, seed))
+			}
+			return
+		}
+	}
+	for _, sc := range LogScenarios() {
+		if sc.Name == name {
+			traceHook = func(format string, args ...any) { t.Logf(format, args...) }
+			defer func() { traceHook = nil }()
+			for _, seed := range seedList(t, 1) {
+				t.Log(RunLog(sc, seed))
 			}
 			return
 		}

@@ -214,8 +214,26 @@ func (r *run) reconfigure() {
 				}
 			}
 			r.every(200*time.Millisecond, r.end, func() {
+				if r.sc.Carry && p.up && p.core.EpochKnown(1) && p.core.Carrying(p.now(r.w.now)) {
+					// Its next reign's campaign, after a while: until
+					// then it leads on the carried lease.
+					r.w.after(r.w.between(0, 150*time.Millisecond), func() {
+						if p.up {
+							r.call(p, p.core.Campaign)
+						}
+					})
+				}
 				if p.up && p.core.EpochKnown(1) && !p.core.Terminated(0) {
 					r.call(p, func(now edict.Time) {
+						if r.sc.Carry && p.core.IsLeader(now) && !p.core.Wedging(0) {
+							kept, err := p.core.WedgeKeeping(now, 0)
+							if err != nil {
+								r.chk.fail("WedgeKeeping: %v", err)
+							}
+							if kept {
+								return
+							}
+						}
 						if p.core.IsLeader(now) {
 							// Wedging its own epoch gives the lease up,
 							// as a release does (verify.go's caveat).

@@ -24,7 +24,7 @@ func TestLog(t *testing.T) {
 	for _, sc := range LogScenarios() {
 		t.Run(sc.Name, func(t *testing.T) {
 			t.Parallel()
-			var o, c, w, u, snaps, gaps int
+			var o, c, w, u, snaps, gaps, kept int
 			var longest time.Duration
 			reads := map[replog.ReadLevel]int{}
 			def := 100
@@ -42,7 +42,7 @@ func TestLog(t *testing.T) {
 					t.Fatalf("%v\nreplay: EDICT_SIM_SEED=%d go test ./internal/sim/ -run 'TestLog/%s$' -count=1 -v", res, seed, sc.Name)
 				}
 				o, c, w, u, snaps = o+res.Ops, c+res.Committed, w+res.Writes, u+res.Unknown, snaps+res.Snapshots
-				gaps, longest = gaps+res.Gaps, max(longest, res.LongestGap)
+				gaps, longest, kept = gaps+res.Gaps, max(longest, res.LongestGap), kept+res.Kept
 				for l, n := range res.Reads {
 					reads[l] += n
 				}
@@ -53,7 +53,7 @@ func TestLog(t *testing.T) {
 			t.Logf("%s: %d seeds, %d operations checked (%d writes acknowledged, %d unknown, reads %v), %d entries committed, %d snapshots installed",
 				sc.Name, len(list), o, w, u, reads, c, snaps)
 			if sc.GapBound > 0 {
-				t.Logf("%s: %d membership changes timed, the longest leaderless for %v (bound %v)", sc.Name, gaps, longest, sc.GapBound)
+				t.Logf("%s: %d membership changes kept their leader throughout; %d handed it over, the longest leaderless for %v (bound %v)", sc.Name, kept, gaps, longest, sc.GapBound)
 			}
 		})
 	}

@@ -31,6 +31,7 @@ func (r *lrun) check(p *lproc) {
 	r.checkMonotone(p, st.AcceptedReign, "in memory")
 	r.checkEpoch(p, st.Epoch, "in memory")
 	r.checkOneLeader(p)
+	r.checkKept()
 	if r.leaderAfterGST == 0 && r.w.now >= r.gst && p.core.CanServeLease(p.now(r.w.now)) {
 		r.leaderAfterGST = r.w.now
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"os"
 	"bytes"
 	"fmt"
 	"math/rand/v2"
@@ -35,9 +36,11 @@ type LogResult struct {
 	Boundaries map[edict.ProcessID]int
 	CrashedAt  string
 	// Gaps counts the membership changes whose leaderless stretch was
-	// timed (LogScenario.GapBound), and LongestGap is the longest.
+	// timed (LogScenario.GapBound), and LongestGap is the longest; Kept
+	// counts those that kept their leader throughout.
 	Gaps       int
 	LongestGap time.Duration
+	Kept       int
 }
 
 func (r LogResult) String() string {
@@ -182,7 +185,7 @@ func runLog(sc LogScenario, seed uint64, opt runOptions) (res LogResult) {
 	res = LogResult{Seed: seed, Scenario: sc.Name, Events: r.w.events, Committed: len(r.committed),
 		Reads: map[replog.ReadLevel]int{}, Snapshots: r.snapshots, Epochs: r.maxEpoch, Violation: r.violation,
 		Boundaries: r.crashes.count, CrashedAt: r.crashes.where, ModelOps: r.modelOps,
-		Gaps: r.gap.timed, LongestGap: r.gap.longest}
+		Gaps: r.gap.timed, LongestGap: r.gap.longest, Kept: r.gap.kept}
 	r.hist.count(&res)
 	return res
 }
@@ -371,6 +374,9 @@ func (r *lrun) deliver(m wire.Message) {
 	q := r.procs[m.To]
 	if q == nil || !q.up {
 		return
+	}
+	if traceHook != nil && (m.Lease != nil || m.TimeoutNow != nil) && os.Getenv("EDICT_SIM_TRACE_LEASE") != "" {
+		traceHook("%12v deliver %v→%v lease=%+v timeout=%+v", time.Duration(r.w.now), m.From, m.To, m.Lease, m.TimeoutNow)
 	}
 	r.call(q, func(d *replog.Driver) {
 		if err := d.Step(m); err != nil {

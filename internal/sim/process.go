@@ -73,36 +73,38 @@ func (p *process) persistedRecords() []wire.EpochRecord {
 }
 
 // effectiveGrant is γ ground truth: whom q grants to in epoch at real time
-// t, and whether q is wedged there. The current core decides if it grants
-// or is wedged; otherwise an earlier incarnation's unexpired grant counts.
+// t, and whether q is wedged there. The current core decides if it is
+// wedged; its last grant, and any earlier incarnation's, counts until it
+// expires, wedged or not: a wedge ends only the grants to come, and a
+// leader may carry its lease past its epoch's end on grants that stand
+// (elect.Core.WedgeKeeping).
 func (p *process) effectiveGrant(epoch uint64, t int64) (edict.ProcessID, bool) {
 	if p.core == nil {
 		return edict.None, false
 	}
-	if gs, ok := p.core.Grant(epoch); ok {
-		if gs.Wedged {
-			return edict.None, true
-		}
-		if gs.Grantee != edict.None && p.clock.read(t, p.inc).Before(gs.Finish) {
-			return gs.Grantee, false
-		}
+	gs, ok := p.core.Grant(epoch)
+	wedged := ok && gs.Wedged
+	if ok && gs.Grantee != edict.None && p.clock.read(t, p.inc).Before(gs.Finish) {
+		return gs.Grantee, wedged
 	}
 	for i := len(p.past) - 1; i >= 0; i-- {
 		l := p.past[i]
-		if gs, ok := l.core.Grant(epoch); ok && !gs.Wedged && gs.Grantee != edict.None && p.clock.read(t, l.inc).Before(gs.Finish) {
-			return gs.Grantee, false
+		if gs, ok := l.core.Grant(epoch); ok && gs.Grantee != edict.None && p.clock.read(t, l.inc).Before(gs.Finish) {
+			return gs.Grantee, wedged
 		}
 	}
-	return edict.None, false
+	return edict.None, wedged
 }
 
-// pruneGrants drops past lives whose grants have all expired.
-func (p *process) pruneGrants(t int64) {
+// pruneGrants drops past lives whose grants have all expired, in any of
+// the run's epochs: a past life may have granted in an epoch the present
+// one does not know (it heard of it only from a peer's news).
+func (p *process) pruneGrants(t int64, epochs []wire.EpochConfig) {
 	keep := p.past[:0]
 	for _, l := range p.past {
 		live := false
-		for _, e := range p.epochs {
-			if gs, ok := l.core.Grant(e.Epoch); ok && !gs.Wedged && p.clock.read(t, l.inc).Before(gs.Finish) {
+		for _, e := range epochs {
+			if gs, ok := l.core.Grant(e.Epoch); ok && gs.Grantee != edict.None && p.clock.read(t, l.inc).Before(gs.Finish) {
 				live = true
 			}
 		}

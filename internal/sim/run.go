@@ -78,8 +78,12 @@ func Run(sc Scenario, seed uint64) Result {
 	r.epochs = []wire.EpochConfig{{Epoch: 0, Members: slices.Clone(members)}}
 	r.ids = slices.Clone(members)
 	if sc.Reconfigure {
-		// Epoch 1 drops the highest id and adds a new process.
+		// Epoch 1 drops the highest id and adds a new process; with
+		// Carry it only adds one.
 		next := append(slices.Clone(members[:sc.N-1]), edict.ProcessID(sc.N+1))
+		if sc.Carry {
+			next = append(slices.Clone(members), edict.ProcessID(sc.N+1))
+		}
 		r.epochs = append(r.epochs, wire.EpochConfig{Epoch: 1, Members: next})
 		r.ids = append(r.ids, edict.ProcessID(sc.N+1))
 	}

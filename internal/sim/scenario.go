@@ -52,6 +52,12 @@ type Scenario struct {
 	Competing         bool          // detectors name everyone weak leader before GST
 	Transfers         bool          // leaders release and others campaign before GST
 	Reconfigure       bool          // an epoch change (stop edict, wedging) before GST
+	// Carry: the epoch change adds a member (rather than replacing one),
+	// and a leader of epoch 0 carries its lease into epoch 1
+	// (elect.Core.WedgeKeeping), as the log's leader does through a
+	// membership change that keeps it, then campaigns in epoch 1 after a
+	// random delay: other members' campaigns meet it there.
+	Carry bool
 
 	// Detector, if set, builds each process's weak leader election (for
 	// each start; incarnation counts them) instead of elect.LowestLive: a
@@ -190,6 +196,7 @@ func Scenarios() []Scenario {
 		{Name: "competing", Competing: true, Transfers: true, Loss: 0.05, Duplicate: 0.05},
 		{Name: "drift", DriftExtreme: true, Loss: 0.05, LongDelay: 0.02},
 		{Name: "reconfigure", Reconfigure: true, Crashes: true, Loss: 0.05},
+		{Name: "reconfigure-carry", N: 3, Reconfigure: true, Carry: true, Competing: true, Crashes: true, Loss: 0.05},
 		{Name: "skew", Mode: elect.BoundedSkew, Loss: 0.05, Crashes: true},
 		{Name: "chaos", Partitions: true, Crashes: true, Competing: true, Transfers: true, DriftExtreme: true, Loss: 0.1, Duplicate: 0.05, LongDelay: 0.02},
 	}

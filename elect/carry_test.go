@@ -1,0 +1,134 @@
+package elect
+
+import (
+	"testing"
+
+	"github.com/edictlog/edictlog/edict"
+	"github.com/edictlog/edictlog/wire"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A leader that carries its lease past its epoch's end (WedgeKeeping)
+// leads alone until its reign of the next epoch begins: the next epoch's
+// granters that granted it in the old one refuse anyone else until that
+// grant lapses, and every quorum of the next epoch holds one of them.
+// Fails with EDICT_MUTATE=carried-grants (go test -tags edictmutate): p2
+// is granted by all four and leads beside p1.
+func TestCarriedLeaseHoldsTheNextEpochBack(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	c.start(4, 1, testConfig(4, []edict.ProcessID{1, 2, 3}, nil))
+	c.elect(1)
+	next := wire.EpochConfig{Epoch: 1, Members: []edict.ProcessID{1, 2, 3, 4}}
+	for _, id := range []edict.ProcessID{1, 2, 3, 4} {
+		require.NoError(t, c.cores[id].AddEpoch(next))
+	}
+
+	kept, err := c.cores[1].WedgeKeeping(c.reading(1), 0)
+	require.NoError(t, err)
+	require.True(t, kept, "one member added: every quorum of epoch 1 meets every quorum of epoch 0")
+	c.collect(1)
+	c.deliver(nil)
+	require.True(t, c.cores[1].Terminated(0))
+	require.True(t, c.cores[1].IsLeader(c.reading(1)), "the lease outlives its epoch")
+	require.True(t, c.cores[1].Carrying(c.reading(1)))
+	_, err = c.cores[1].Issue(c.reading(1))
+	require.ErrorIs(t, err, ErrNotLeader, "nothing follows the stop edict in its epoch")
+
+	// p2 learns that epoch 0 terminated and campaigns in epoch 1.
+	require.NoError(t, c.cores[2].Wedge(c.reading(2), 0))
+	c.collect(2)
+	c.deliver(nil)
+	require.Equal(t, uint64(1), c.cores[2].ActiveEpoch())
+	c.cores[2].Campaign(c.reading(2))
+	c.collect(2)
+	c.deliver(nil)
+	assert.False(t, c.cores[2].IsLeader(c.reading(2)), "p2 leads epoch 1 while p1 carries its lease")
+	assert.True(t, c.cores[1].IsLeader(c.reading(1)))
+
+	// The carrier itself is granted (p2 revoked what p4 gave it), and its
+	// new reign replaces the carried lease.
+	c.cores[1].Campaign(c.reading(1))
+	c.collect(1)
+	c.deliver(nil)
+	ep, _, _, ok := c.cores[1].Lease(c.reading(1))
+	require.True(t, ok)
+	assert.Equal(t, uint64(1), ep)
+	assert.False(t, c.cores[1].Carrying(c.reading(1)))
+	ev, found := c.lastEvent(1, LeaseAcquired)
+	require.True(t, found)
+	assert.True(t, ev.NewReign)
+}
+
+// The carrier's own campaign wins at once while it carries: its granters
+// refuse only others.
+func TestCarrierWinsTheNextEpochAtOnce(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	c.elect(1)
+	next := wire.EpochConfig{Epoch: 1, Members: []edict.ProcessID{1, 2}}
+	for _, id := range []edict.ProcessID{1, 2, 3} {
+		require.NoError(t, c.cores[id].AddEpoch(next))
+	}
+	kept, err := c.cores[1].WedgeKeeping(c.reading(1), 0)
+	require.NoError(t, err)
+	require.True(t, kept, "one member removed")
+	c.collect(1)
+	c.deliver(nil)
+	require.True(t, c.cores[1].Carrying(c.reading(1)))
+	c.cores[1].Campaign(c.reading(1))
+	c.collect(1)
+	c.deliver(nil)
+	ep, _, _, ok := c.cores[1].Lease(c.reading(1))
+	require.True(t, ok)
+	assert.Equal(t, uint64(1), ep)
+	assert.False(t, c.cores[1].Carrying(c.reading(1)))
+	ev, found := c.lastEvent(1, LeaseAcquired)
+	require.True(t, found)
+	assert.True(t, ev.NewReign, "a new reign, with its own reign-start edict")
+	_, err = c.cores[1].Issue(c.reading(1))
+	assert.NoError(t, err)
+}
+
+// A lease is not carried into an epoch with a quorum that misses the
+// old one's: here p3 is replaced by p4 in one step, and p1's lease rests
+// on p1 and p3 alone, so p2 and p4, a quorum of epoch 1 that granted p1
+// nothing, could elect p2 beside it. WedgeKeeping refuses, and the caller
+// gives the lease up. The log changes one member at a time (Promote,
+// Remove), so no run gets here: this is the guard's own test.
+func TestLeaseIsNotCarriedPastAQuorumThatMissesIt(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	c.start(4, 1, testConfig(4, []edict.ProcessID{1, 2, 3}, nil))
+	c.tick(1)
+	c.deliver(func(m wire.Lease) bool { return m.From != 2 && m.To != 2 })
+	require.True(t, c.cores[1].IsLeader(c.reading(1)))
+	next := wire.EpochConfig{Epoch: 1, Members: []edict.ProcessID{1, 2, 4}}
+	for _, id := range []edict.ProcessID{1, 2, 3, 4} {
+		require.NoError(t, c.cores[id].AddEpoch(next))
+	}
+	kept, err := c.cores[1].WedgeKeeping(c.reading(1), 0)
+	require.NoError(t, err)
+	assert.False(t, kept)
+	assert.False(t, c.cores[1].Wedging(0), "nothing done: the caller releases, then wedges")
+}
+
+func TestQuorumsMeet(t *testing.T) {
+	ids := func(ps ...edict.ProcessID) []edict.ProcessID { return ps }
+	for _, tc := range []struct {
+		a, b []edict.ProcessID
+		meet bool
+	}{
+		{ids(1, 2, 3), ids(1, 2, 3, 4), true},
+		{ids(1, 2, 3, 4), ids(1, 2, 3), true},
+		{ids(1, 2, 3), ids(1, 2), true},
+		{ids(1, 2), ids(1, 2, 3), true},
+		{ids(1), ids(1, 2), true},
+		{ids(1, 2, 3, 4, 5), ids(1, 2, 3, 4), true},
+		{ids(1, 2, 3, 4), ids(1, 2, 3, 4, 5), true},
+		{ids(1, 2, 3), ids(1, 2, 4), false},
+		{ids(1, 2, 3, 4, 5), ids(1, 2, 3, 4, 6), false},
+		{ids(1, 2, 3), ids(1, 2, 3, 4, 5), false},
+		{ids(1, 2, 3), ids(4, 5, 6), false},
+	} {
+		assert.Equal(t, tc.meet, quorumsMeet(tc.a, tc.b), "%v → %v", tc.a, tc.b)
+	}
+}
