@@ -7,7 +7,9 @@ import (
 
 // TestTrace prints the ground-truth leader timeline of one seed (a log
 // scenario's: every replog event); for
-// debugging a replayed failure: EDICT_SIM_TRACE=scenario EDICT_SIM_SEED=n.
+// debugging a replayed failure: EDICT_SIM_TRACE=scenario EDICT_SIM_SEED=n
+// (and, for a log scenario, EDICT_SIM_TRACE_LEASE=1 to see every lease
+// message and hand-over delivered).
 func TestTrace(t *testing.T) {
 	name := os.Getenv("EDICT_SIM_TRACE")
 	if name == "" {

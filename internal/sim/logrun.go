@@ -1,10 +1,10 @@
 package sim
 
 import (
-	"os"
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"time"
 
