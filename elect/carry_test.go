@@ -132,3 +132,35 @@ func TestQuorumsMeet(t *testing.T) {
 		assert.Equal(t, tc.meet, quorumsMeet(tc.a, tc.b), "%v → %v", tc.a, tc.b)
 	}
 }
+
+// A carrier that gives its lease up (its succession failed, or it shuts
+// down) releases the grants of the epoch it carried the lease from, so the
+// next epoch elects another at once instead of waiting them out.
+func TestReleasedCarriedLeaseFreesTheNextEpoch(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	c.elect(1)
+	next := wire.EpochConfig{Epoch: 1, Members: []edict.ProcessID{1, 2}} // p3 removed
+	for _, id := range []edict.ProcessID{1, 2, 3} {
+		require.NoError(t, c.cores[id].AddEpoch(next))
+	}
+	kept, err := c.cores[1].WedgeKeeping(c.reading(1), 0)
+	require.NoError(t, err)
+	require.True(t, kept)
+	c.collect(1)
+	c.deliver(nil)
+	require.True(t, c.cores[1].Carrying(c.reading(1)))
+	require.Equal(t, uint64(1), c.cores[1].ActiveEpoch())
+
+	c.cores[1].Release(c.reading(1), c.cores[1].MaxLease())
+	c.collect(1)
+	c.deliver(nil)
+	require.False(t, c.cores[1].IsLeader(c.reading(1)))
+	require.NoError(t, c.cores[2].Wedge(c.reading(2), 0))
+	c.collect(2)
+	c.deliver(nil)
+	c.cores[2].Campaign(c.reading(2))
+	c.collect(2)
+	c.deliver(nil)
+	ep, _, _, ok := c.cores[2].Lease(c.reading(2))
+	assert.True(t, ok && ep == 1, "p2 leads epoch 1 at once: p1 released its grants of epoch 0")
+}

@@ -626,6 +626,12 @@ func (c *Core) ReleaseSuspended(now edict.Time, holdOff time.Duration) {
 func (c *Core) release(now edict.Time, holdOff time.Duration, cause *uint64) {
 	c.advance(now)
 	c.attempt = nil
+	if c.carrying(now) && c.lease.epoch != c.active {
+		// A lease carried into the active epoch rests on grants of the
+		// epoch before, which the active epoch's release below does not
+		// reach.
+		c.carried = carriedGrants{epoch: c.lease.epoch, until: c.lease.expiry}
+	}
 	if c.lease.valid(now) {
 		c.lease.expiry = now
 	}
