@@ -300,10 +300,12 @@ func (n *Node) AddLearner(ctx context.Context, id edict.ProcessID, addr string) 
 
 // Promote makes a caught-up learner a member, through a new epoch. It
 // returns once the stop edict that ends the current epoch is committed
-// and applied here; the new epoch is then decided, and this process, its
-// leader, leads it a few round trips later (docs/protocol.md, "Membership
-// changes that keep the leader"). Meanwhile writes here wait for the new
-// reign (Apply). It waits for a leader, and for a change in flight, as
+// and applied here; the new epoch is then decided. This process, its
+// leader, leads throughout: it keeps its lease while it ends the old
+// epoch and wins the new one, two round trips later, serving reads all
+// along (docs/protocol.md, "Membership changes that keep the leader").
+// Meanwhile writes here wait for the new reign (Apply), and are not
+// refused. It waits for a leader, and for a change in flight, as
 // AddLearner does, and is answered as AddLearner is once its edict is
 // appended. A change refused is a *MembershipError (ErrNotLearner,
 // ErrQuorumLost) and nothing was written. PromoteWith takes options
@@ -320,8 +322,8 @@ func (n *Node) PromoteWith(ctx context.Context, id edict.ProcessID, opts ...Chan
 // Remove takes a member or learner out of the cluster. A learner's
 // removal is a config edict and interrupts nothing; a member's ends the
 // epoch like Promote. Remove returns once the edict is committed and
-// applied here. This leader then goes on leading the new epoch after a
-// few round trips; if id is this process, it hands the new epoch over to
+// applied here. This leader goes on leading, the new epoch too, as
+// through a Promote; if id is this process, it hands the new epoch over to
 // the member whose log is the most up to date and leads no more (the gap
 // is about one leadership transfer), and it emits Removed; Remove then
 // returns only once that hand-over has left (or, failing it, MaxLease
