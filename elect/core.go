@@ -78,6 +78,9 @@ type Core struct {
 	// of the one before it, past that one's end (WedgeKeeping); 0 for
 	// none. Meaningful only while the lease is of carryInto−1.
 	carryInto uint64
+	// renewEnding: renew while the active epoch's successor is known
+	// (RenewWhileEnding).
+	renewEnding bool
 	// carried are the grants of the last lease carried and replaced.
 	carried carriedGrants
 	// terminatedBelow: every epoch below it is TERMINATED, known here or

@@ -23,7 +23,8 @@ type wedging struct {
 // only from a peer's word (wire.EpochConfig.Heard); the same epoch added
 // again without it lifts the mark. The epoch stays PENDING for this process until
 // it learns that its predecessor TERMINATED. A leader of the predecessor
-// stops renewing from now on: its epoch is ending.
+// stops renewing from now on, its epoch ending, unless the log asks it to
+// go on (RenewWhileEnding).
 func (c *Core) AddEpoch(cfg wire.EpochConfig) error {
 	if old, ok := c.epochs[cfg.Epoch]; ok {
 		if !slices.Equal(old.members, cfg.Members) {
@@ -40,6 +41,7 @@ func (c *Core) AddEpoch(cfg wire.EpochConfig) error {
 	if err := c.addEpoch(cfg); err != nil {
 		return err
 	}
+	c.renewEnding = false
 	defer c.moveOverGap()
 	if es := c.epochs[cfg.Epoch]; cfg.Epoch < c.active {
 		// Learned late: a process that installed a snapshot naming a newer

@@ -197,7 +197,7 @@ func (c *Core) maybeStart(now edict.Time) {
 	if c.attempt != nil || c.retiring || es == nil || es.terminated || !es.qs.IsMember(c.id) || es.heard && !mutated(ruleNoCampaignHeard) {
 		return
 	}
-	if c.successorKnown(c.active) || c.wedges[c.active] != nil {
+	if c.successorKnown(c.active) && !c.renewEnding || c.wedges[c.active] != nil {
 		return // the epoch is ending: let the lease lapse, do not renew
 	}
 	if c.carrying(now) {
@@ -308,6 +308,18 @@ func (c *Core) LeaderHeard(now edict.Time, p edict.ProcessID) {
 	c.cfg.Detector.Observe(Observation{Kind: Heard, Process: p, At: now})
 	c.cfg.Detector.Observe(Observation{Kind: LeaderSeen, Process: p, At: now})
 }
+
+// RenewWhileEnding tells a leader whose epoch is ending (its successor
+// is known: AddEpoch) whether to go on renewing its lease until it wedges
+// the epoch. By default it does not: the lease lapses, and the next
+// epoch's members can wedge the old one without it. The log asks for
+// renewals while the next epoch's members it hears from form a quorum of
+// that epoch, so that one of them still catching up (a snapshot, a slow
+// disk) does not cost the cluster its leader; it lets the lease lapse
+// when they do not, since they may be cut off from it but not from each
+// other. Liveness only: a renewal in an epoch that has not terminated is
+// the lease protocol's own. AddEpoch clears it.
+func (c *Core) RenewWhileEnding(on bool) { c.renewEnding = on }
 
 // Campaigning reports whether an attempt at a new lease (not a renewal)
 // is in flight.

@@ -553,8 +553,12 @@ func (c *Core) leaderTick(now edict.Time) {
 	}
 	c.maybeCommit(now)
 	c.sendAppends(now)
-	if l.next != nil && !l.carrying && c.nextEpochHoldsStop() {
-		c.succeed(now)
+	if l.next != nil && !l.carrying {
+		if c.nextEpochHoldsStop() {
+			c.succeed(now)
+		} else {
+			c.el.RenewWhileEnding(c.nextEpochLive(now) && !mutated(RuleRenewWhileEnding))
+		}
 	}
 }
 

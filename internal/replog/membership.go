@@ -249,6 +249,19 @@ func (c *Core) nextEpochHoldsStop() bool {
 	return err == nil && q.IsQuorum(holders)
 }
 
+// nextEpochLive reports whether the next epoch's members this leader
+// heard from lately (liveMembers, itself included) form a quorum of it:
+// then the stop edict reaches a quorum of them in time (one is still
+// catching up, say), and the leader keeps its lease meanwhile
+// (elect.Core.RenewWhileEnding). If they do not, it lets the lease lapse:
+// they may be cut off from it and not from each other, and they wedge
+// the old epoch only once its grants have lapsed.
+func (c *Core) nextEpochLive(now edict.Time) bool {
+	l := c.lead
+	q, err := edict.NewMajority(l.next...)
+	return err == nil && q.IsQuorum(c.liveMembers(now, l.next))
+}
+
 // learnNamedStop: a wedge request named the stop edict its sender knows
 // committed (elect.StopNamed). If our log holds that very entry, Log
 // Matching makes everything up to it committed here too.

@@ -394,3 +394,33 @@ func TestNoTransferWhileStopped(t *testing.T) {
 	_, err := c.cores[1].AddLearner(c.reading(1), 5, "addr-5")
 	assert.ErrorIs(t, err, ErrStopped)
 }
+
+// A leader whose stop edict committed while the next epoch's quorum does
+// not hold it yet — here p3 is down and p4, the member being promoted,
+// hears nothing for 600 ms, three leases — keeps renewing its lease
+// meanwhile, since the members it heard from lately are a quorum of the
+// next epoch, and leads throughout; once p4 has the edict, the change
+// completes as usual. Fails with EDICT_MUTATE=renew-while-ending: the
+// lease lapses while p4 catches up (Jepsen: a new member installing a
+// 50 MB snapshot while another was cut off, 0.8 s without a leader).
+func TestLeaderRenewsWhileTheNextEpochCatchesUp(t *testing.T) {
+	c := newTCluster(t, 1, 2, 3)
+	c.joinLearner()
+	require.Equal(t, edict.ProcessID(1), c.leader())
+	c.down[3] = true
+	c.admin(1, func(now edict.Time) (wire.Entry, error) { return c.cores[1].Promote(now, 4) })
+	cutOff := func(m wire.Message) bool { return m.To != 4 && m.From != 4 }
+	for range 120 {
+		c.settle(5*time.Millisecond, cutOff)
+		require.Equal(t, edict.ProcessID(1), c.leader(), "p1 leads while p4 catches up")
+		require.Equal(t, uint64(0), c.cores[1].Status(c.reading(1)).Reign.Epoch, "epoch 1 waits for p4")
+	}
+	for range 200 {
+		c.settle(5*time.Millisecond, nil)
+		require.Equal(t, edict.ProcessID(1), c.leader(), "p1 leads through the change")
+		if c.epochLeader(1)() {
+			return
+		}
+	}
+	t.Fatal("no reign of epoch 1")
+}

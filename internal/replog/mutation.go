@@ -100,6 +100,11 @@ const (
 	// its reign-start edict commits (leader.heir); switched off, it waits
 	// a round trip for it as any new reign does.
 	RuleHeirServes = "heir-serves"
+	// RuleRenewWhileEnding, a liveness rule: a leader whose stop edict
+	// committed renews its lease until a quorum of the next epoch holds
+	// the edict, while that quorum is live (nextEpochLive); switched off,
+	// its lease lapses while a member catches up, and no one leads.
+	RuleRenewWhileEnding = "renew-while-ending"
 	// RuleCleanRecordCleared: the clean-stop record speaks only for the
 	// life right after the one that wrote it (Recover): the incarnation
 	// bump that starts that life is what clears it. Switched off, any
@@ -116,5 +121,5 @@ var mutationRules = []string{
 	RuleIncarnationBump,
 	RuleLearnCommittedOnly, RuleHeardLearns, RuleMessagesWaitForRecords, RuleGrantsReportDurable,
 	RuleResetLowersDurable, RuleLeaderCountsDurable, RuleRecoverInstall, RuleCompactBehindDurable,
-	RuleRecordBeforeAdopt, RuleLeaderSucceeds, RuleCarryLease, RuleHeirServes, RuleCleanRecordCleared,
+	RuleRecordBeforeAdopt, RuleLeaderSucceeds, RuleCarryLease, RuleHeirServes, RuleRenewWhileEnding, RuleCleanRecordCleared,
 }
