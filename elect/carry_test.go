@@ -164,3 +164,29 @@ func TestReleasedCarriedLeaseFreesTheNextEpoch(t *testing.T) {
 	ep, _, _, ok := c.cores[2].Lease(c.reading(2))
 	assert.True(t, ok && ep == 1, "p2 leads epoch 1 at once: p1 released its grants of epoch 0")
 }
+
+// A leader that hands over releases its grants first, but the release and
+// the hand-over need not arrive in that order: the target's requests may
+// find its granters, itself included, still granting to the old leader.
+// Its directed campaign (CampaignFor) asks them again after a round trip
+// instead of counting them as refusals. Fails with
+// EDICT_MUTATE=hand-over-release: p2 fails, revokes and backs off.
+func TestHandOverOutrunsTheRelease(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	c.elect(1)
+	c.cores[1].Release(c.reading(1), c.cores[1].MaxLease())
+	c.collect(1)
+	releases := c.queue
+	c.queue = nil
+	c.cores[2].CampaignFor(c.reading(2), 1)
+	c.collect(2)
+	c.deliver(nil) // p2's requests, before any release: refused, naming p1
+	require.False(t, c.cores[2].IsLeader(c.reading(2)))
+	require.True(t, c.cores[2].Campaigning(), "still campaigning: the refusals name the leader that handed over")
+	c.queue = releases
+	c.deliver(nil)
+	c.advance(2 * c.cores[2].RoundTrip())
+	c.tick(2)
+	c.deliver(nil)
+	assert.True(t, c.cores[2].IsLeader(c.reading(2)), "p2 leads once the release has landed")
+}

@@ -71,6 +71,10 @@ type attempt struct {
 	// replied: the members whose grant or nack arrived (checkAttempt asks
 	// again those that did not).
 	replied map[edict.ProcessID]bool
+	// handedBy is the leader that handed this directed campaign over
+	// (CampaignFor): a refusal naming it as grantee is its release still
+	// on the way, not a rival, and the member is asked again.
+	handedBy edict.ProcessID
 }
 
 // IsLeader reports C_p < E_p, which by (13) implies isLeader_p (eq. 12). The
@@ -328,7 +332,17 @@ func (c *Core) Campaigning() bool { return c.attempt != nil && !c.attempt.renewa
 // Campaign starts an attempt at once, bypassing the detector and back-off
 // but not the stability rule's safety parts: it is how a leadership
 // transfer's target takes over (docs/protocol.md, "The replicated log").
-func (c *Core) Campaign(now edict.Time) {
+func (c *Core) Campaign(now edict.Time) { c.CampaignFor(now, edict.None) }
+
+// CampaignFor is Campaign for a process that leader handed leadership
+// over to (TimeoutNow): leader released its lease before it handed over,
+// so a member's refusal naming leader as its grantee means the release
+// has not reached that member yet — a release and the hand-over need not
+// arrive in the order they left — and the member is asked again in the
+// same instance after the patience, rather than counted as refusing.
+// Liveness only: asking again is a copy of the request, and a grant is
+// still given only by a granter free to give it.
+func (c *Core) CampaignFor(now edict.Time, leader edict.ProcessID) {
 	c.advance(now)
 	// A lease that ended is reported first, so that its standing aside
 	// (standAsideIfLate) comes before this campaign, which overrides it,
@@ -342,14 +356,24 @@ func (c *Core) Campaign(now edict.Time) {
 	// cancel the new attempt's requests, which carry the same reading.
 	c.attempt = nil
 	c.backoff = edict.Time{}
-	c.start(now, false)
-	c.attempt.directed = true
+	a := &attempt{directed: true}
+	if leader != c.id && !mutated(ruleHandOverRelease) {
+		a.handedBy = leader
+	}
+	c.startAttempt(now, a)
 }
 
 // start is steps 1–3: sample Start_p, choose δ, broadcast.
 func (c *Core) start(now edict.Time, renewal bool) {
+	c.startAttempt(now, &attempt{renewal: renewal})
+}
+
+// startAttempt is start for an attempt whose kind (renewal, directed,
+// handedBy) is set: set before the broadcast, since this process's own
+// reply is delivered within it.
+func (c *Core) startAttempt(now edict.Time, a *attempt) {
 	delta := c.chooseDelta(now)
-	a := &attempt{epoch: c.active, start: now, delta: delta, renewal: renewal}
+	a.epoch, a.start, a.delta = c.active, now, delta
 	switch c.cfg.Mode {
 	case BoundedDrift:
 		a.deadline = now.Add(edict.Scale(delta, 1-c.cfg.Rho))
@@ -389,6 +413,16 @@ func (c *Core) onGrantReply(now edict.Time, m wire.Lease) {
 		return // a member refuses once per instance, however often asked
 	}
 	a.replied[m.From] = true
+	if m.Type == wire.LeaseNack && a.handedBy != edict.None && m.Grantee == a.handedBy {
+		// The leader that handed over gave its lease up before it did
+		// (its release, sent first, may come after its hand-over and
+		// this request): ask again at the patience, not a refusal.
+		delete(a.replied, m.From)
+		if at := now.Add(edict.ScaleUp(c.cfg.RoundTrip, 1+c.cfg.Rho)); at.Before(a.giveUp) {
+			a.giveUp = at
+		}
+		return
+	}
 	if m.Type == wire.LeaseNack {
 		a.refusals++
 		a.wait = max(a.wait, m.Remaining)

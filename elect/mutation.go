@@ -53,6 +53,10 @@ const (
 	// leader that carries its lease past its epoch's end (WedgeKeeping)
 	// leads alone until the lease ends or its next reign begins.
 	ruleCarriedGrants = "carried-grants"
+	// ruleHandOverRelease, a liveness rule: a directed campaign asks again
+	// a member whose refusal names the leader that handed over, whose
+	// release has not reached it yet (CampaignFor).
+	ruleHandOverRelease = "hand-over-release"
 )
 
-var mutationRules = []string{ruleQuarantineGrants, ruleWedgeOnEpochChange, ruleReplyAttempt, ruleCampaignFallback, ruleNoEpochSkip, ruleStandAside, ruleRenewalPatience, ruleNoCampaignHeard, ruleAdaptiveLead, ruleCleanStopWaits, ruleCarriedGrants}
+var mutationRules = []string{ruleQuarantineGrants, ruleWedgeOnEpochChange, ruleReplyAttempt, ruleCampaignFallback, ruleNoEpochSkip, ruleStandAside, ruleRenewalPatience, ruleNoCampaignHeard, ruleAdaptiveLead, ruleCleanStopWaits, ruleCarriedGrants, ruleHandOverRelease}

@@ -152,6 +152,11 @@ type Core struct {
 	// campaignIn is an epoch this process was asked to lead (TimeoutNow)
 	// before it knew its predecessor terminated.
 	campaignIn uint64
+	// handedBy is who handed this process the epoch campaignIn names
+	// (TimeoutNow's sender; None for its own succession): its campaign
+	// asks again a member whose refusal names that sender
+	// (elect.Core.CampaignFor).
+	handedBy edict.ProcessID
 	// wedgeOnStepDown: this leader committed a stop edict and wedges its
 	// epoch once its lease lapses.
 	wedgeOnStepDown bool
@@ -405,7 +410,8 @@ func (c *Core) afterStep(now edict.Time) {
 	c.checkReads(now)
 	if c.campaignIn != 0 && c.el.ActiveEpoch() == c.campaignIn {
 		c.campaignIn = 0
-		c.el.Campaign(now)
+		c.el.CampaignFor(now, c.handedBy)
+		c.handedBy = edict.None
 		c.drainElect(now)
 	}
 	c.checkSuccession(now)

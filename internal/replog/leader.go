@@ -716,7 +716,7 @@ func (c *Core) onTimeoutNow(now edict.Time, from edict.ProcessID, t *wire.Timeou
 	active := c.el.ActiveEpoch()
 	if t.Epoch > active+1 || t.Epoch < active {
 		if t.Epoch > active {
-			c.campaignIn = t.Epoch // after an epoch this process does not know yet
+			c.campaignIn, c.handedBy = t.Epoch, from // after an epoch this process does not know yet
 		}
 		return
 	}
@@ -733,11 +733,11 @@ func (c *Core) onTimeoutNow(now edict.Time, from edict.ProcessID, t *wire.Timeou
 		// to the sender, which wedged them since. Once a blocking set
 		// answers, the epoch is terminated here too, and afterStep
 		// campaigns.
-		c.campaignIn = t.Epoch
+		c.campaignIn, c.handedBy = t.Epoch, from
 		c.el.WedgeNow(now)
 		c.drainElect(now)
 		return
 	}
-	c.el.Campaign(now)
+	c.el.CampaignFor(now, from)
 	c.drainElect(now)
 }

@@ -93,10 +93,13 @@ func (c *checker) leaders(t int64) (uint64, []edict.ProcessID) {
 	return e.Epoch, c.holders(e, t)
 }
 
-// carried computes, for every epoch before the running one, the processes
-// a quorum of its members still grants to at t: a leader carrying its
-// lease past its epoch's end (elect.Core.WedgeKeeping) holds one. Each
-// process is named with the newest such epoch.
+// carried computes the leaders of epochs before the running one: a
+// process that holds a lease of such an epoch (C_p < E_p, as it carries
+// it past the epoch's end: elect.Core.WedgeKeeping) on the grants of a
+// quorum of it that still stand at t. Grants alone do not make one: a
+// leader that gave its lease up and then wedged its epoch leaves its
+// granters' last grants standing (a wedge keeps them, and they bind
+// those granters in later epochs), but it no longer leads on them.
 func (c *checker) carried(t int64) map[edict.ProcessID]uint64 {
 	run, ok := c.running(t)
 	out := map[edict.ProcessID]uint64{}
@@ -104,8 +107,14 @@ func (c *checker) carried(t int64) map[edict.ProcessID]uint64 {
 		if ok && e.Epoch >= run.Epoch {
 			break
 		}
-		for _, p := range c.holders(e, t) {
-			out[p] = e.Epoch
+		for _, id := range c.holders(e, t) {
+			p := c.r.procs[id]
+			if p == nil || p.core == nil {
+				continue
+			}
+			if le, _, _, held := p.core.Lease(p.now(t)); held && le == e.Epoch {
+				out[id] = e.Epoch
+			}
 		}
 	}
 	return out

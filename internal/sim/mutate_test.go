@@ -184,6 +184,7 @@ var deeperHunts = map[string]struct {
 }{
 	"log/accept-grantee":       {"log-figure8", 1000},
 	"log/clean-record-cleared": {"log-short-restarts", 500},
+	"elect/hand-over-release":  {"log-slow-disk-membership", 400},
 }
 
 // argued are the rules whose deletion docs/protocol.md's table argues
