@@ -19,38 +19,25 @@ func TestCarriedLeaseHoldsTheNextEpochBack(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
 	c.start(4, 1, testConfig(4, []edict.ProcessID{1, 2, 3}, nil))
 	c.elect(1)
-	next := wire.EpochConfig{Epoch: 1, Members: []edict.ProcessID{1, 2, 3, 4}}
-	for _, id := range []edict.ProcessID{1, 2, 3, 4} {
-		require.NoError(t, c.cores[id].AddEpoch(next))
-	}
+	c.learnEpoch(wire.EpochConfig{Epoch: 1, Members: []edict.ProcessID{1, 2, 3, 4}}, 1, 2, 3, 4)
 
-	kept, err := c.cores[1].WedgeKeeping(c.reading(1), 0)
-	require.NoError(t, err)
-	require.True(t, kept, "one member added: every quorum of epoch 1 meets every quorum of epoch 0")
-	c.collect(1)
-	c.deliver(nil)
+	c.carry(1, 0, "one member added: every quorum of epoch 1 meets every quorum of epoch 0")
 	require.True(t, c.cores[1].Terminated(0))
 	require.True(t, c.cores[1].IsLeader(c.reading(1)), "the lease outlives its epoch")
 	require.True(t, c.cores[1].Carrying(c.reading(1)))
-	_, err = c.cores[1].Issue(c.reading(1))
+	_, err := c.cores[1].Issue(c.reading(1))
 	require.ErrorIs(t, err, ErrNotLeader, "nothing follows the stop edict in its epoch")
 
 	// p2 learns that epoch 0 terminated and campaigns in epoch 1.
-	require.NoError(t, c.cores[2].Wedge(c.reading(2), 0))
-	c.collect(2)
-	c.deliver(nil)
+	c.act(2, func(p *Core, now edict.Time) { require.NoError(t, p.Wedge(now, 0)) })
 	require.Equal(t, uint64(1), c.cores[2].ActiveEpoch())
-	c.cores[2].Campaign(c.reading(2))
-	c.collect(2)
-	c.deliver(nil)
+	c.act(2, (*Core).Campaign)
 	assert.False(t, c.cores[2].IsLeader(c.reading(2)), "p2 leads epoch 1 while p1 carries its lease")
 	assert.True(t, c.cores[1].IsLeader(c.reading(1)))
 
 	// The carrier itself is granted (p2 revoked what p4 gave it), and its
 	// new reign replaces the carried lease.
-	c.cores[1].Campaign(c.reading(1))
-	c.collect(1)
-	c.deliver(nil)
+	c.act(1, (*Core).Campaign)
 	ep, _, _, ok := c.cores[1].Lease(c.reading(1))
 	require.True(t, ok)
 	assert.Equal(t, uint64(1), ep)
@@ -65,19 +52,10 @@ func TestCarriedLeaseHoldsTheNextEpochBack(t *testing.T) {
 func TestCarrierWinsTheNextEpochAtOnce(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
 	c.elect(1)
-	next := wire.EpochConfig{Epoch: 1, Members: []edict.ProcessID{1, 2}}
-	for _, id := range []edict.ProcessID{1, 2, 3} {
-		require.NoError(t, c.cores[id].AddEpoch(next))
-	}
-	kept, err := c.cores[1].WedgeKeeping(c.reading(1), 0)
-	require.NoError(t, err)
-	require.True(t, kept, "one member removed")
-	c.collect(1)
-	c.deliver(nil)
+	c.learnEpoch(wire.EpochConfig{Epoch: 1, Members: []edict.ProcessID{1, 2}}, 1, 2, 3)
+	c.carry(1, 0, "one member removed")
 	require.True(t, c.cores[1].Carrying(c.reading(1)))
-	c.cores[1].Campaign(c.reading(1))
-	c.collect(1)
-	c.deliver(nil)
+	c.act(1, (*Core).Campaign)
 	ep, _, _, ok := c.cores[1].Lease(c.reading(1))
 	require.True(t, ok)
 	assert.Equal(t, uint64(1), ep)
@@ -85,7 +63,7 @@ func TestCarrierWinsTheNextEpochAtOnce(t *testing.T) {
 	ev, found := c.lastEvent(1, LeaseAcquired)
 	require.True(t, found)
 	assert.True(t, ev.NewReign, "a new reign, with its own reign-start edict")
-	_, err = c.cores[1].Issue(c.reading(1))
+	_, err := c.cores[1].Issue(c.reading(1))
 	assert.NoError(t, err)
 }
 
@@ -101,10 +79,7 @@ func TestLeaseIsNotCarriedPastAQuorumThatMissesIt(t *testing.T) {
 	c.tick(1)
 	c.deliver(func(m wire.Lease) bool { return m.From != 2 && m.To != 2 })
 	require.True(t, c.cores[1].IsLeader(c.reading(1)))
-	next := wire.EpochConfig{Epoch: 1, Members: []edict.ProcessID{1, 2, 4}}
-	for _, id := range []edict.ProcessID{1, 2, 3, 4} {
-		require.NoError(t, c.cores[id].AddEpoch(next))
-	}
+	c.learnEpoch(wire.EpochConfig{Epoch: 1, Members: []edict.ProcessID{1, 2, 4}}, 1, 2, 3, 4)
 	kept, err := c.cores[1].WedgeKeeping(c.reading(1), 0)
 	require.NoError(t, err)
 	assert.False(t, kept)
@@ -139,28 +114,15 @@ func TestQuorumsMeet(t *testing.T) {
 func TestReleasedCarriedLeaseFreesTheNextEpoch(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
 	c.elect(1)
-	next := wire.EpochConfig{Epoch: 1, Members: []edict.ProcessID{1, 2}} // p3 removed
-	for _, id := range []edict.ProcessID{1, 2, 3} {
-		require.NoError(t, c.cores[id].AddEpoch(next))
-	}
-	kept, err := c.cores[1].WedgeKeeping(c.reading(1), 0)
-	require.NoError(t, err)
-	require.True(t, kept)
-	c.collect(1)
-	c.deliver(nil)
+	c.learnEpoch(wire.EpochConfig{Epoch: 1, Members: []edict.ProcessID{1, 2}}, 1, 2, 3) // p3 removed
+	c.carry(1, 0, "one member removed")
 	require.True(t, c.cores[1].Carrying(c.reading(1)))
 	require.Equal(t, uint64(1), c.cores[1].ActiveEpoch())
 
-	c.cores[1].Release(c.reading(1), c.cores[1].MaxLease())
-	c.collect(1)
-	c.deliver(nil)
+	c.act(1, func(p *Core, now edict.Time) { p.Release(now, p.MaxLease()) })
 	require.False(t, c.cores[1].IsLeader(c.reading(1)))
-	require.NoError(t, c.cores[2].Wedge(c.reading(2), 0))
-	c.collect(2)
-	c.deliver(nil)
-	c.cores[2].Campaign(c.reading(2))
-	c.collect(2)
-	c.deliver(nil)
+	c.act(2, func(p *Core, now edict.Time) { require.NoError(t, p.Wedge(now, 0)) })
+	c.act(2, (*Core).Campaign)
 	ep, _, _, ok := c.cores[2].Lease(c.reading(2))
 	assert.True(t, ok && ep == 1, "p2 leads epoch 1 at once: p1 released its grants of epoch 0")
 }
@@ -189,4 +151,14 @@ func TestHandOverOutrunsTheRelease(t *testing.T) {
 	c.tick(2)
 	c.deliver(nil)
 	assert.True(t, c.cores[2].IsLeader(c.reading(2)), "p2 leads once the release has landed")
+}
+
+// carry has leader id wedge epoch keeping its lease, requiring that it
+// may, and delivers the wedge.
+func (c *cluster) carry(id edict.ProcessID, epoch uint64, why string) {
+	kept, err := c.cores[id].WedgeKeeping(c.reading(id), epoch)
+	require.NoError(c.t, err)
+	require.True(c.t, kept, why)
+	c.collect(id)
+	c.deliver(nil)
 }

@@ -102,3 +102,18 @@ func (c *cluster) elect(id edict.ProcessID) {
 	c.deliver(nil)
 	require.True(c.t, c.cores[id].IsLeader(c.reading(id)), "%v should lead", id)
 }
+
+// learnEpoch makes cfg known to every core in ids, as a committed stop
+// edict would.
+func (c *cluster) learnEpoch(cfg wire.EpochConfig, ids ...edict.ProcessID) {
+	for _, id := range ids {
+		require.NoError(c.t, c.cores[id].AddEpoch(cfg))
+	}
+}
+
+// act runs f at id and delivers what follows.
+func (c *cluster) act(id edict.ProcessID, f func(*Core, edict.Time)) {
+	f(c.cores[id], c.reading(id))
+	c.collect(id)
+	c.deliver(nil)
+}

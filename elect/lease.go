@@ -510,15 +510,12 @@ func (c *Core) complete(now edict.Time, a *attempt, qt edict.QT) {
 		c.lease.extendedAt = now
 		c.lease.lead = c.leadAt(now)
 	} else {
-		if c.carrying(now) {
-			// The carried lease ends here, replaced by this one: its
-			// grants are given back, so that they hold no granter of a
-			// later epoch back (carriedTo) should this process lose the
-			// new lease or hand it over; a release lost on the way is
-			// given again by the next Release (releaseCarried).
-			c.carried = carriedGrants{epoch: c.lease.epoch, until: c.lease.expiry}
-			c.releaseCarried(now)
-		}
+		// A carried lease ends here, replaced by this one: its grants
+		// are given back, so that they hold no granter of a later epoch
+		// back (carriedTo) should this process lose the new lease or
+		// hand it over; a release lost on the way is given again by the
+		// next Release.
+		c.releaseCarried(now)
 		c.carryInto = 0
 		c.lease = leaseState{epoch: a.epoch, expiry: a.deadline, qt: qt, reign: qt, since: a.start, counter: c.lease.counter, lead: c.leadAt(now)}
 	}
@@ -672,12 +669,9 @@ func (c *Core) ReleaseSuspended(now edict.Time, holdOff time.Duration) {
 func (c *Core) release(now edict.Time, holdOff time.Duration, cause *uint64) {
 	c.advance(now)
 	c.attempt = nil
-	if c.carrying(now) && c.lease.epoch != c.active {
-		// A lease carried into the active epoch rests on grants of the
-		// epoch before, which the active epoch's release below does not
-		// reach.
-		c.carried = carriedGrants{epoch: c.lease.epoch, until: c.lease.expiry}
-	}
+	// A lease carried into the active epoch rests on grants of the epoch
+	// before, which the active epoch's release below does not reach.
+	c.releaseCarried(now)
 	if c.lease.valid(now) {
 		c.lease.expiry = now
 	}
@@ -690,7 +684,6 @@ func (c *Core) release(now edict.Time, holdOff time.Duration, cause *uint64) {
 			c.send(now, wire.Lease{Type: wire.LeaseRelease, From: c.id, To: q, Epoch: c.active, Start: now})
 		}
 	}
-	c.releaseCarried(now)
 	c.backoff = now.Add(holdOff)
 }
 
@@ -702,12 +695,17 @@ type carriedGrants struct {
 	until edict.Time
 }
 
-// releaseCarried asks the granters of a lease this process carried, and
-// replaced since, to expire their grants, if those may still stand: the
-// active epoch's release does not reach them, and until they lapse they
-// hold the next epoch's granters back from anyone else (carriedTo) — the
-// member a leader that removed itself hands the epoch over to included.
+// releaseCarried asks the granters of a lease this process carries, or
+// carried and replaced since, to expire their grants, if those may still
+// stand: the active epoch's release does not reach them, and until they
+// lapse they hold the next epoch's granters back from anyone else
+// (carriedTo) — the member a leader that removed itself hands the epoch
+// over to included. Call it before the carried lease is given up or
+// replaced.
 func (c *Core) releaseCarried(now edict.Time) {
+	if c.carrying(now) {
+		c.carried = carriedGrants{epoch: c.lease.epoch, until: c.lease.expiry}
+	}
 	cg := c.carried
 	es := c.epochs[cg.epoch]
 	if es == nil || cg.epoch == c.active || !now.Before(cg.until) || !es.qs.IsMember(c.id) {

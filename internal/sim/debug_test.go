@@ -15,25 +15,23 @@ func TestTrace(t *testing.T) {
 	if name == "" {
 		t.Skip("set EDICT_SIM_TRACE=<scenario> and EDICT_SIM_SEED=<seed>")
 	}
+	var run func(seed uint64) any
 	for _, sc := range Scenarios() {
 		if sc.Name == name {
-			traceHook = func(format string, args ...any) { t.Logf(format, args...) }
-			defer func() { traceHook = nil }()
-			for _, seed := range seedList(t, 1) {
-				t.Log(Run(sc, seed))
-			}
-			return
+			run = func(seed uint64) any { return Run(sc, seed) }
 		}
 	}
 	for _, sc := range LogScenarios() {
 		if sc.Name == name {
-			traceHook = func(format string, args ...any) { t.Logf(format, args...) }
-			defer func() { traceHook = nil }()
-			for _, seed := range seedList(t, 1) {
-				t.Log(RunLog(sc, seed))
-			}
-			return
+			run = func(seed uint64) any { return RunLog(sc, seed) }
 		}
 	}
-	t.Fatalf("no scenario %q", name)
+	if run == nil {
+		t.Fatalf("no scenario %q", name)
+	}
+	traceHook = func(format string, args ...any) { t.Logf(format, args...) }
+	defer func() { traceHook = nil }()
+	for _, seed := range seedList(t, 1) {
+		t.Log(run(seed))
+	}
 }
