@@ -114,6 +114,14 @@ type EpochConfig struct {
 	// own position.
 	StopIndex uint64      `codec:"si,omitempty"`
 	StopStamp edict.Stamp `codec:"ss,omitempty"`
+	// Retiring is a member on its way out (Remove of the epoch's leader
+	// by itself): a leader that is this member hands leadership to
+	// another member, and a leader that is not ends the epoch without it.
+	// So the leader's removal costs the cluster one leadership transfer,
+	// and the removal is decided, durably, before the transfer: whoever
+	// leads next carries it out (docs/protocol.md, "Membership changes
+	// that keep the leader"). None when no member is retiring.
+	Retiring edict.ProcessID `codec:"r,omitempty"`
 }
 
 // Quorum is the epoch's quorum system 𝒬_e: the majorities of Members
@@ -150,6 +158,14 @@ func (c EpochConfig) Check() error {
 	for _, p := range c.Learners {
 		if _, found := slices.BinarySearch(c.Members, p); found {
 			return fmt.Errorf("epoch %d: %v is both member and learner", c.Epoch, p)
+		}
+	}
+	if c.Retiring != edict.None {
+		if _, found := slices.BinarySearch(c.Members, c.Retiring); !found {
+			return fmt.Errorf("epoch %d: retiring %v is not a member", c.Epoch, c.Retiring)
+		}
+		if len(c.Members) == 1 {
+			return fmt.Errorf("epoch %d: retiring %v is the only member", c.Epoch, c.Retiring)
 		}
 	}
 	return nil
@@ -189,11 +205,11 @@ func decodeRecord(name string, version byte, limit int, b []byte, read func(r *m
 	return nil
 }
 
-var epochConfigFields = []string{"e", "h", "l", "m", "si", "ss"}
+var epochConfigFields = []string{"e", "h", "l", "m", "r", "si", "ss"}
 
 func appendEpochConfig(dst []byte, c *EpochConfig) []byte {
 	n := 3
-	for _, set := range []bool{c.Heard, c.StopIndex != 0, !c.StopStamp.IsZero()} {
+	for _, set := range []bool{c.Heard, c.Retiring != edict.None, c.StopIndex != 0, !c.StopStamp.IsZero()} {
 		if set {
 			n++
 		}
@@ -209,6 +225,10 @@ func appendEpochConfig(dst []byte, c *EpochConfig) []byte {
 	dst = appendIDs(dst, c.Learners)
 	dst = mpack.AppendStr(dst, "m")
 	dst = appendIDs(dst, c.Members)
+	if c.Retiring != edict.None {
+		dst = mpack.AppendStr(dst, "r")
+		dst = mpack.AppendUint(dst, uint64(c.Retiring))
+	}
 	if c.StopIndex != 0 {
 		dst = mpack.AppendStr(dst, "si")
 		dst = mpack.AppendUint(dst, c.StopIndex)
@@ -232,6 +252,8 @@ func readEpochConfig(r *mpack.Reader, what string) EpochConfig {
 			c.Learners = readIDs(r, "learners")
 		case "m":
 			c.Members = readIDs(r, "members")
+		case "r":
+			c.Retiring = edict.ProcessID(r.Uint("retiring"))
 		case "si":
 			c.StopIndex = r.Uint("stop index")
 		case "ss":

@@ -46,13 +46,14 @@ func FuzzDecodeEpochConfig(f *testing.F) {
 	for _, c := range []EpochConfig{
 		{Epoch: 1, Members: []edict.ProcessID{1, 2, 3}, Learners: []edict.ProcessID{4}},
 		{Epoch: 2, Members: []edict.ProcessID{1, 2, 4}, Heard: true, StopIndex: 9, StopStamp: stop},
+		{Epoch: 3, Members: []edict.ProcessID{1, 2, 4}, Retiring: 2},
 	} {
 		b, err := EncodeEpochConfig(c)
 		if err != nil {
 			f.Fatal(err)
 		}
 		got, err := DecodeEpochConfig("seed", b)
-		if err != nil || got.StopIndex != c.StopIndex || !got.StopStamp.Equal(c.StopStamp) || got.Heard != c.Heard {
+		if err != nil || got.StopIndex != c.StopIndex || !got.StopStamp.Equal(c.StopStamp) || got.Heard != c.Heard || got.Retiring != c.Retiring {
 			f.Fatalf("round trip of %+v: %+v, %v", c, got, err)
 		}
 		f.Add(b)

@@ -93,6 +93,8 @@ func edgeConfigs() []EpochConfig {
 		{Epoch: 3, Members: ids(1, 2), StopIndex: math.MaxUint64, StopStamp: stop},
 		{Epoch: 3, Members: ids(1, 2), StopStamp: stop},
 		{Epoch: 3, Members: ids(1, 2), Heard: true, StopIndex: 77, StopStamp: stop},
+		{Epoch: 4, Members: ids(1, 2, 3), Retiring: 1},
+		{Epoch: 4, Members: ids(1, 300), Learners: ids(7), Retiring: 300, StopIndex: 5, StopStamp: stop},
 		// A zero stamp with an empty QT is empty to omitempty: left out.
 		{Epoch: 3, Members: ids(1, 2), StopStamp: edict.Stamp{QT: edict.QT{}}},
 	}
@@ -289,18 +291,20 @@ func TestRecordDecodersRefuse(t *testing.T) {
 		in   []byte
 		want string
 	}{
-		"empty":          {nil, "empty record"},
-		"version":        {append([]byte{9}, good[1:]...), "unknown version byte 9"},
-		"too large":      {make([]byte, MaxRecordSize+1), "exceeds the limit"},
-		"trailing":       {append(bytes.Clone(good), 0xc0), "1 trailing bytes"},
-		"truncated":      {good[:len(good)-1], "2 elements cannot fit in the 1 bytes left"},
-		"unknown field":  {append([]byte{v, 0x81}, append(str("x"), 0x01)...), `unknown field "x"`},
-		"repeated field": {append([]byte{v, 0x82}, append(append(str("e"), 0x01), append(str("e"), 0x01)...)...), `field "e" repeated`},
-		"no members":     {[]byte{v, 0x80}, "no members"},
-		"unsorted":       {codecEncode(t, nil, v, EpochConfig{Epoch: 1, Members: ids(2, 1)}), "not sorted"},
-		"process 0":      {codecEncode(t, nil, v, EpochConfig{Epoch: 1, Members: ids(0, 1)}), "process 0"},
-		"too many":       {codecEncode(t, nil, v, EpochConfig{Epoch: 1, Members: span(1, MaxConfigMembers+1)}), "exceeds the limit of 1024"},
-		"as an array":    {[]byte{v, 0x91, 0x01}, "want a map"},
+		"empty":             {nil, "empty record"},
+		"version":           {append([]byte{9}, good[1:]...), "unknown version byte 9"},
+		"too large":         {make([]byte, MaxRecordSize+1), "exceeds the limit"},
+		"trailing":          {append(bytes.Clone(good), 0xc0), "1 trailing bytes"},
+		"truncated":         {good[:len(good)-1], "2 elements cannot fit in the 1 bytes left"},
+		"unknown field":     {append([]byte{v, 0x81}, append(str("x"), 0x01)...), `unknown field "x"`},
+		"repeated field":    {append([]byte{v, 0x82}, append(append(str("e"), 0x01), append(str("e"), 0x01)...)...), `field "e" repeated`},
+		"no members":        {[]byte{v, 0x80}, "no members"},
+		"unsorted":          {codecEncode(t, nil, v, EpochConfig{Epoch: 1, Members: ids(2, 1)}), "not sorted"},
+		"process 0":         {codecEncode(t, nil, v, EpochConfig{Epoch: 1, Members: ids(0, 1)}), "process 0"},
+		"too many":          {codecEncode(t, nil, v, EpochConfig{Epoch: 1, Members: span(1, MaxConfigMembers+1)}), "exceeds the limit of 1024"},
+		"retiring stranger": {codecEncode(t, nil, v, EpochConfig{Epoch: 1, Members: ids(1, 2), Learners: ids(3), Retiring: 3}), "retiring p3 is not a member"},
+		"retiring alone":    {codecEncode(t, nil, v, EpochConfig{Epoch: 1, Members: ids(1), Retiring: 1}), "retiring p1 is the only member"},
+		"as an array":       {[]byte{v, 0x91, 0x01}, "want a map"},
 	}
 	for name, c := range cases {
 		_, err := DecodeEpochConfig("epochs/1/config", c.in)
