@@ -162,3 +162,30 @@ func (c *cluster) carry(id edict.ProcessID, epoch uint64, why string) {
 	c.collect(id)
 	c.deliver(nil)
 }
+
+// A directed campaign that a quarantined member refuses — no grantee, so
+// no rival — still asks again the members whose refusals named the
+// leader that handed over: the others make a quorum once the release
+// lands. Counted as the end of its patience, the refusal failed the
+// campaign and backed the target off while the cluster had no leader.
+func TestDirectedCampaignWaitsOutAQuarantinedRefusal(t *testing.T) {
+	c := newCluster(t, 1, 2, 3, 4, 5)
+	c.elect(1)
+	c.start(5, 2, testConfig(5, []edict.ProcessID{1, 2, 3, 4, 5}, nil)) // restarted: in quarantine
+	require.True(t, c.cores[5].Quarantined(c.reading(5)))
+	c.cores[1].Release(c.reading(1), c.cores[1].MaxLease())
+	c.collect(1)
+	releases := c.queue
+	c.queue = nil
+	c.cores[2].CampaignFor(c.reading(2), 1)
+	c.collect(2)
+	c.deliver(nil) // before any release: p2–p4 refuse naming p1, p5 refuses naming no one
+	require.False(t, c.cores[2].IsLeader(c.reading(2)))
+	require.True(t, c.cores[2].Campaigning())
+	c.queue = releases
+	c.deliver(nil)
+	c.advance(2 * c.cores[2].RoundTrip())
+	c.tick(2)
+	c.deliver(nil)
+	assert.True(t, c.cores[2].IsLeader(c.reading(2)), "p2 leads on p1–p4 once the release has landed")
+}

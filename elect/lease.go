@@ -61,8 +61,12 @@ type attempt struct {
 	// each granter), handed to the log when the instance completes.
 	positions map[edict.ProcessID]wire.Position
 	refusals  int
-	wait      time.Duration // longest remaining grant a nack reported
-	renewal   bool
+	// rivalled: a refusal named a grant to another process, a rival
+	// whose lease may outlast this attempt (a refusal without a grantee,
+	// a granter in quarantine or wedging, names none).
+	rivalled bool
+	wait     time.Duration // longest remaining grant a nack reported
+	renewal  bool
 	// directed: started by Campaign, for a process chosen to lead by the
 	// one that led (a transfer's target, a membership change's
 	// successor); it does not yield to the detector's choice
@@ -427,6 +431,7 @@ func (c *Core) onGrantReply(now edict.Time, m wire.Lease) {
 		a.refusals++
 		a.wait = max(a.wait, m.Remaining)
 		if m.Grantee != edict.None && m.Grantee != c.id {
+			a.rivalled = true
 			c.cfg.Detector.Observe(Observation{Kind: LeaderSeen, Process: m.Grantee, At: now})
 		}
 		if len(qs.Members())-a.refusals < quorumFloor(qs) {
@@ -545,20 +550,23 @@ func (c *Core) patience(now edict.Time, a *attempt) edict.Time {
 // The lease's end, or enough refusals, still end it (fail).
 //
 // A directed campaign (Campaign: a transfer's target, a membership
-// change's successor) that no member refused waits the same way, until
-// its deadline. Its grants are as likely late as a renewal's — each
+// change's successor) that no refusal showed a rival waits the same way,
+// until its deadline. Its grants are as likely late as a renewal's — each
 // granter of a new epoch makes the old one's termination durable before
 // it answers — and it has no rival to make room for: giving up would
 // leave the epoch leaderless for a back-off of up to RenewInterval and a
-// second attempt. A refusal names a grant to another that may outlast
-// the deadline; then the back-off past it (fail) is the way to win.
+// second attempt. A refusal that names no grantee (a granter in
+// quarantine after a restart) leaves the others to make a quorum, which
+// enough such refusals rule out at once (onGrantReply). A refusal that
+// names a grant to another may outlast the deadline; then the back-off
+// past it (fail) is the way to win.
 func (c *Core) checkAttempt(now edict.Time) {
 	a := c.attempt
 	if a == nil || now.Before(a.giveUp) {
 		return
 	}
 	renewing := a.renewal && c.lease.valid(now) && !mutated(ruleRenewalPatience)
-	if (renewing || a.directed && a.refusals == 0) && now.Before(a.deadline) {
+	if (renewing || a.directed && !a.rivalled && !mutated(ruleDirectedPatience)) && now.Before(a.deadline) {
 		for _, q := range c.epochs[a.epoch].qs.Members() {
 			if !a.replied[q] {
 				c.send(now, wire.Lease{Type: wire.LeaseGrantRequest, From: c.id, To: q, Epoch: a.epoch, Start: a.start, Delta: a.delta})

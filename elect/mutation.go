@@ -57,6 +57,11 @@ const (
 	// a member whose refusal names the leader that handed over, whose
 	// release has not reached it yet (CampaignFor).
 	ruleHandOverRelease = "hand-over-release"
+	// ruleDirectedPatience, a liveness rule: a directed campaign that no
+	// refusal showed a rival asks the silent members again until its
+	// deadline, a refusal without a grantee (quarantine) included
+	// (checkAttempt).
+	ruleDirectedPatience = "directed-patience"
 )
 
-var mutationRules = []string{ruleQuarantineGrants, ruleWedgeOnEpochChange, ruleReplyAttempt, ruleCampaignFallback, ruleNoEpochSkip, ruleStandAside, ruleRenewalPatience, ruleNoCampaignHeard, ruleAdaptiveLead, ruleCleanStopWaits, ruleCarriedGrants, ruleHandOverRelease}
+var mutationRules = []string{ruleQuarantineGrants, ruleWedgeOnEpochChange, ruleReplyAttempt, ruleCampaignFallback, ruleNoEpochSkip, ruleStandAside, ruleRenewalPatience, ruleNoCampaignHeard, ruleAdaptiveLead, ruleCleanStopWaits, ruleCarriedGrants, ruleHandOverRelease, ruleDirectedPatience}
