@@ -112,6 +112,9 @@ type Status struct {
 	FirstIndex    uint64
 	Members       []edict.ProcessID
 	Learners      []edict.ProcessID
+	// Retiring is the member of Epoch on its way out, if any: the leader
+	// removed itself (Node.Remove), and whoever leads next removes it.
+	Retiring edict.ProcessID
 	// Match is, at the leader, each peer's highest replicated index.
 	Match map[edict.ProcessID]uint64
 }

@@ -321,21 +321,30 @@ func (n *Node) PromoteWith(ctx context.Context, id edict.ProcessID, opts ...Chan
 
 // Remove takes a member or learner out of the cluster. A learner's
 // removal is a config edict and interrupts nothing; a member's ends the
-// epoch like Promote. Remove returns once the edict is committed and
+// epoch like Promote. Remove returns once the removal is committed and
 // applied here. This leader goes on leading, the new epoch too, as
-// through a Promote; if id is this process, it hands the new epoch over to
-// the member whose log is the most up to date and leads no more (the gap
-// is about one leadership transfer), and it emits Removed; Remove then
-// returns only once that hand-over has left (or, failing it, MaxLease
-// later), so that stopping the process right after Remove costs the
-// cluster one transfer, not the lease and an election. Either way
-// the removed process learns its removal (a Removed event) if it can be
-// reached, and campaigns no more; it may be stopped. A change refused is
-// a *MembershipError (ErrNotMember, ErrLastMember, ErrQuorumLost) and
-// nothing was written. It waits for a leader, and for a change in flight,
-// as AddLearner does, and is answered as AddLearner is once its edict is
-// appended: a Remove that waited out another Remove of the same process
-// is refused with ErrNotMember. RemoveWith takes options (Force).
+// through a Promote.
+//
+// If id is this process, it retires (docs/protocol.md, "Membership
+// changes that keep the leader"): it commits its retirement, hands
+// leadership to the member whose log is the most up to date, and that
+// member, leading now, removes it and leads on without another gap. The
+// cluster's gap is one leadership transfer, and the removal is decided
+// before it: should the transfer fail, whoever leads next carries it out.
+// Remove then returns once the removal is applied here, as a follower
+// (this process emits Removed), so it may be stopped at once; if ctx ends
+// first, the error wraps ctx's: the removal is decided, but this process
+// has not seen it done. RemoveWith(self, Force()) ends the epoch itself
+// instead and hands the next one over, a round trip longer.
+//
+// Either way the removed process learns its removal (a Removed event) if
+// it can be reached, and campaigns no more; it may be stopped. A change
+// refused is a *MembershipError (ErrNotMember, ErrLastMember,
+// ErrQuorumLost) and nothing was written. It waits for a leader, and for
+// a change in flight, as AddLearner does, and is answered as AddLearner is
+// once its edict is appended: a Remove that waited out another Remove of
+// the same process is refused with ErrNotMember. RemoveWith takes options
+// (Force).
 func (n *Node) Remove(ctx context.Context, id edict.ProcessID) error {
 	return n.RemoveWith(ctx, id)
 }
@@ -344,16 +353,53 @@ func (n *Node) Remove(ctx context.Context, id edict.ProcessID) error {
 // remove a member while the leader does not hear from enough of the
 // others, when they are known to come back.
 func (n *Node) RemoveWith(ctx context.Context, id edict.ProcessID, opts ...ChangeOption) error {
-	if err := n.admin(ctx, func(now edict.Time) (wire.Entry, error) { return n.core.Remove(now, id, coreOptions(opts)...) }); err != nil {
+	var epoch uint64
+	if err := n.admin(ctx, func(now edict.Time) (wire.Entry, error) {
+		epoch = n.core.WriteEpoch()
+		return n.core.Remove(now, id, coreOptions(opts)...)
+	}); err != nil {
 		return err
 	}
-	if id == n.cfg.ID {
+	var o changeOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	switch {
+	case id != n.cfg.ID:
+	case o.force:
 		n.awaitHandOver(ctx)
+	default:
+		return n.awaitRemoval(ctx, id, epoch)
 	}
 	return nil
 }
 
-// awaitHandOver waits, after this leader removed itself, until it has
+// awaitRemoval waits, after this leader committed its retirement in
+// epoch, until it learns a configuration of a later epoch that leaves it
+// out: the next leader's stop edict, committed.
+func (n *Node) awaitRemoval(ctx context.Context, id edict.ProcessID, epoch uint64) error {
+	ch := make(chan Event, 1)
+	obs := n.Observe(ch, func(ev Event) bool { return ev.Kind == Removed || ev.Kind == Stopped })
+	defer obs.Cancel()
+	for {
+		var removed bool
+		if err := n.do(ctx, func() { removed = n.core.RemovedAfter(epoch) }); err != nil {
+			return fmt.Errorf("edictlog: remove %v: retired and decided, but not yet applied here: %w", id, err)
+		}
+		if removed {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("edictlog: remove %v: retired and decided, but not yet applied here: %w", id, ctx.Err())
+		case <-n.done:
+			return ErrShutdown
+		}
+	}
+}
+
+// awaitHandOver waits, after this leader removed itself with Force, until it has
 // handed the next epoch over: the TimeoutNow is sent once the batch that
 // holds the old epoch's termination is durable, which waitDurable then
 // covers. It gives up after MaxLease (the succession's own bound: the

@@ -157,6 +157,13 @@ type Core struct {
 	// asks again a member whose refusal names that sender
 	// (elect.Core.CampaignFor).
 	handedBy edict.ProcessID
+	// campaignUntil bounds how long a hand-over's campaign waits for the
+	// log to bring the epoch it names, known so far only from a peer's
+	// news (EpochConfig.Heard), which it may not campaign in: a target
+	// whose log took the stop edict in a snapshot learns the epoch from
+	// its next committed config edict — a retiring leader's own, sent
+	// beside the hand-over.
+	campaignUntil edict.Time
 	// wedgeOnStepDown: this leader committed a stop edict and wedges its
 	// epoch once its lease lapses.
 	wedgeOnStepDown bool
@@ -408,13 +415,15 @@ func (c *Core) afterStep(now edict.Time) {
 	c.learnCommitted(now)
 	c.processCommitted(now)
 	c.checkReads(now)
-	if c.campaignIn != 0 && c.el.ActiveEpoch() == c.campaignIn {
+	if c.campaignIn != 0 && c.el.ActiveEpoch() == c.campaignIn &&
+		!(c.epochs[c.campaignIn].Heard && now.Before(c.campaignUntil) && !mutated(RuleHandOverAwaitsEpoch)) {
 		c.campaignIn = 0
 		c.el.CampaignFor(now, c.handedBy)
 		c.handedBy = edict.None
 		c.drainElect(now)
 	}
 	c.checkSuccession(now)
+	c.retire(now)
 }
 
 func (c *Core) stepLease(now edict.Time, m wire.Lease) error {
@@ -599,6 +608,10 @@ type Status struct {
 	FirstIndex    uint64
 	Members       []edict.ProcessID
 	Learners      []edict.ProcessID
+	// Retiring is the member of Epoch on its way out, if any: its leader
+	// removed itself, and whoever leads next removes it
+	// (wire.EpochConfig.Retiring).
+	Retiring edict.ProcessID
 	// Match is, at the leader, each peer's highest replicated index.
 	Match map[edict.ProcessID]uint64
 }
@@ -621,7 +634,7 @@ func (c *Core) Status(now edict.Time) Status {
 	cfg := c.epochs[ep]
 	s := Status{ID: c.id, Epoch: ep, EpochHeard: cfg.Heard, Leader: c.leaderHint, AcceptedReign: c.acceptedReign, Commit: c.commit,
 		Applied: c.applied, LastIndex: c.log.lastIndex(), FirstIndex: c.log.first(),
-		Members: slices.Clone(cfg.Members), Learners: slices.Clone(cfg.Learners)}
+		Members: slices.Clone(cfg.Members), Learners: slices.Clone(cfg.Learners), Retiring: cfg.Retiring}
 	if s.Leader != c.id && !c.lastContact.IsZero() {
 		// A follower that has not heard from the leader it knows for a
 		// lease's length names none: a leader still holding its lease

@@ -621,7 +621,8 @@ func (d *interaction) propose(t *testing.T, td *datadriven.TestData) {
 }
 
 // membership has process id propose a membership change of process
-// target (add-learner, promote, remove), flushed at once.
+// target (add-learner, promote, remove; remove takes force, Force()),
+// flushed at once.
 func (d *interaction) membership(t *testing.T, td *datadriven.TestData) {
 	id, target := d.id(t, td, "id"), d.id(t, td, "target")
 	core, now := d.c.cores[id], d.c.reading(id)
@@ -633,7 +634,11 @@ func (d *interaction) membership(t *testing.T, td *datadriven.TestData) {
 	case "promote":
 		e, err = core.Promote(now, target)
 	case "remove":
-		e, err = core.Remove(now, target)
+		var opts []ChangeOption
+		if td.HasArg("force") {
+			opts = append(opts, Force())
+		}
+		e, err = core.Remove(now, target, opts...)
 	}
 	if err != nil {
 		d.printf("p%d refused %s p%d: %v\n", id, td.Cmd, target, err)

@@ -689,12 +689,7 @@ func (c *Core) Resign(now edict.Time) {
 	l := c.lead
 	target := edict.None
 	if l != nil && l.phase == phaseReady && !l.stopped {
-		var best uint64
-		for _, p := range c.epochs[l.epoch].Members {
-			if pr := l.progress[p]; p != c.id && pr != nil && (target == edict.None || pr.match > best) {
-				target, best = p, pr.match
-			}
-		}
+		target = c.mostUpToDate(c.epochs[l.epoch].Members, edict.Time{})
 	}
 	if l == nil && !c.el.IsLeader(now) {
 		return
@@ -716,7 +711,7 @@ func (c *Core) onTimeoutNow(now edict.Time, from edict.ProcessID, t *wire.Timeou
 	active := c.el.ActiveEpoch()
 	if t.Epoch > active+1 || t.Epoch < active {
 		if t.Epoch > active {
-			c.campaignIn, c.handedBy = t.Epoch, from // after an epoch this process does not know yet
+			c.campaignIn, c.handedBy, c.campaignUntil = t.Epoch, from, now.Add(c.el.MaxLease()) // after an epoch this process does not know yet
 		}
 		return
 	}
@@ -733,9 +728,15 @@ func (c *Core) onTimeoutNow(now edict.Time, from edict.ProcessID, t *wire.Timeou
 		// to the sender, which wedged them since. Once a blocking set
 		// answers, the epoch is terminated here too, and afterStep
 		// campaigns.
-		c.campaignIn, c.handedBy = t.Epoch, from
+		c.campaignIn, c.handedBy, c.campaignUntil = t.Epoch, from, now.Add(c.el.MaxLease())
 		c.el.WedgeNow(now)
 		c.drainElect(now)
+		return
+	}
+	if c.epochs[t.Epoch].Heard && !mutated(RuleHandOverAwaitsEpoch) {
+		// afterStep campaigns once the log brings the epoch
+		// (campaignUntil); epoch 0 is never only heard of.
+		c.campaignIn, c.handedBy, c.campaignUntil = t.Epoch, from, now.Add(c.el.MaxLease())
 		return
 	}
 	c.el.CampaignFor(now, from)

@@ -77,6 +77,14 @@ type changeOptions struct{ force bool }
 // It does not bypass anything safety rests on.
 func Force() ChangeOption { return func(o *changeOptions) { o.force = true } }
 
+func forced(opts []ChangeOption) bool {
+	var o changeOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o.force
+}
+
 // membershipDone is the highest committed index whose membership effects
 // have been carried out.
 func (c *Core) processCommitted(now edict.Time) {
@@ -529,7 +537,7 @@ func (c *Core) Promote(now edict.Time, id edict.ProcessID, opts ...ChangeOption)
 	if !slices.Contains(cfg.Learners, id) {
 		return wire.Entry{}, &MembershipError{Op: "promote", Process: id, Epoch: cfg.Epoch, Err: ErrNotLearner}
 	}
-	next := wire.EpochConfig{Epoch: cfg.Epoch + 1, Members: append(cfg.Members, id),
+	next := wire.EpochConfig{Epoch: cfg.Epoch + 1, Members: append(cfg.Members, id), Retiring: cfg.Retiring,
 		Learners: slices.DeleteFunc(cfg.Learners, func(p edict.ProcessID) bool { return p == id })}
 	slices.Sort(next.Members)
 	if err := c.checkQuorum(now, "promote", id, cfg.Epoch, next.Members, opts); err != nil {
@@ -542,9 +550,19 @@ func (c *Core) Promote(now edict.Time, id edict.ProcessID, opts ...ChangeOption)
 // edict), a config edict for a learner. A member's removal is checked
 // like Promote's (checkQuorum, Force). When this leader removes another
 // member it goes on leading the new epoch after a short gap, as for
-// Promote; when it removes itself, it hands leadership over to the
-// member of the new epoch whose log is the most up to date, once it has
-// wedged the old epoch, and leads no more.
+// Promote.
+//
+// When it removes itself it retires instead (retire): the edict it
+// appends is a config edict of the current epoch that names it Retiring.
+// Once that commits it hands leadership to the member whose log is the
+// most up to date, and the next leader, a member of the new
+// configuration, removes it with a stop edict and leads on as through any
+// other removal: the cluster's gap is the transfer's. The removal is
+// decided before the transfer, in the log, so a leader that follows a
+// failed transfer, or the retiring process leading again, carries it out
+// all the same. With Force, the leader ends the epoch itself and hands
+// the next one over once it is wedged (succeed): a round trip longer, but
+// without the next leader's own quorum check.
 func (c *Core) Remove(now edict.Time, id edict.ProcessID, opts ...ChangeOption) (wire.Entry, error) {
 	c.advanceClock(now)
 	cfg, err := c.currentConfig("remove", id)
@@ -561,12 +579,79 @@ func (c *Core) Remove(now edict.Time, id edict.ProcessID, opts ...ChangeOption) 
 	if len(cfg.Members) == 1 {
 		return wire.Entry{}, &MembershipError{Op: "remove", Process: id, Epoch: cfg.Epoch, Err: ErrLastMember}
 	}
-	next := wire.EpochConfig{Epoch: cfg.Epoch + 1, Learners: cfg.Learners,
-		Members: slices.DeleteFunc(cfg.Members, func(p edict.ProcessID) bool { return p == id })}
+	next := wire.EpochConfig{Epoch: cfg.Epoch + 1, Learners: cfg.Learners, Retiring: cfg.Retiring,
+		Members: slices.DeleteFunc(slices.Clone(cfg.Members), func(p edict.ProcessID) bool { return p == id })}
+	if next.Retiring == id {
+		next.Retiring = edict.None
+	}
 	if err := c.checkQuorum(now, "remove", id, cfg.Epoch, next.Members, opts); err != nil {
 		return wire.Entry{}, err
 	}
+	if id == c.id && !forced(opts) && !mutated(RuleRetireFirst) {
+		if cfg.Retiring == c.id {
+			return wire.Entry{}, ErrTransferring // retiring already: retire hands over
+		}
+		cfg.Retiring = c.id
+		return c.proposeMembership(now, wire.EntryConfig, cfg, nil)
+	}
 	return c.proposeMembership(now, wire.EntryStop, next, nil)
+}
+
+// retire carries out a committed retirement (wire.EpochConfig.Retiring)
+// of the epoch this process leads. The retiring leader transfers
+// leadership to the member whose log is the most up to date, again after
+// a transfer that lapsed; any other leader removes the retiring member,
+// again after a refusal (a change in flight, the quorum check), as soon as
+// its reign serves membership changes. Both are only a choice of what this
+// leader proposes next: safety rests on the transfer and the removal
+// themselves.
+func (c *Core) retire(now edict.Time) {
+	l := c.lead
+	if l == nil || l.phase != phaseReady || l.stopped || l.transfer != edict.None {
+		return
+	}
+	cfg := c.epochs[l.epoch]
+	switch cfg.Retiring {
+	case edict.None:
+	case c.id:
+		// A member that granted the current lease is out of quarantine.
+		since := edict.Time{Incarnation: now.Incarnation, Nanos: now.Nanos - int64(c.el.MaxLease())}
+		if to := c.mostUpToDate(cfg.Members, since); to != edict.None {
+			_ = c.TransferLeadership(now, to)
+		}
+	default:
+		if _, err := c.Remove(now, cfg.Retiring); err == nil {
+			c.sendAppends(now)
+		}
+	}
+}
+
+// mostUpToDate is the member of members, other than this leader and a
+// retiring member, whose log matches the leader's furthest (None if no
+// other member answered this reign yet). With grantedSince set, only a
+// member that granted this leader its lease at that reading or later
+// qualifies: one that restarted lately grants nothing while in
+// quarantine, and would not campaign on a transfer either until it ends.
+func (c *Core) mostUpToDate(members []edict.ProcessID, grantedSince edict.Time) edict.ProcessID {
+	l := c.lead
+	retiring := c.epochs[l.epoch].Retiring
+	var grants map[edict.ProcessID]edict.Time
+	if !grantedSince.IsZero() {
+		grants = c.el.Stats().LastGrant
+	}
+	to := edict.None
+	var best uint64
+	for _, p := range members {
+		pr := l.progress[p]
+		if p == c.id || p == retiring || pr == nil || to != edict.None && pr.match <= best {
+			continue
+		}
+		if g, ok := grants[p]; grants != nil && (!ok || g.Before(grantedSince)) {
+			continue
+		}
+		to, best = p, pr.match
+	}
+	return to
 }
 
 // checkQuorum refuses a change whose new configuration, members, has no
@@ -577,11 +662,7 @@ func (c *Core) Remove(now edict.Time, id edict.ProcessID, opts ...ChangeOption) 
 // counts as heard; a peer counts if it answered an append of this reign
 // (a refusal too: it is up) or granted this process a lease lately.
 func (c *Core) checkQuorum(now edict.Time, op string, id edict.ProcessID, epoch uint64, members []edict.ProcessID, opts []ChangeOption) error {
-	var o changeOptions
-	for _, f := range opts {
-		f(&o)
-	}
-	if o.force {
+	if forced(opts) {
 		return nil
 	}
 	live := c.liveMembers(now, members)
@@ -647,6 +728,11 @@ func (c *Core) noteRemoval(prev, cfg wire.EpochConfig) {
 	c.removedFrom = cfg.Epoch + 1
 	c.event(Event{Kind: Removed, Epoch: cfg.Epoch})
 }
+
+// RemovedAfter reports whether this process knows a configuration of an
+// epoch after epoch that leaves it out, from a committed edict or a
+// peer's news (the Removed event).
+func (c *Core) RemovedAfter(epoch uint64) bool { return c.removedFrom > epoch+1 }
 
 // farewell keeps the processes cfg leaves out of prev among the peers
 // this leader replicates to, until each has been sent the commit of the

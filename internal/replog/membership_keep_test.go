@@ -140,9 +140,86 @@ func TestRemoveFollowerKeepsTheLeader(t *testing.T) {
 	assert.Equal(t, 1, countEvents(c.events[3], Removed), "told once")
 }
 
-// The leader removes itself: it wedges its epoch and hands the next one
-// to the member whose log is the most up to date, which leads it one
-// round trip later than a leader that stays would.
+// transferGap is the leaderless gap of a plain leadership transfer from
+// p1 to p2 of three, under gapWatch's network: what a leader's removal of
+// itself is held to.
+func transferGap(t *testing.T) time.Duration {
+	c := newTCluster(t, 1, 2, 3)
+	c.settle(50*time.Millisecond, nil)
+	c.propose(1, "x")
+	c.settle(10*time.Millisecond, nil)
+	require.NoError(t, c.cores[1].TransferLeadership(c.reading(1), 2))
+	c.collect(1)
+	gap, leaders := gapWatch(t, c, time.Second, func() bool { return c.leader() == 2 })
+	require.Equal(t, []edict.ProcessID{2}, leaders, "p1 released at once: its target was up to date")
+	return gap
+}
+
+// A leader that removes itself retires: it commits its retirement (a
+// config edict naming it Retiring), transfers leadership to the member
+// whose log is the most up to date, and that member removes it and leads
+// the next epoch on a carried lease. The cluster's one gap is the
+// transfer's, and no process but those two is ever named.
+func TestRemoveLeaderRetires(t *testing.T) {
+	limit := transferGap(t)
+	c := newTCluster(t, 1, 2, 3)
+	c.settle(50*time.Millisecond, nil)
+	c.propose(1, "x")
+	e := c.admin(1, func(now edict.Time) (wire.Entry, error) { return c.cores[1].Remove(now, 1) })
+	assert.Equal(t, wire.EntryConfig, e.Kind, "the retirement is a config edict of epoch 0")
+	m, err := wire.DecodeMembership(e.Data)
+	require.NoError(t, err)
+	assert.Equal(t, edict.ProcessID(1), m.Config.Retiring)
+	_, err = c.cores[1].Remove(c.reading(1), 1)
+	require.Error(t, err, "one retirement at a time")
+
+	gap, leaders := gapWatch(t, c, 3*time.Second, c.epochLeader(1))
+	require.Len(t, leaders, 2, "the transfer's target leads both epochs")
+	assert.Equal(t, edict.ProcessID(1), leaders[0])
+	assert.LessOrEqual(t, gap, limit+200*time.Microsecond, "no longer than a transfer (within gapWatch's steps)")
+	l := leaders[1]
+	st := c.cores[l].Status(c.reading(l))
+	assert.Equal(t, []edict.ProcessID{2, 3}, st.Members)
+	assert.Equal(t, edict.None, c.cores[l].epochs[1].Retiring, "the retirement ends with the removal")
+	c.settle(20*time.Millisecond, nil)
+	assert.Equal(t, 1, countEvents(c.events[1], Removed), "the retired leader learns its removal")
+	assert.True(t, c.cores[1].RemovedAfter(0))
+	assert.Equal(t, l, c.cores[1].Status(c.reading(1)).Leader)
+	c.propose(l, "y")
+	c.settle(100*time.Millisecond, nil)
+	assert.Equal(t, []string{"x", "y"}, appliedData(c.applied[2]))
+	assert.Equal(t, []string{"x", "y"}, appliedData(c.applied[3]))
+}
+
+// The retirement is decided in the log before the transfer: when the
+// transfer's target fails, whoever leads next removes the retiring
+// member, and if that is the retiring member itself, it transfers again.
+func TestRetirementOutlivesAFailedTransfer(t *testing.T) {
+	c := newTCluster(t, 1, 2, 3)
+	c.settle(50*time.Millisecond, nil)
+	c.propose(1, "x")
+	var target edict.ProcessID
+	c.sent = func(m wire.Message) {
+		if m.TimeoutNow != nil && target == edict.None {
+			target = m.To
+			c.down[m.To] = true // the target fails as it is handed leadership
+		}
+	}
+	c.admin(1, func(now edict.Time) (wire.Entry, error) { return c.cores[1].Remove(now, 1) })
+	c.settle(50*time.Millisecond, nil)
+	require.NotEqual(t, edict.None, target)
+	c.sent = nil
+	c.down[target] = false
+	_, leaders := gapWatch(t, c, 10*time.Second, c.epochLeader(1))
+	l := leaders[len(leaders)-1]
+	assert.NotEqual(t, edict.ProcessID(1), l)
+	assert.Equal(t, []edict.ProcessID{2, 3}, c.cores[l].Status(c.reading(l)).Members)
+}
+
+// With Force, the leader that removes itself ends its epoch itself: it
+// wedges it and hands the next one to the member whose log is the most
+// up to date, which leads it one round trip later than a leader that
+// stays would.
 func TestRemoveLeaderHandsOver(t *testing.T) {
 	c := newTCluster(t, 1, 2, 3)
 	c.settle(50*time.Millisecond, nil)
@@ -153,7 +230,7 @@ func TestRemoveLeaderHandsOver(t *testing.T) {
 		}
 	}
 	c.propose(1, "x")
-	c.admin(1, func(now edict.Time) (wire.Entry, error) { return c.cores[1].Remove(now, 1) })
+	c.admin(1, func(now edict.Time) (wire.Entry, error) { return c.cores[1].Remove(now, 1, Force()) })
 	gap, leaders := gapWatch(t, c, 3*time.Second, c.epochLeader(1))
 	require.Len(t, leaders, 2)
 	assert.Equal(t, edict.ProcessID(1), leaders[0])
@@ -236,7 +313,7 @@ func TestLeaderServesThroughTheChange(t *testing.T) {
 func TestHandOverNamesTheSuccessorDuringTheGap(t *testing.T) {
 	c := newTCluster(t, 1, 2, 3)
 	c.settle(50*time.Millisecond, nil)
-	c.admin(1, func(now edict.Time) (wire.Entry, error) { return c.cores[1].Remove(now, 1) })
+	c.admin(1, func(now edict.Time) (wire.Entry, error) { return c.cores[1].Remove(now, 1, Force()) })
 	var target edict.ProcessID
 	for range 4000 {
 		c.advance(100 * time.Microsecond)

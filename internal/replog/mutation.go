@@ -105,6 +105,18 @@ const (
 	// the edict, while that quorum is live (nextEpochLive); switched off,
 	// its lease lapses while a member catches up, and no one leads.
 	RuleRenewWhileEnding = "renew-while-ending"
+	// RuleRetireFirst, a liveness rule: a leader that removes itself
+	// first commits its retirement (wire.EpochConfig.Retiring), hands
+	// leadership to another member, and leaves the removal to it (retire);
+	// switched off, it ends the epoch itself and hands the next one over
+	// (succeed), and the gap is a wedge round trip longer than a transfer.
+	RuleRetireFirst = "retire-first"
+	// RuleHandOverAwaitsEpoch, a liveness rule: a hand-over's target that
+	// knows the epoch only from news waits, up to MaxLease, for its log
+	// to bring it before it campaigns (campaignUntil); switched off, it
+	// campaigns at once, which the lease core refuses, and the hand-over
+	// is lost to the detectors.
+	RuleHandOverAwaitsEpoch = "hand-over-awaits-epoch"
 	// RuleCleanRecordCleared: the clean-stop record speaks only for the
 	// life right after the one that wrote it (Recover): the incarnation
 	// bump that starts that life is what clears it. Switched off, any
@@ -121,5 +133,5 @@ var mutationRules = []string{
 	RuleIncarnationBump,
 	RuleLearnCommittedOnly, RuleHeardLearns, RuleMessagesWaitForRecords, RuleGrantsReportDurable,
 	RuleResetLowersDurable, RuleLeaderCountsDurable, RuleRecoverInstall, RuleCompactBehindDurable,
-	RuleRecordBeforeAdopt, RuleLeaderSucceeds, RuleCarryLease, RuleHeirServes, RuleRenewWhileEnding, RuleCleanRecordCleared,
+	RuleRecordBeforeAdopt, RuleLeaderSucceeds, RuleCarryLease, RuleHeirServes, RuleRenewWhileEnding, RuleRetireFirst, RuleHandOverAwaitsEpoch, RuleCleanRecordCleared,
 }

@@ -25,7 +25,7 @@ func TestLog(t *testing.T) {
 		t.Run(sc.Name, func(t *testing.T) {
 			t.Parallel()
 			var o, c, w, u, snaps, gaps, kept int
-			var longest time.Duration
+			var longest, gapTotal time.Duration
 			reads := map[replog.ReadLevel]int{}
 			def := 100
 			if sc.Seeds > 0 {
@@ -42,7 +42,7 @@ func TestLog(t *testing.T) {
 					t.Fatalf("%v\nreplay: EDICT_SIM_SEED=%d go test ./internal/sim/ -run 'TestLog/%s$' -count=1 -v", res, seed, sc.Name)
 				}
 				o, c, w, u, snaps = o+res.Ops, c+res.Committed, w+res.Writes, u+res.Unknown, snaps+res.Snapshots
-				gaps, longest, kept = gaps+res.Gaps, max(longest, res.LongestGap), kept+res.Kept
+				gaps, longest, kept, gapTotal = gaps+res.Gaps, max(longest, res.LongestGap), kept+res.Kept, gapTotal+res.GapTotal
 				for l, n := range res.Reads {
 					reads[l] += n
 				}
@@ -53,7 +53,11 @@ func TestLog(t *testing.T) {
 			t.Logf("%s: %d seeds, %d operations checked (%d writes acknowledged, %d unknown, reads %v), %d entries committed, %d snapshots installed",
 				sc.Name, len(list), o, w, u, reads, c, snaps)
 			if sc.GapBound > 0 {
-				t.Logf("%s: %d membership changes kept their leader throughout; %d handed it over, the longest leaderless for %v (bound %v)", sc.Name, kept, gaps, longest, sc.GapBound)
+				mean := time.Duration(0)
+				if gaps > 0 {
+					mean = (gapTotal / time.Duration(gaps)).Round(time.Microsecond)
+				}
+				t.Logf("%s: %d membership changes kept their leader throughout; %d handed it over, leaderless for %v on average, the longest %v (bound %v)", sc.Name, kept, gaps, mean, longest, sc.GapBound)
 			}
 		})
 	}

@@ -23,12 +23,17 @@ import (
 //     some process that is up serves lease reads at every event
 //     (keepWatch, checked by checkKept).
 //   - A change that removes the leader: from the leader's stepping down
-//     to end its epoch until a reign of a later epoch is ready, at most
-//     GapBound.
+//     to end its epoch (with Force) or to transfer leadership (retiring)
+//     until a reign of a later epoch, or of the same one after a
+//     retirement's transfer, is ready: at most GapBound.
 
 // gapReason is the reason a leader gives for stepping down when it ends
 // its epoch after a stop edict (replog.Core's succeed).
 const gapReason = "the next epoch holds the stop edict; wedging"
+
+// transferReason is the reason a leader gives for stepping down when it
+// transfers leadership; one that is retiring opens a gap as well.
+const transferReason = "leadership transferred"
 
 // logGap is the stretch being timed: its start, the epoch that ends, the
 // faults counted when it began, and the leader that ended the epoch.
@@ -41,6 +46,10 @@ type logGap struct {
 	// longest, for the report (LogResult).
 	timed   int
 	longest time.Duration
+	total   time.Duration
+	// retire: the stretch is a retiring leader's transfer, which a reign
+	// of the same epoch ends.
+	retire bool
 	// keep is the change that keeps the leader being watched.
 	keep keepWatch
 	// kept counts the changes that kept a leader throughout.
@@ -107,19 +116,21 @@ func (r *lrun) gapEvent(p *lproc, ev replog.Event) {
 		k.epoch = 0
 	}
 	switch {
-	case ev.Kind == replog.SteppedDown && ev.Reason == gapReason && g.start == 0 && !r.faulty():
+	case ev.Kind == replog.SteppedDown && g.start == 0 && !r.faulty() &&
+		(ev.Reason == gapReason || ev.Reason == transferReason && p.core.Status(p.now(r.w.now)).Retiring == p.id):
 		start, faults := r.w.now, r.faultCount()
-		g.start, g.epoch, g.faults, g.leader = start, ev.Epoch, faults, p.id
+		g.start, g.epoch, g.faults, g.leader, g.retire = start, ev.Epoch, faults, p.id, ev.Reason == transferReason
 		r.w.after(bound, func() {
 			if g.start == start && r.faultCount() == faults {
 				r.fail("%v ended epoch %d for a membership change at t=%v, and no reign of a later epoch was ready %v later, with no fault meanwhile: a change that keeps the leader, or hands it over, must cost a few round trips",
 					g.leader, g.epoch, time.Duration(start), bound)
 			}
 		})
-	case ev.Kind == replog.BecameLeader && g.start != 0 && ev.Epoch > g.epoch:
+	case ev.Kind == replog.BecameLeader && g.start != 0 && (ev.Epoch > g.epoch || g.retire && ev.Epoch == g.epoch):
 		if r.faultCount() == g.faults {
 			g.timed++
 			g.longest = max(g.longest, time.Duration(r.w.now-g.start))
+			g.total += time.Duration(r.w.now - g.start)
 		}
 		g.start = 0
 	}

@@ -40,7 +40,9 @@ type LogResult struct {
 	// counts those that kept their leader throughout.
 	Gaps       int
 	LongestGap time.Duration
-	Kept       int
+	// GapTotal is the timed stretches added up, for their mean.
+	GapTotal time.Duration
+	Kept     int
 }
 
 func (r LogResult) String() string {
@@ -185,7 +187,7 @@ func runLog(sc LogScenario, seed uint64, opt runOptions) (res LogResult) {
 	res = LogResult{Seed: seed, Scenario: sc.Name, Events: r.w.events, Committed: len(r.committed),
 		Reads: map[replog.ReadLevel]int{}, Snapshots: r.snapshots, Epochs: r.maxEpoch, Violation: r.violation,
 		Boundaries: r.crashes.count, CrashedAt: r.crashes.where, ModelOps: r.modelOps,
-		Gaps: r.gap.timed, LongestGap: r.gap.longest, Kept: r.gap.kept}
+		Gaps: r.gap.timed, LongestGap: r.gap.longest, GapTotal: r.gap.total, Kept: r.gap.kept}
 	r.hist.count(&res)
 	return res
 }

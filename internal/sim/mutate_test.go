@@ -182,9 +182,10 @@ var deeperHunts = map[string]struct {
 	scenario string
 	seeds    int
 }{
-	"log/accept-grantee":       {"log-figure8", 1000},
-	"log/clean-record-cleared": {"log-short-restarts", 500},
-	"elect/hand-over-release":  {"log-slow-disk-membership", 400},
+	"log/accept-grantee":         {"log-figure8", 1000},
+	"log/clean-record-cleared":   {"log-short-restarts", 500},
+	"elect/hand-over-release":    {"log-slow-disk-membership", 400},
+	"log/hand-over-awaits-epoch": {"log-membership-keep-faults", 200},
 }
 
 // argued are the rules whose deletion docs/protocol.md's table argues
@@ -194,6 +195,7 @@ var deeperHunts = map[string]struct {
 var argued = map[string]string{
 	"elect/no-campaign-heard": "a reign starts from the best log of a quorum of its epoch, which meets the quorum of the epoch before that committed the stop edict (one member changes at a time)",
 	"log/renew-while-ending":  "liveness only (a renewal in an epoch not yet terminated is the lease protocol's own); it shows when the next epoch's quorum needs a member still catching up while another is down, a fault the gap check excuses; TestLeaderRenewsWhileTheNextEpochCatchesUp fails without it",
+	"log/retire-first":        "liveness only (it decides what a retiring leader proposes and to whom it transfers); with it off the leader's removal takes the Force hand-over, a round trip slower and within the gap bound; TestRemoveLeaderRetires fails without it",
 	"elect/no-epoch-skip":     "defence in depth behind elect/carried-grants: a process that skipped epoch G is refused in G+1 by a granter of G's leader's quorum while that lease holds (with both off, log-epoch-gap catches it at seed 1; TestAnUnknownEpochIsNotSkipped fails without it)",
 }
 
