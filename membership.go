@@ -60,14 +60,10 @@ type changeOptions struct{ force bool }
 // off). It is for recovery by an operator who knows the members the
 // leader does not hear from will come back: until a quorum of the new
 // configuration is up, the new epoch has no leader and takes no writes.
-// It does not bypass anything safety rests on.
-// Force lets a Promote or Remove through that the quorum check would
-// refuse: one whose new configuration has no quorum among the processes
-// the leader heard from lately (etcd's --strict-reconfig-check turned
-// off). It is for recovery by an operator who knows the members the
-// leader does not hear from will come back: until a quorum of the new
-// configuration is up, the new epoch has no leader and takes no writes.
-// It does not bypass anything safety rests on.
+// It does not bypass anything safety rests on. A leader that removes
+// itself with Force ends its epoch itself and hands the next one over,
+// rather than retire (Node.Remove): the next leader's own quorum check
+// is skipped too, at a round trip's cost.
 func Force() ChangeOption { return func(o *changeOptions) { o.force = true } }
 
 // coreOptions are opts in the protocol's words.

@@ -41,11 +41,15 @@ const (
 	SetAddress     Kind = "set-address"
 	RemoveFollower Kind = "remove-follower"
 	RemoveLeader   Kind = "remove-leader"
+	// Transfer is no membership change: a leadership transfer to a
+	// follower, run in each round for scale, since the removal of the
+	// leader should cost the cluster no more than one.
+	Transfer Kind = "transfer"
 )
 
 // KeepsLeader reports whether a change of this kind should leave the
 // leader in place.
-func (k Kind) KeepsLeader() bool { return k != RemoveLeader }
+func (k Kind) KeepsLeader() bool { return k != RemoveLeader && k != Transfer }
 
 // Change is the outcome of one membership change.
 type Change struct {
@@ -62,10 +66,12 @@ type Change struct {
 // Result is one run.
 type Result struct {
 	Changes []Change
+	// Transfers are the leadership transfers run beside the changes.
+	Transfers []Change
 	// Writes acknowledged; refusals (a *edictlog.NotLeaderError or
 	// edictlog.ErrNotLeader from the process the writer took for the leader,
-	// outside a leader removal); refusals during leader removals, when
-	// each writer is expected to be sent on once; writes whose outcome is
+	// outside a leader removal or transfer); refusals during them, when
+	// each writer is expected to be sent on; writes whose outcome is
 	// unknown; other failures.
 	Writes, Refused, RemovalRefused, Unknown, Failed int64
 	Elapsed                                          time.Duration
@@ -84,8 +90,8 @@ type Config struct {
 
 // Round is the schedule of one round; with the defaults, five rounds
 // make 35 changes, 5 of them removals of the leader, with 3 or 4 members
-// at every point.
-var Round = []Kind{AddLearner, Promote, SetAddress, RemoveFollower, AddLearner, Promote, RemoveLeader}
+// at every point, and 5 leadership transfers beside them.
+var Round = []Kind{AddLearner, Promote, SetAddress, RemoveFollower, AddLearner, Promote, Transfer, RemoveLeader}
 
 type member struct {
 	id    edict.ProcessID
@@ -165,10 +171,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 				runErr = err
 				break
 			}
-			removing.Store(k == RemoveLeader)
+			removing.Store(!k.KeepsLeader())
 			ch, err := c.change(ctx, mon, k)
 			removing.Store(false)
-			res.Changes = append(res.Changes, ch)
+			if k == Transfer {
+				res.Transfers = append(res.Transfers, ch)
+			} else {
+				res.Changes = append(res.Changes, ch)
+			}
 			if err != nil {
 				runErr = fmt.Errorf("%s of %v: %w", k, ch.Target, err)
 				break
@@ -376,6 +386,10 @@ func (c *cluster) change(ctx context.Context, mon *monitor, k Kind) (Change, err
 		ch.Target = l.id
 		call = func(ctx context.Context) error { return l.node.Remove(ctx, l.id) }
 		after = func() { c.stop(l) }
+	case Transfer:
+		id := c.follower(l)
+		ch.Target = id
+		call = func(ctx context.Context) error { return l.node.TransferLeadership(ctx, id) }
 	}
 	epoch := l.node.Status().Epoch
 	c.cfg.Logger.Info("churn: change", "kind", string(k), "target", uint64(ch.Target), "leader", uint64(l.id), "epoch", epoch)
@@ -397,6 +411,8 @@ func (c *cluster) change(ctx context.Context, mon *monitor, k Kind) (Change, err
 		newEpoch = epoch + 1
 	case RemoveLeader:
 		not, newEpoch = l.id, epoch+1
+	case Transfer:
+		not = l.id
 	}
 	if _, err := mon.waitLeaderIn(ctx, not, newEpoch, 10*time.Second); err != nil {
 		return ch, err

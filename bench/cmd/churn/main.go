@@ -3,7 +3,8 @@
 // and loopback TCP, 64 writers calling the leader's Apply throughout,
 // and a schedule of rounds, each adding a learner, promoting it, moving a
 // follower to a new port (SetAddress), removing a follower, adding and
-// promoting another learner, and removing the leader.
+// promoting another learner, transferring leadership (for scale; no
+// membership change), and removing the leader.
 //
 //	cd bench && go run ./cmd/churn [-rounds 5] [-writers 64]
 //
@@ -15,6 +16,10 @@
 // refused outside a leader removal; max_leaderless_ms is the longest
 // stretch without a leader around a change that keeps the leader;
 // leader_removals_max_gap_ms the longest around a removal of the leader.
+// The line before it gives the same for the transfers, which a removal of
+// the leader should not exceed:
+//
+//	transfers: n=N max_gap_ms=N
 package main
 
 import (
@@ -29,7 +34,7 @@ import (
 )
 
 func main() {
-	rounds := flag.Int("rounds", 5, "rounds of the schedule (7 changes each, one of them a removal of the leader)")
+	rounds := flag.Int("rounds", 5, "rounds of the schedule (7 changes each, one of them a removal of the leader, and a transfer)")
 	writers := flag.Int("writers", 64, "concurrent writers")
 	pause := flag.Duration("pause", 200*time.Millisecond, "pause between changes")
 	logPath := flag.String("log", "", "write the nodes' logs (JSON, with the changes' start and end) to this file")
@@ -67,11 +72,21 @@ func main() {
 			maxRemoval = max(maxRemoval, ch.Leaderless)
 		}
 	}
-	fmt.Printf("writes=%d (%.0f/s) refused_during_leader_removals=%d failed=%d elapsed=%v\n",
+	var maxTransfer time.Duration
+	for _, ch := range res.Transfers {
+		e := ""
+		if ch.Err != nil {
+			e = ch.Err.Error()
+		}
+		fmt.Printf("%4s %16s %6v %10.1f %14.1f  %s\n", "", ch.Kind, ch.Target, ms(ch.Took), ms(ch.Leaderless), e)
+		maxTransfer = max(maxTransfer, ch.Leaderless)
+	}
+	fmt.Printf("writes=%d (%.0f/s) refused_during_leader_moves=%d failed=%d elapsed=%v\n",
 		res.Writes, float64(res.Writes)/res.Elapsed.Seconds(), res.RemovalRefused, res.Failed, res.Elapsed.Round(time.Millisecond))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "churn:", err)
 	}
+	fmt.Printf("transfers: n=%d max_gap_ms=%.0f\n", len(res.Transfers), ms(maxTransfer))
 	fmt.Printf("churn: changes=%d refused=%d unknown=%d max_leaderless_ms=%.0f leader_removals_max_gap_ms=%.0f\n",
 		len(res.Changes), res.Refused, res.Unknown, ms(maxKeep), ms(maxRemoval))
 	if err != nil {
