@@ -173,6 +173,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			}
 			removing.Store(!k.KeepsLeader())
 			ch, err := c.change(ctx, mon, k)
+			if !k.KeepsLeader() {
+				// Writers learn the new leader from the monitor's next
+				// poll, a millisecond at most.
+				_ = sleep(ctx, 2*time.Millisecond)
+			}
 			removing.Store(false)
 			if k == Transfer {
 				res.Transfers = append(res.Transfers, ch)
@@ -290,6 +295,10 @@ func (c *cluster) write(ctx context.Context, w int, res *Result, removing *atomi
 		if err != nil {
 			panic(err)
 		}
+		// A write begun while the leader moves is answered by the
+		// process it was sent to, perhaps after the move: its refusal
+		// is the move's.
+		moving := removing.Load()
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err = m.node.Apply(wctx, cmd)
 		cancel()
@@ -300,7 +309,7 @@ func (c *cluster) write(ctx context.Context, w int, res *Result, removing *atomi
 		case ctx.Err() != nil:
 			return
 		case errors.As(err, &nl) || errors.Is(err, edictlog.ErrNotLeader):
-			if removing.Load() {
+			if moving || removing.Load() {
 				atomic.AddInt64(&res.RemovalRefused, 1)
 			} else {
 				atomic.AddInt64(&res.Refused, 1)
