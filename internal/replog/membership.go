@@ -600,7 +600,8 @@ func (c *Core) Remove(now edict.Time, id edict.ProcessID, opts ...ChangeOption) 
 // retire carries out a committed retirement (wire.EpochConfig.Retiring)
 // of the epoch this process leads. The retiring leader transfers
 // leadership to the member whose log is the most up to date, again after
-// a transfer that lapsed; any other leader removes the retiring member,
+// a transfer that lapsed, though not in its reign's first MaxLease unless
+// every member granted the reign; any other leader removes the retiring member,
 // again after a refusal (a change in flight, the quorum check), as soon as
 // its reign serves membership changes. Both are only a choice of what this
 // leader proposes next: safety rests on the transfer and the removal
@@ -614,9 +615,21 @@ func (c *Core) retire(now edict.Time) {
 	switch cfg.Retiring {
 	case edict.None:
 	case c.id:
+		if now.Before(l.attempt.Add(c.el.MaxLease())) && !c.grantedByAll(cfg.Members, l.attempt) && !mutated(RuleRetireSettled) {
+			// A reign just won, after a transfer that failed: a member
+			// that has not granted it may still campaign, or hold a
+			// grant given to a rival, and refuse the target. Such grants
+			// lapse within MaxLease; the reign serves meanwhile.
+			return
+		}
 		// A member that granted the current lease is out of quarantine.
 		since := edict.Time{Incarnation: now.Incarnation, Nanos: now.Nanos - int64(c.el.MaxLease())}
 		if to := c.mostUpToDate(cfg.Members, since); to != edict.None {
+			// Tell the members the retirement committed before the
+			// hand-over (tellIndex, from learnMembership): its target
+			// and the others then know it without waiting for the next
+			// reign's start to commit it.
+			c.sendAppends(now)
 			_ = c.TransferLeadership(now, to)
 		}
 	default:
@@ -624,6 +637,18 @@ func (c *Core) retire(now edict.Time) {
 			c.sendAppends(now)
 		}
 	}
+}
+
+// grantedByAll reports whether every member other than this process
+// granted it a lease at reading since or later.
+func (c *Core) grantedByAll(members []edict.ProcessID, since edict.Time) bool {
+	grants := c.el.Stats().LastGrant
+	for _, p := range members {
+		if g, ok := grants[p]; p != c.id && (!ok || g.Before(since)) {
+			return false
+		}
+	}
+	return true
 }
 
 // mostUpToDate is the member of members, other than this leader and a

@@ -501,3 +501,28 @@ func TestLeaderRenewsWhileTheNextEpochCatchesUp(t *testing.T) {
 	}
 	t.Fatal("no reign of epoch 1")
 }
+
+// The retirement is durable: a cluster that restarts whole after it
+// committed, its transfer lost, still removes the retiring member —
+// whoever leads reads it from its log, the retirement committed by its
+// reign's start if it did not know it was.
+func TestRetirementSurvivesRestarts(t *testing.T) {
+	c := newTCluster(t, 1, 2, 3)
+	c.settle(50*time.Millisecond, nil)
+	c.propose(1, "x")
+	c.admin(1, func(now edict.Time) (wire.Entry, error) { return c.cores[1].Remove(now, 1) })
+	c.settle(20*time.Millisecond, func(m wire.Message) bool { return m.TimeoutNow == nil })
+	require.Equal(t, edict.ProcessID(1), c.cores[1].Status(c.reading(1)).Retiring)
+	for _, id := range c.ids() {
+		c.crash(id)
+	}
+	for _, id := range c.ids() {
+		c.boot(id, c.storedEpochs(id))
+	}
+	require.Equal(t, edict.ProcessID(1), c.cores[1].Status(c.reading(1)).Retiring, "its stored configuration")
+	_, leaders := gapWatch(t, c, 20*time.Second, c.epochLeader(1))
+	l := leaders[len(leaders)-1]
+	assert.NotEqual(t, edict.ProcessID(1), l)
+	assert.Equal(t, []edict.ProcessID{2, 3}, c.cores[l].Status(c.reading(l)).Members)
+	assert.Equal(t, edict.None, c.cores[l].Status(c.reading(l)).Retiring)
+}

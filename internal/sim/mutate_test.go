@@ -186,6 +186,7 @@ var deeperHunts = map[string]struct {
 	"log/clean-record-cleared":   {"log-short-restarts", 500},
 	"elect/hand-over-release":    {"log-slow-disk-membership", 400},
 	"log/hand-over-awaits-epoch": {"log-membership-keep-faults", 200},
+	"log/retire-settled":         {"log-membership-keep-faults", 200},
 }
 
 // argued are the rules whose deletion docs/protocol.md's table argues
