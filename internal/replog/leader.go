@@ -97,6 +97,10 @@ type progress struct {
 	// reprobe: a probe, or the appends in flight, went unanswered; the
 	// next probe is empty, at match.
 	reprobe bool
+	// refused: its last reply refused our appends (it is wedged in our
+	// epoch, grants to another process, or is in its restart quarantine):
+	// until it accepts one, this leader cannot bring it the log.
+	refused bool
 	// retryAt: it refused our appends (it grants to another process, or is
 	// in its restart quarantine); probe it again no sooner than this.
 	// Probing at once would ping-pong refusals as fast as the network
@@ -431,7 +435,7 @@ func (c *Core) onAppendReply(now edict.Time, from edict.ProcessID, r *wire.Appen
 		// counting it could commit an index the quorum does not hold.
 		return
 	}
-	pr.lastReply, pr.snapProbe = now, false
+	pr.lastReply, pr.snapProbe, pr.refused = now, false, r.Refused
 	if !r.Success {
 		if r.Refused {
 			// It does not grant to us (yet): probe again later, from where

@@ -258,16 +258,28 @@ func (c *Core) nextEpochHoldsStop() bool {
 }
 
 // nextEpochLive reports whether the next epoch's members this leader
-// heard from lately (liveMembers, itself included) form a quorum of it:
-// then the stop edict reaches a quorum of them in time (one is still
-// catching up, say), and the leader keeps its lease meanwhile
-// (elect.Core.RenewWhileEnding). If they do not, it lets the lease lapse:
-// they may be cut off from it and not from each other, and they wedge
-// the old epoch only once its grants have lapsed.
+// heard from lately (liveMembers, itself included) and can bring the log
+// form a quorum of it: then the stop edict reaches a quorum of them in
+// time (one is still catching up, say), and the leader keeps its lease
+// meanwhile (elect.Core.RenewWhileEnding). If they do not, it lets the
+// lease lapse: they may be cut off from it and not from each other, and
+// they wedge the old epoch only once its grants have lapsed. A member
+// that lacks the stop edict and refuses this reign's appends does not
+// count: one that learned the next epoch from a peer's news wedged this
+// one, and refuses its appends for good, so renewing for it would wait
+// forever; once the lease lapses, the next epoch elects a holder of the
+// edict, whose reign brings it the log.
 func (c *Core) nextEpochLive(now edict.Time) bool {
 	l := c.lead
 	q, err := edict.NewMajority(l.next...)
-	return err == nil && q.IsQuorum(c.liveMembers(now, l.next))
+	if err != nil {
+		return false
+	}
+	live := slices.DeleteFunc(c.liveMembers(now, l.next), func(p edict.ProcessID) bool {
+		pr := l.progress[p]
+		return p != c.id && pr != nil && pr.refused && pr.match < c.stopProof.Index && !mutated(RuleRenewForCatchUp)
+	})
+	return q.IsQuorum(live)
 }
 
 // learnNamedStop: a wedge request named the stop edict its sender knows

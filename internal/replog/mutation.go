@@ -117,12 +117,17 @@ const (
 	// campaigns at once, which the lease core refuses, and the hand-over
 	// is lost to the detectors.
 	RuleHandOverAwaitsEpoch = "hand-over-awaits-epoch"
-	// RuleRetireSettled, a liveness rule: a retiring member that wins a
+	// RuleRetireSettled, RuleRenewForCatchUp, a liveness rule: a retiring member that wins a
 	// reign transfers leadership only once the reign has lasted MaxLease
 	// (retire), when grants given to a rival before it have lapsed, or
 	// every member granted the reign; switched off, it transfers at once, and a rival still campaigning
 	// splits the vote with the target.
 	RuleRetireSettled = "retire-settled"
+	// RuleRenewForCatchUp, a liveness rule: a leader renewing while the
+	// next epoch catches up counts only the members it can bring the log
+	// (nextEpochLive); switched off, a member wedged by the next epoch's
+	// news refuses its appends for good, and the leader renews forever.
+	RuleRenewForCatchUp = "renew-for-catch-up"
 	// RuleCleanRecordCleared: the clean-stop record speaks only for the
 	// life right after the one that wrote it (Recover): the incarnation
 	// bump that starts that life is what clears it. Switched off, any
@@ -139,5 +144,5 @@ var mutationRules = []string{
 	RuleIncarnationBump,
 	RuleLearnCommittedOnly, RuleHeardLearns, RuleMessagesWaitForRecords, RuleGrantsReportDurable,
 	RuleResetLowersDurable, RuleLeaderCountsDurable, RuleRecoverInstall, RuleCompactBehindDurable,
-	RuleRecordBeforeAdopt, RuleLeaderSucceeds, RuleCarryLease, RuleHeirServes, RuleRenewWhileEnding, RuleRetireFirst, RuleHandOverAwaitsEpoch, RuleRetireSettled, RuleCleanRecordCleared,
+	RuleRecordBeforeAdopt, RuleLeaderSucceeds, RuleCarryLease, RuleHeirServes, RuleRenewWhileEnding, RuleRetireFirst, RuleHandOverAwaitsEpoch, RuleRetireSettled, RuleRenewForCatchUp, RuleCleanRecordCleared,
 }
