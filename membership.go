@@ -66,13 +66,17 @@ type changeOptions struct{ force bool }
 // is skipped too, at a round trip's cost.
 func Force() ChangeOption { return func(o *changeOptions) { o.force = true } }
 
-// coreOptions are opts in the protocol's words.
-func coreOptions(opts []ChangeOption) []replog.ChangeOption {
+func foldChanges(opts []ChangeOption) changeOptions {
 	var o changeOptions
 	for _, f := range opts {
 		f(&o)
 	}
-	if o.force {
+	return o
+}
+
+// coreOptions are opts in the protocol's words.
+func coreOptions(opts []ChangeOption) []replog.ChangeOption {
+	if foldChanges(opts).force {
 		return []replog.ChangeOption{replog.Force()}
 	}
 	return nil

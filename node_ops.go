@@ -360,13 +360,9 @@ func (n *Node) RemoveWith(ctx context.Context, id edict.ProcessID, opts ...Chang
 	}); err != nil {
 		return err
 	}
-	var o changeOptions
-	for _, f := range opts {
-		f(&o)
-	}
 	switch {
 	case id != n.cfg.ID:
-	case o.force:
+	case foldChanges(opts).force:
 		n.awaitHandOver(ctx)
 	default:
 		return n.awaitRemoval(ctx, id, epoch)
@@ -381,10 +377,13 @@ func (n *Node) awaitRemoval(ctx context.Context, id edict.ProcessID, epoch uint6
 	ch := make(chan Event, 1)
 	obs := n.Observe(ch, func(ev Event) bool { return ev.Kind == Removed || ev.Kind == Stopped })
 	defer obs.Cancel()
+	undone := func(err error) error {
+		return fmt.Errorf("edictlog: remove %v: retired and decided, but not yet applied here: %w", id, err)
+	}
 	for {
 		var removed bool
 		if err := n.do(ctx, func() { removed = n.core.RemovedAfter(epoch) }); err != nil {
-			return fmt.Errorf("edictlog: remove %v: retired and decided, but not yet applied here: %w", id, err)
+			return undone(err)
 		}
 		if removed {
 			return nil
@@ -392,19 +391,19 @@ func (n *Node) awaitRemoval(ctx context.Context, id edict.ProcessID, epoch uint6
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return fmt.Errorf("edictlog: remove %v: retired and decided, but not yet applied here: %w", id, ctx.Err())
+			return undone(ctx.Err())
 		case <-n.done:
 			return ErrShutdown
 		}
 	}
 }
 
-// awaitHandOver waits, after this leader removed itself with Force, until it has
-// handed the next epoch over: the TimeoutNow is sent once the batch that
-// holds the old epoch's termination is durable, which waitDurable then
-// covers. It gives up after MaxLease (the succession's own bound: the
-// detectors elect then) or when ctx ends. The removal is done either way,
-// so nothing is reported.
+// awaitHandOver waits, after this leader removed itself with Force, until
+// it has handed the next epoch over: the TimeoutNow is sent once the
+// batch that holds the old epoch's termination is durable, which
+// waitDurable then covers. It gives up after MaxLease (the succession's
+// own bound: the detectors elect then) or when ctx ends. The removal is
+// done either way, so nothing is reported.
 func (n *Node) awaitHandOver(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.MaxLease)
 	defer cancel()

@@ -715,7 +715,7 @@ func (c *Core) onTimeoutNow(now edict.Time, from edict.ProcessID, t *wire.Timeou
 	active := c.el.ActiveEpoch()
 	if t.Epoch > active+1 || t.Epoch < active {
 		if t.Epoch > active {
-			c.campaignIn, c.handedBy, c.campaignUntil = t.Epoch, from, now.Add(c.el.MaxLease()) // after an epoch this process does not know yet
+			c.campaignLater(now, t.Epoch, from) // after an epoch this process does not know yet
 		}
 		return
 	}
@@ -732,7 +732,7 @@ func (c *Core) onTimeoutNow(now edict.Time, from edict.ProcessID, t *wire.Timeou
 		// to the sender, which wedged them since. Once a blocking set
 		// answers, the epoch is terminated here too, and afterStep
 		// campaigns.
-		c.campaignIn, c.handedBy, c.campaignUntil = t.Epoch, from, now.Add(c.el.MaxLease())
+		c.campaignLater(now, t.Epoch, from)
 		c.el.WedgeNow(now)
 		c.drainElect(now)
 		return
@@ -740,9 +740,15 @@ func (c *Core) onTimeoutNow(now edict.Time, from edict.ProcessID, t *wire.Timeou
 	if c.epochs[t.Epoch].Heard && !mutated(RuleHandOverAwaitsEpoch) {
 		// afterStep campaigns once the log brings the epoch
 		// (campaignUntil); epoch 0 is never only heard of.
-		c.campaignIn, c.handedBy, c.campaignUntil = t.Epoch, from, now.Add(c.el.MaxLease())
+		c.campaignLater(now, t.Epoch, from)
 		return
 	}
 	c.el.CampaignFor(now, from)
 	c.drainElect(now)
+}
+
+// campaignLater has afterStep campaign in epoch, handed over by from,
+// once it is active and known from the log, for up to MaxLease.
+func (c *Core) campaignLater(now edict.Time, epoch uint64, from edict.ProcessID) {
+	c.campaignIn, c.handedBy, c.campaignUntil = epoch, from, now.Add(c.el.MaxLease())
 }

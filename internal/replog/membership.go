@@ -613,11 +613,11 @@ func (c *Core) Remove(now edict.Time, id edict.ProcessID, opts ...ChangeOption) 
 // of the epoch this process leads. The retiring leader transfers
 // leadership to the member whose log is the most up to date, again after
 // a transfer that lapsed, though not in its reign's first MaxLease unless
-// every member granted the reign; any other leader removes the retiring member,
-// again after a refusal (a change in flight, the quorum check), as soon as
-// its reign serves membership changes. Both are only a choice of what this
-// leader proposes next: safety rests on the transfer and the removal
-// themselves.
+// every member granted the reign; any other leader removes the retiring
+// member, again after a refusal (a change in flight, the quorum check),
+// as soon as its reign serves membership changes. Both are only a choice
+// of what this leader proposes next: safety rests on the transfer and the
+// removal themselves.
 func (c *Core) retire(now edict.Time) {
 	l := c.lead
 	if l == nil || l.phase != phaseReady || l.stopped || l.transfer != edict.None {
@@ -635,8 +635,7 @@ func (c *Core) retire(now edict.Time) {
 			return
 		}
 		// A member that granted the current lease is out of quarantine.
-		since := edict.Time{Incarnation: now.Incarnation, Nanos: now.Nanos - int64(c.el.MaxLease())}
-		if to := c.mostUpToDate(cfg.Members, since); to != edict.None {
+		if to := c.mostUpToDate(cfg.Members, now.Add(-c.el.MaxLease())); to != edict.None {
 			// Tell the members the retirement committed before the
 			// hand-over (tellIndex, from learnMembership): its target
 			// and the others then know it without waiting for the next

@@ -117,11 +117,11 @@ const (
 	// campaigns at once, which the lease core refuses, and the hand-over
 	// is lost to the detectors.
 	RuleHandOverAwaitsEpoch = "hand-over-awaits-epoch"
-	// RuleRetireSettled, RuleRenewForCatchUp, a liveness rule: a retiring member that wins a
+	// RuleRetireSettled, a liveness rule: a retiring member that wins a
 	// reign transfers leadership only once the reign has lasted MaxLease
 	// (retire), when grants given to a rival before it have lapsed, or
-	// every member granted the reign; switched off, it transfers at once, and a rival still campaigning
-	// splits the vote with the target.
+	// every member granted the reign; switched off, it transfers at once,
+	// and a rival still campaigning splits the vote with the target.
 	RuleRetireSettled = "retire-settled"
 	// RuleRenewForCatchUp, a liveness rule: a leader renewing while the
 	// next epoch catches up counts only the members it can bring the log
