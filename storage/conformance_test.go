@@ -47,3 +47,15 @@ func TestConformanceMemSnapshots(t *testing.T) {
 		},
 	})
 }
+
+func TestConformanceWAL(t *testing.T) {
+	storagetest.RunStore(t, storagetest.StoreHarness{
+		Open: func(t testing.TB, dir string) storagetest.Store {
+			// Small segments, so that the suite's histories span several.
+			s, err := storage.OpenWAL(filepath.Join(dir, "wal"), &storage.WALOptions{SegmentSize: 16 << 10})
+			require.NoError(t, err)
+			return s
+		},
+		Durable: true,
+	})
+}

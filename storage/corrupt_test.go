@@ -76,7 +76,16 @@ func readContentsRolledBack(path string) (c contents, rolledBack uint64, err err
 	return c, st.RolledBack, err
 }
 
-func storeContents(s *BoltStore) (c contents, err error) {
+// contentStore is what storeContents reads.
+type contentStore interface {
+	Last() (wire.Position, error)
+	FirstIndex() (uint64, error)
+	Entries(lo, hi uint64, maxBytes int) ([]wire.Entry, error)
+	Keys(prefix string) ([]string, error)
+	Get(key string) ([]byte, error)
+}
+
+func storeContents(s contentStore) (c contents, err error) {
 	p, err := s.Last()
 	if err != nil {
 		return c, err

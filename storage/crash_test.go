@@ -22,7 +22,7 @@ import (
 )
 
 // The crash test runs this test binary again as a child (TestCrashChild)
-// that writes batches to a bbolt file — appends, truncations, resets to a
+// that writes batches to a store (a bbolt file, or a WALStore's folder) — appends, truncations, resets to a
 // snapshot position, stable keys set and deleted, in mixes — compacts and
 // bumps the incarnation, and reports on stdout what it is about to write
 // ("send", "compact", "bump") and what was acknowledged ("ack",
@@ -48,13 +48,13 @@ func crashData(b, idx uint64) []byte {
 }
 
 func TestCrashChild(t *testing.T) {
-	path := os.Getenv(crashEnv)
+	kind, path, _ := strings.Cut(os.Getenv(crashEnv), ":")
 	if path == "" {
 		t.Skip("runs only as the child of TestCrashKill")
 	}
 	// Never outlive a parent that died without killing us.
 	time.AfterFunc(30*time.Second, func() { os.Exit(3) })
-	s, err := storage.OpenBolt(path, &storage.BoltOptions{CompactChunk: 16})
+	s, err := openCrashStore(kind, path)
 	if err != nil {
 		fmt.Printf("error %v\n", err)
 		os.Exit(2)
@@ -166,11 +166,35 @@ func (m crashModel) apply(c crashBatch) crashModel {
 	return out
 }
 
+// crashStore is what the crash test needs of a store.
+type crashStore interface {
+	storagetest.Store
+	Close() error
+}
+
+// openCrashStore opens the store of the given kind at path, with small
+// compaction steps and segments so that kills land inside them.
+func openCrashStore(kind, path string) (crashStore, error) {
+	switch kind {
+	case "bolt":
+		return storage.OpenBolt(path, &storage.BoltOptions{CompactChunk: 16})
+	case "wal":
+		return storage.OpenWAL(path, &storage.WALOptions{SegmentSize: 256 << 10})
+	}
+	return nil, fmt.Errorf("unknown store kind %q", kind)
+}
+
 func TestCrashKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts child processes")
 	}
-	path := filepath.Join(t.TempDir(), "crash.db")
+	for _, kind := range []string{"bolt", "wal"} {
+		t.Run(kind, func(t *testing.T) { crashKill(t, kind) })
+	}
+}
+
+func crashKill(t *testing.T, kind string) {
+	path := kind + ":" + filepath.Join(t.TempDir(), "crash.db")
 	model := crashModel{first: 1}
 	var lastInc, maxCompact uint64
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
@@ -234,7 +258,8 @@ func TestCrashKill(t *testing.T) {
 // print, so kills would cluster there instead of inside writes.
 func runChildUntilKilled(t *testing.T, path string, delay time.Duration) []string {
 	t.Helper()
-	out, err := os.CreateTemp(filepath.Dir(path), "child-*.out")
+	_, file, _ := strings.Cut(path, ":")
+	out, err := os.CreateTemp(filepath.Dir(file), "child-*.out")
 	require.NoError(t, err)
 	defer os.Remove(out.Name())
 	defer out.Close()
@@ -279,7 +304,8 @@ func runChildUntilKilled(t *testing.T, path string, delay time.Duration) []strin
 // one more if a bump was in flight; it returns the model of what it holds.
 func checkCrashFile(t *testing.T, path string, acked crashModel, pending *crashBatch, maxCompact uint64, bumping bool, lastInc *uint64) crashModel {
 	t.Helper()
-	s, err := storage.OpenBolt(path, nil)
+	kind, file, _ := strings.Cut(path, ":")
+	s, err := openCrashStore(kind, file)
 	require.NoError(t, err, "reopen after SIGKILL")
 	defer s.Close()
 	want := acked
@@ -338,7 +364,7 @@ func atou(t *testing.T, s string) uint64 {
 	return n
 }
 
-func getUint64(s *storage.BoltStore, key string) (uint64, error) {
+func getUint64(s crashStore, key string) (uint64, error) {
 	b, err := s.Get(key)
 	if err != nil {
 		return 0, err

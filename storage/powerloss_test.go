@@ -139,7 +139,7 @@ func powerLoss(t *testing.T, seed uint64, commits, perCommit int) powerLossRepor
 
 // randomCommit makes one transaction: an append (sometimes after a
 // truncation) with stable changes, a compaction step or an incarnation.
-func randomCommit(t *testing.T, rng *rand.Rand, s *BoltStore, next *uint64) string {
+func randomCommit(t *testing.T, rng *rand.Rand, s committer, next *uint64) string {
 	t.Helper()
 	first, err := s.FirstIndex()
 	require.NoError(t, err)
@@ -172,6 +172,14 @@ func randomCommit(t *testing.T, rng *rand.Rand, s *BoltStore, next *uint64) stri
 		require.NoError(t, s.StoreBatch(b))
 		return fmt.Sprintf("append %d, truncate from %d", n, b.TruncateFrom)
 	}
+}
+
+// committer is what randomCommit writes to.
+type committer interface {
+	FirstIndex() (uint64, error)
+	CompactPrefix(upTo uint64) error
+	BumpIncarnation() (uint64, error)
+	StoreBatch(b wire.Batch) error
 }
 
 type crashImage struct {

@@ -26,3 +26,19 @@ func allocatedUpTo(f *os.File, off int64) int64 {
 	}
 	return end
 }
+
+// fallocate allocates size bytes of f (mode 0: the file grows to size,
+// the new blocks read as zeros).
+func fallocate(f *os.File, size int64) error {
+	return unix.Fallocate(int(f.Fd()), 0, 0, size)
+}
+
+// fdatasync makes f's data durable, and the metadata needed to read it.
+func fdatasync(f *os.File) error {
+	for {
+		err := unix.Fdatasync(int(f.Fd()))
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}

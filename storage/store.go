@@ -27,6 +27,10 @@ type Stats struct {
 	// crash (its meta page on disk, some of its pages not) and rolled
 	// back, or 0. That transaction was never acknowledged.
 	RolledBack uint64
+	// TornBytes is the size of the record that Open of a WALStore found
+	// cut short by a crash at the end of the log and cleared, or 0. That
+	// record was never acknowledged.
+	TornBytes int64
 }
 
 // FsyncMean is the mean write-and-sync time of a commit.
