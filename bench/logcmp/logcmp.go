@@ -53,7 +53,9 @@ func Run(system string, dir string, writers int, d time.Duration) (Result, error
 	var err error
 	switch system {
 	case "edictlog":
-		c, err = startEdictlog(dir)
+		c, err = startEdictlog(dir, false)
+	case "edictlog-bolt":
+		c, err = startEdictlog(dir, true)
 	case "hashicorp-raft":
 		c, err = startRaft(dir)
 	default:
@@ -107,14 +109,15 @@ func load(system string, c cluster, writers int, d time.Duration) (Result, error
 		P50: all[len(all)/2], P99: all[len(all)*99/100]}, nil
 }
 
-// edictlog: three edictlog.Nodes with bbolt stores, TCP, the KV state machine.
+// edictlog: three edictlog.Nodes with WAL stores (bbolt stores for
+// "edictlog-bolt"), TCP, the KV state machine.
 type edictCluster struct {
 	nodes  []*edictlog.Node
 	leader *edictlog.Node
 	closer []func()
 }
 
-func startEdictlog(dir string) (*edictCluster, error) {
+func startEdictlog(dir string, bolt bool) (*edictCluster, error) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := &edictCluster{}
 	peers := map[edict.ProcessID]string{}
@@ -128,7 +131,16 @@ func startEdictlog(dir string) (*edictCluster, error) {
 		c.closer = append(c.closer, func() { t.Close() })
 	}
 	for id := edict.ProcessID(1); id <= 3; id++ {
-		store, err := storage.OpenBolt(filepath.Join(dir, fmt.Sprintf("edict%d.db", id)), nil)
+		var store interface {
+			edictlog.Store
+			Close() error
+		}
+		var err error
+		if bolt {
+			store, err = storage.OpenBolt(filepath.Join(dir, fmt.Sprintf("edict%d.db", id)), nil)
+		} else {
+			store, err = storage.OpenWAL(filepath.Join(dir, fmt.Sprintf("edict%d.wal", id)), nil)
+		}
 		if err != nil {
 			return nil, err
 		}

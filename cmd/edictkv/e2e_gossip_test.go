@@ -150,8 +150,10 @@ func TestBadClusterKey(t *testing.T) {
 		}
 	}
 	// Nothing was created: the flag is checked before the store is opened.
-	if _, err := os.Stat(filepath.Join(dir, "edictkv.db")); !os.IsNotExist(err) {
-		t.Fatalf("a refused start opened the store: %v", err)
+	for _, name := range []string{"log", "edictkv.db"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); !os.IsNotExist(err) {
+			t.Fatalf("a refused start opened the store (%s): %v", name, err)
+		}
 	}
 
 	// The same through the environment, as the binary reports it.

@@ -118,6 +118,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	progressEvery := watchProgressFlag(fs)
 	leaderWait := fs.Duration("leader-wait", 3*time.Second, "how long a request waits for a leader before 503")
 	pprofOn := fs.Bool("pprof", false, "serve Go's profiler under /debug/pprof/ on the HTTP API")
+	logStore := fs.String("log-store", "", "the log's store: wal (the folder log/) or bolt (the file edictkv.db); empty: the one --data-dir holds, wal in a new one")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := parse(fs, args); err != nil {
@@ -182,7 +183,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	p, err := process.Listen(process.Config{ID: self, DataDir: *dataDir, RaftAddr: *raftAddr, RaftAdvertise: *raftAdv,
 		HTTPAddr: *httpAddr, HTTPAdvertise: *httpAdv, GRPCAddr: *grpcAddr, GRPCAdvertise: *grpcAdv, ClusterID: *clusterID, Join: *join, TLS: tlsFiles, Rho: *rho,
 		Lease: timings.maxLease, RoundTrip: timings.roundTrip, RenewInterval: timings.renewInterval,
-		SnapshotEvery: *snapEvery, LeaderWait: *leaderWait, Logger: logger, Pprof: *pprofOn,
+		SnapshotEvery: *snapEvery, LeaderWait: *leaderWait, Logger: logger, Pprof: *pprofOn, LogStore: *logStore,
 		GossipAddr: *gossipAddr, GossipAdvertise: *gossipAdv, GossipJoin: joins, ClusterKey: key, Detector: *detector,
 		Limits:         kvservice.Limits{MaxKeyBytes: *maxKey, MaxValueBytes: *maxValue},
 		AutoCompaction: retention, QuotaBackendBytes: *compaction.quota, WatchProgressInterval: *progressEvery})

@@ -28,7 +28,7 @@ import (
 func main() {
 	d := flag.Duration("d", 5*time.Second, "how long each measurement runs")
 	rounds := flag.Int("rounds", 3, "interleaved rounds per system and writer count (the median is reported)")
-	systemList := flag.String("systems", "edictlog,hashicorp-raft", "systems to measure, comma-separated")
+	systemList := flag.String("systems", "edictlog,hashicorp-raft", "systems to measure, comma-separated: edictlog (on storage.WALStore), edictlog-bolt (on storage.BoltStore), hashicorp-raft")
 	writerList := flag.String("writers", "1,64", "writer counts, comma-separated")
 	value := flag.Int("value", 256, "the size of each write's value in bytes")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")

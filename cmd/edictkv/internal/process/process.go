@@ -97,6 +97,12 @@ type Config struct {
 	LeaderWait time.Duration
 	// Pprof serves Go's profiler under /debug/pprof/ on the HTTP API.
 	Pprof bool
+	// LogStore names the log's store: "wal" (storage.WALStore, in the
+	// folder log/), "bolt" (storage.BoltStore, the file edictkv.db), or
+	// empty for the one the data directory already holds, and "wal" in a
+	// new one. Naming one when the directory holds the other is refused:
+	// it would start an empty log beside the real one.
+	LogStore string
 	// HeapFloor is the least heap goal of the Go runtime's garbage
 	// collector while the process runs (see heapfloor.go): GOGC is raised
 	// while the live heap is under half of it, so that a small heap under
@@ -128,7 +134,7 @@ type Config struct {
 type Process struct {
 	cfg   Config
 	log   *slog.Logger
-	store *storage.BoltStore
+	store logStore
 	snaps *storage.FileSnapshotStore
 	// State is the replicated state (the log's FSM), kept in its own
 	// bbolt file beside the log's store.
@@ -200,7 +206,11 @@ func Listen(cfg Config) (_ *Process, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("process: data dir: %w", err)
 	}
-	logPath, statePath := filepath.Join(cfg.DataDir, logFile), filepath.Join(cfg.DataDir, stateFile)
+	statePath := filepath.Join(cfg.DataDir, stateFile)
+	kind, logPath, err := logStoreOf(cfg.DataDir, cfg.LogStore)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkFormat(cfg.DataDir, logPath, statePath); err != nil {
 		return nil, err
 	}
@@ -209,7 +219,13 @@ func Listen(cfg Config) (_ *Process, err error) {
 	if p.State, err = kvstate.OpenFile(statePath, kvstate.Options{Store: mvcc.Options{Background: true}}); err != nil {
 		return nil, fmt.Errorf("process: open the state: %w", err)
 	}
-	if p.store, err = storage.OpenBolt(logPath, nil); err != nil {
+	switch kind {
+	case "bolt":
+		p.store, err = storage.OpenBolt(logPath, nil)
+	default:
+		p.store, err = storage.OpenWAL(logPath, nil)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("process: open store: %w", err)
 	}
 	if p.snaps, err = storage.NewFileSnapshotStore(filepath.Join(cfg.DataDir, "snapshots"), 2); err != nil {
@@ -387,7 +403,7 @@ func (p *Process) startGossip(raft map[edict.ProcessID]string, clock edict.Clock
 
 // storedEpoch reads the newest epoch configuration in the store; nil
 // members if there is none yet (a first start).
-func storedEpoch(s *storage.BoltStore) (uint64, []edict.ProcessID, error) {
+func storedEpoch(s edictlog.StableStore) (uint64, []edict.ProcessID, error) {
 	keys, err := s.Keys(wire.EpochKeyPrefix)
 	if err != nil {
 		return 0, nil, err
@@ -656,12 +672,51 @@ func (p *Process) closeResources() error {
 	return errors.Join(errs...)
 }
 
-// The files of a data directory: the log's store and the replicated
-// state's.
+// The files of a data directory: the log's store (a WALStore's folder
+// or a BoltStore's file) and the replicated state's.
 const (
+	walDir    = "log"
 	logFile   = "edictkv.db"
 	stateFile = "state.db"
 )
+
+// logStoreOf returns the kind of log store to open in dir, and its path:
+// the one asked for, or the one dir holds, or a WALStore in a new dir.
+func logStoreOf(dir, want string) (kind, path string, err error) {
+	exists := func(name string) (bool, error) {
+		_, err := os.Stat(filepath.Join(dir, name))
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	hasWAL, err := exists(walDir)
+	if err != nil {
+		return "", "", fmt.Errorf("process: data dir: %w", err)
+	}
+	hasBolt, err := exists(logFile)
+	if err != nil {
+		return "", "", fmt.Errorf("process: data dir: %w", err)
+	}
+	switch {
+	case want != "" && want != "wal" && want != "bolt":
+		return "", "", fmt.Errorf("process: unknown log store %q (want wal or bolt)", want)
+	case hasWAL && hasBolt:
+		return "", "", fmt.Errorf("process: %s holds two logs, %s/ and %s: remove the one that is not this member's", dir, walDir, logFile)
+	case want == "wal" && hasBolt, want == "bolt" && hasWAL:
+		return "", "", fmt.Errorf("process: %s holds a log in another store (%s); the log store %q would start an empty log beside it", dir, map[bool]string{true: logFile, false: walDir + "/"}[hasBolt], want)
+	case want == "bolt", want == "" && hasBolt:
+		return "bolt", filepath.Join(dir, logFile), nil
+	}
+	return "wal", filepath.Join(dir, walDir), nil
+}
+
+// logStore is what the process needs of the log's store.
+type logStore interface {
+	edictlog.Store
+	Stats() (storage.Stats, error)
+	Close() error
+}
 
 // ErrOldFormat refuses a data directory written by an edictkv whose
 // state was kept by the log (fsm/kvfsm, in the log's snapshots, with

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -165,5 +166,48 @@ func TestLearnerRestoresTheState(t *testing.T) {
 	}
 	if got := p4.State.Member(9); got["http"] != "127.0.0.1:9" {
 		t.Fatalf("the learner's member directory: %v", got)
+	}
+}
+
+// The log's store: a WALStore in a new data directory, the one an existing
+// directory holds otherwise, and a refusal to start an empty log beside a
+// real one.
+func TestLogStoreOf(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		want, kind, path string
+	}{
+		{"", "wal", walDir},
+		{"wal", "wal", walDir},
+		{"bolt", "bolt", logFile},
+	} {
+		kind, path, err := logStoreOf(dir, c.want)
+		if err != nil || kind != c.kind || path != filepath.Join(dir, c.path) {
+			t.Fatalf("new dir, %q: %s %s %v; want %s %s", c.want, kind, path, err, c.kind, c.path)
+		}
+	}
+	if _, _, err := logStoreOf(dir, "rocks"); err == nil || !strings.Contains(err.Error(), "rocks") {
+		t.Fatalf("unknown store: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, logFile), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if kind, _, err := logStoreOf(dir, ""); kind != "bolt" || err != nil {
+		t.Fatalf("a dir with %s: %s %v", logFile, kind, err)
+	}
+	if _, _, err := logStoreOf(dir, "wal"); err == nil || !strings.Contains(err.Error(), logFile) {
+		t.Fatalf("wal asked in a dir with %s: %v", logFile, err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, walDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := logStoreOf(dir, ""); err == nil || !strings.Contains(err.Error(), "two logs") {
+		t.Fatalf("both: %v", err)
+	}
+	if err := os.Remove(filepath.Join(dir, logFile)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := logStoreOf(dir, "bolt"); err == nil || !strings.Contains(err.Error(), walDir) {
+		t.Fatalf("bolt asked in a dir with %s/: %v", walDir, err)
 	}
 }
