@@ -42,3 +42,17 @@ func fdatasync(f *os.File) error {
 		}
 	}
 }
+
+// mapFile maps the first size bytes of f read-only, for a scan that would
+// otherwise copy a whole segment onto the heap (where the garbage
+// collector may leave it for a while); unmap releases it.
+func mapFile(f *os.File, size int64) (data []byte, unmap func(), err error) {
+	if size == 0 {
+		return nil, func() {}, nil
+	}
+	data, err = unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, nil, err
+	}
+	return data, func() { unix.Munmap(data) }, nil
+}

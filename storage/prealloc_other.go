@@ -4,6 +4,7 @@ package storage
 
 import (
 	"errors"
+	"io"
 	"os"
 )
 
@@ -19,3 +20,12 @@ func fallocate(*os.File, int64) error { return errors.ErrUnsupported }
 
 // fdatasync falls back to a full fsync.
 func fdatasync(f *os.File) error { return f.Sync() }
+
+// mapFile reads the first size bytes of f where mmap is not used.
+func mapFile(f *os.File, size int64) ([]byte, func(), error) {
+	data := make([]byte, size)
+	if _, err := f.ReadAt(data, 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, nil, err
+	}
+	return data, func() {}, nil
+}

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -174,10 +173,11 @@ func (s *WALStore) replay(seq uint64, oldest, newest bool) error {
 		return fmt.Errorf("storage: %w", err)
 	}
 	seg.size = fi.Size()
-	data := make([]byte, seg.size)
-	if _, err := io.ReadFull(io.NewSectionReader(f, 0, seg.size), data); err != nil {
+	data, unmap, err := mapFile(f, seg.size)
+	if err != nil {
 		return fmt.Errorf("storage: %s: %w", path, err)
 	}
+	defer unmap()
 	body, off, why := frameAt(data, 0, nil, seq)
 	if why != "" {
 		return corruptf(path, "checkpoint: %s", why)
