@@ -20,12 +20,12 @@ import (
 	"github.com/edictlog/edictlog/transport"
 )
 
-// benchCluster is three Nodes in one process: bbolt files with fsync,
+// benchCluster is three Nodes in one process: WAL stores with fsync,
 // TCP over loopback, the KV state machine.
 type benchCluster struct {
 	nodes  map[edict.ProcessID]*edictlog.Node
 	nets   map[edict.ProcessID]*transport.TCP
-	stores map[edict.ProcessID]*storage.BoltStore
+	stores map[edict.ProcessID]*storage.WALStore
 	close  []func()
 }
 
@@ -35,7 +35,7 @@ func startBenchCluster(tb testing.TB, tune ...func(*edictlog.Config)) *benchClus
 	if testing.Verbose() {
 		quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	c := &benchCluster{nodes: map[edict.ProcessID]*edictlog.Node{}, nets: map[edict.ProcessID]*transport.TCP{}, stores: map[edict.ProcessID]*storage.BoltStore{}}
+	c := &benchCluster{nodes: map[edict.ProcessID]*edictlog.Node{}, nets: map[edict.ProcessID]*transport.TCP{}, stores: map[edict.ProcessID]*storage.WALStore{}}
 	peers := map[edict.ProcessID]string{}
 	for _, id := range []edict.ProcessID{1, 2, 3} {
 		t, err := transport.NewTCP(transport.TCPConfig{ID: id, ClusterID: "bench", BindAddr: "127.0.0.1:0", Logger: quiet})
@@ -45,7 +45,7 @@ func startBenchCluster(tb testing.TB, tune ...func(*edictlog.Config)) *benchClus
 		c.nets[id], peers[id] = t, t.LocalAddr()
 	}
 	for id := range c.nets {
-		store, err := storage.OpenBolt(filepath.Join(dir, fmt.Sprintf("n%d.db", id)), nil)
+		store, err := storage.OpenWAL(filepath.Join(dir, fmt.Sprintf("n%d.wal", id)), nil)
 		if err != nil {
 			tb.Fatal(err)
 		}

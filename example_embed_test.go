@@ -169,7 +169,7 @@ func ExampleNode_Shutdown() {
 }
 
 // exampleCluster runs the examples' processes in one process, as Example
-// does: each with its own bbolt file, snapshot folder and TCP transport on
+// does: each with its own log folder, snapshot folder and TCP transport on
 // 127.0.0.1, and a kvfsm state machine. A process can be stopped and
 // started again on the same files.
 type exampleCluster struct {
@@ -178,7 +178,7 @@ type exampleCluster struct {
 	logger *slog.Logger
 	peers  map[edict.ProcessID]string
 	nets   map[edict.ProcessID]*transport.TCP
-	stores map[edict.ProcessID]*storage.BoltStore
+	stores map[edict.ProcessID]*storage.WALStore
 	nodes  map[edict.ProcessID]*edictlog.Node
 }
 
@@ -192,7 +192,7 @@ func newExampleCluster(ids ...edict.ProcessID) (*exampleCluster, context.Context
 	}
 	c := &exampleCluster{cancel: cancel, dir: dir, logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		peers: map[edict.ProcessID]string{}, nets: map[edict.ProcessID]*transport.TCP{},
-		stores: map[edict.ProcessID]*storage.BoltStore{}, nodes: map[edict.ProcessID]*edictlog.Node{}}
+		stores: map[edict.ProcessID]*storage.WALStore{}, nodes: map[edict.ProcessID]*edictlog.Node{}}
 	// Every transport listens before any node starts, so that every
 	// address is known.
 	for _, id := range ids {
@@ -216,7 +216,7 @@ func (c *exampleCluster) listen(id edict.ProcessID, addr string) {
 // start opens id's files and starts its node; join makes it a process the
 // leader is to add, not a member of the bootstrap epoch.
 func (c *exampleCluster) start(ctx context.Context, id edict.ProcessID, join bool) {
-	store, err := storage.OpenBolt(filepath.Join(c.dir, fmt.Sprintf("node%d.db", id)), nil)
+	store, err := storage.OpenWAL(filepath.Join(c.dir, fmt.Sprintf("node%d.wal", id)), nil)
 	if err != nil {
 		panic(err)
 	}

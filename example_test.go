@@ -16,7 +16,7 @@ import (
 	"github.com/edictlog/edictlog/transport"
 )
 
-// A three-node cluster in one process, with real bbolt files and real TCP
+// A three-node cluster in one process, with real log files and real TCP
 // on 127.0.0.1: write, read, kill the leader's node, and read again from
 // the new leader — no acknowledged write is lost.
 func Example() {
@@ -38,7 +38,7 @@ func Example() {
 	}
 	nodes := map[edict.ProcessID]*edictlog.Node{}
 	for _, id := range ids {
-		store, err := storage.OpenBolt(filepath.Join(dir, fmt.Sprintf("node%d.db", id)), nil)
+		store, err := storage.OpenWAL(filepath.Join(dir, fmt.Sprintf("node%d.wal", id)), nil)
 		if err != nil {
 			panic(err)
 		}

@@ -120,7 +120,7 @@ type hiddenTransport struct{ edictlog.Transport }
 // announcements.
 func (c *netCluster) startHidden(id edict.ProcessID, tr *transport.TCP, peers map[edict.ProcessID]string) *netNode {
 	c.t.Helper()
-	store, err := storage.OpenBolt(filepath.Join(c.dir, fmt.Sprintf("n%d.db", id)), nil)
+	store, err := storage.OpenWAL(filepath.Join(c.dir, fmt.Sprintf("n%d.wal", id)), nil)
 	require.NoError(c.t, err)
 	snaps, err := storage.NewFileSnapshotStore(filepath.Join(c.dir, fmt.Sprintf("snap%d", id)), 2)
 	require.NoError(c.t, err)

@@ -22,7 +22,7 @@ import (
 )
 
 // netCluster runs Nodes in one process the way a deployment does: each
-// with its own TCP transport on 127.0.0.1 and its own bbolt file and
+// with its own TCP transport on 127.0.0.1 and its own log store and
 // snapshot directory, which survive a node's stop so it can be started
 // again from disk. Nodes can be stopped gracefully, killed, restarted on a
 // new port, and added.
@@ -42,7 +42,7 @@ type netCluster struct {
 type netNode struct {
 	id    edict.ProcessID
 	net   *transport.TCP
-	store *storage.BoltStore
+	store *storage.WALStore
 	snaps *storage.FileSnapshotStore
 	kv    *kvfsm.KV
 	*edictlog.Node
@@ -96,7 +96,7 @@ func (c *netCluster) listen(id edict.ProcessID) *transport.TCP {
 // start) with the given Peers.
 func (c *netCluster) startWith(id edict.ProcessID, tr *transport.TCP, peers map[edict.ProcessID]string, tune ...func(*edictlog.Config)) *netNode {
 	c.t.Helper()
-	store, err := storage.OpenBolt(filepath.Join(c.dir, fmt.Sprintf("n%d.db", id)), nil)
+	store, err := storage.OpenWAL(filepath.Join(c.dir, fmt.Sprintf("n%d.wal", id)), nil)
 	require.NoError(c.t, err)
 	snaps, err := storage.NewFileSnapshotStore(filepath.Join(c.dir, fmt.Sprintf("snap%d", id)), 2)
 	require.NoError(c.t, err)

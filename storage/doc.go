@@ -6,12 +6,18 @@
 // values they carry (wire.Entry, wire.Batch, wire.SnapshotMeta) and the
 // stable-key schema are package wire's.
 //
-// [BoltStore] is the production store: one bbolt file holds the log and the
-// stable records, so a wire.Batch (entries, a truncated suffix and stable changes
-// together) is one write transaction and one durable commit. [FileSnapshotStore]
-// keeps snapshots as files. [MemStore] and [MemSnapshotStore] behave the same
-// without a disk, for tests and the simulator; the conformance suite in
-// storage/storagetest runs against all of them.
+// [WALStore] is the production store: the log and the stable records as an
+// append-only series of records in preallocated segment files, so a
+// wire.Batch (entries, a truncated suffix and stable changes together) is
+// one record, one pwrite and one fdatasync; Open replays the records. Its
+// doc comment gives the layout and what a crash leaves. [BoltStore] keeps
+// the same in one bbolt file, one write transaction and one durable commit
+// per batch: it writes about four pages where the WALStore writes the
+// record's one or two, and stays for the data directories that use it.
+// [FileSnapshotStore] keeps snapshots as files. [MemStore] and
+// [MemSnapshotStore] behave the same without a disk, for tests and the
+// simulator; the conformance suite in storage/storagetest runs against all
+// of them.
 //
 // Invariants every implementation keeps:
 //
@@ -21,8 +27,8 @@
 //     index the next entry must have is always LastIndex+1.
 //   - A batch is atomic and durable when StoreBatch returns nil: after a crash
 //     either all of it is visible or none of it, and once acknowledged it
-//     survives any crash of the process (and, for BoltStore, of the machine,
-//     as far as fsync is honoured by the disk).
+//     survives any crash of the process (and, for the stores on disk, of
+//     the machine, as far as fsync is honoured by the disk).
 //   - The incarnation only grows: BumpIncarnation stores the new
 //     value durably before returning it, and no other call may write it.
 //   - Nothing that fails a check is skipped: a damaged file, an entry whose
@@ -30,7 +36,9 @@
 //     yields an error that wraps [ErrCorrupt] and names the file and the key
 //     or offset. Decoders refuse unknown versions, unknown kinds, unknown
 //     fields and trailing bytes, and bound every size before allocating.
-//     The one exception is by design: BoltStore ends a commit with a single
+//     The exceptions are by design. A WALStore's newest record may be cut
+//     short by a crash: Open clears it (it was never acknowledged) and
+//     reports it in [Stats].TornBytes. BoltStore ends a commit with a single
 //     fdatasync, so a power loss during it can leave the new meta page on
 //     disk without some of its pages; Open then finds the newest transaction
 //     damaged and, if the one before it verifies completely, rolls it back
@@ -39,6 +47,8 @@
 //     it cannot tell apart.
 //
 // # What a crash leaves
+//
+// For the WALStore, see its doc comment. For the others:
 //
 // A crash is the process killed at any moment or, for the stores on disk,
 // the machine losing power (as far as fsync is honoured by the disk).
@@ -84,7 +94,8 @@
 // and what a power loss can leave of them, for each kind of write and each
 // compaction chunk), TestBoltCreateCrash, TestBoltRollbackCrash and
 // TestSnapshotCrashAtEveryStep; TestCrashKill kills a real process at random
-// moments and TestPowerLoss crashes random histories.
+// moments (for both stores) and TestPowerLoss and TestWALPowerLoss crash
+// random histories.
 //
 // The on-disk layout of BoltStore is described in bolt.go; the entry encoding
 // in package wire (wire/entry_codec.go).

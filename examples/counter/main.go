@@ -81,14 +81,14 @@ const (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// member is one process of the cluster: a transport, a bbolt file, a
+// member is one process of the cluster: a transport, a log store, a
 // snapshot directory and a Node. Its files outlive a stop, so it can be
 // started again from them.
 type member struct {
 	id    edict.ProcessID
 	dir   string
 	net   *transport.TCP
-	store *storage.BoltStore
+	store *storage.WALStore
 	node  *edictlog.Node
 }
 
@@ -102,7 +102,7 @@ func (m *member) listen() error {
 // start starts the member's Node from its files. peers is the
 // configuration every start is given: the addresses of the first start.
 func (m *member) start(ctx context.Context, peers map[edict.ProcessID]string) error {
-	store, err := storage.OpenBolt(filepath.Join(m.dir, fmt.Sprintf("%d.db", m.id)), nil)
+	store, err := storage.OpenWAL(filepath.Join(m.dir, fmt.Sprintf("%d.wal", m.id)), nil)
 	if err != nil {
 		return err
 	}

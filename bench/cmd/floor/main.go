@@ -1,6 +1,6 @@
 // Command floor measures what bounds one client's write on this machine:
 // the time a durable write of a few kilobytes takes (pwrite and
-// fdatasync, and a one-entry commit of edictlog's bbolt store, alone and
+// fdatasync, and a one-entry commit of edictlog's WAL and bbolt stores, alone and
 // with as many others at once as a cluster on one disk runs) and a
 // loopback TCP round trip. A replicated write waits for at least one
 // fdatasync off the leader and one round trip to reach it, whatever the
@@ -45,8 +45,10 @@ func main() {
 	fmt.Printf("%-44s %s\n", "pwrite 4 KiB + fdatasync:", summary(sync1))
 	commits := map[int][]time.Duration{}
 	for _, k := range []int{1, 3} {
-		commits[k] = boltCommits(tmp, k, *n)
-		fmt.Printf("%-44s %s\n", fmt.Sprintf("bbolt store, 1-entry commit, %d at once:", k), summary(commits[k]))
+		commits[k] = storeCommits(tmp, "wal", k, *n)
+		fmt.Printf("%-44s %s\n", fmt.Sprintf("WAL store, 1-entry commit, %d at once:", k), summary(commits[k]))
+		bolt := storeCommits(tmp, "bolt", k, *n)
+		fmt.Printf("%-44s %s\n", fmt.Sprintf("bbolt store, 1-entry commit, %d at once:", k), summary(bolt))
 	}
 	rtt := roundTrips(*n * 10)
 	fmt.Printf("%-44s %s\n", "loopback TCP round trip, 64 bytes:", summary(rtt))
@@ -125,13 +127,23 @@ func fdatasync(dir string, n int) []time.Duration {
 	return ds
 }
 
-// boltCommits has k stores commit one 256-byte entry at a time, at once.
-func boltCommits(dir string, k, n int) []time.Duration {
+// storeCommits has k stores of the kind ("wal" or "bolt") commit one
+// 256-byte entry at a time, at once.
+func storeCommits(dir, kind string, k, n int) []time.Duration {
 	var mu sync.Mutex
 	var all []time.Duration
 	var wg sync.WaitGroup
 	for s := range k {
-		st, err := storage.OpenBolt(filepath.Join(dir, fmt.Sprintf("bolt-%d-%d.db", k, s)), nil)
+		var st interface {
+			StoreBatch(wire.Batch) error
+			Close() error
+		}
+		var err error
+		if kind == "wal" {
+			st, err = storage.OpenWAL(filepath.Join(dir, fmt.Sprintf("wal-%d-%d", k, s)), nil)
+		} else {
+			st, err = storage.OpenBolt(filepath.Join(dir, fmt.Sprintf("bolt-%d-%d.db", k, s)), nil)
+		}
 		if err != nil {
 			fail(err)
 		}
