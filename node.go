@@ -135,6 +135,7 @@ type Node struct {
 
 	proposals chan *proposal
 	reads     chan *readRequest
+	readBatch []replog.ReadRequest // startReads' buffer; the loop's
 	ops       chan func()
 	applyDone chan applied
 	// fatal stops the loop with an error from another goroutine (stopWith).
@@ -353,7 +354,7 @@ func (n *Node) run() {
 		case p := <-proposals:
 			n.propose(p)
 		case r := <-n.reads:
-			n.startRead(r)
+			n.startReads(r)
 		case f := <-n.ops:
 			f()
 		case a := <-n.applyDone:

@@ -227,8 +227,21 @@ func (n *Node) readOnce(ctx context.Context, level ReadLevel) (ReadResult, error
 	return r.res, r.err
 }
 
-// startRead hands r to the Driver, which answers it once the state
-// machine may (Driver.Read).
-func (n *Node) startRead(r *readRequest) {
-	n.d.Read(coreLevel(r.level), r.finish)
+// startReads hands r, and the reads queued behind it, to the Driver, which
+// answers each once the state machine may (Driver.Reads): all of them at
+// one reading of the clock, taken after the last was received.
+func (n *Node) startReads(r *readRequest) {
+	batch := append(n.readBatch[:0], replog.ReadRequest{Level: coreLevel(r.level), Done: r.finish})
+drain:
+	for len(batch) < cap(n.reads) {
+		select {
+		case r := <-n.reads:
+			batch = append(batch, replog.ReadRequest{Level: coreLevel(r.level), Done: r.finish})
+		default:
+			break drain
+		}
+	}
+	n.d.Reads(batch)
+	clear(batch) // the requests' channels, for the collector
+	n.readBatch = batch[:0]
 }

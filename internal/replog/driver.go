@@ -76,7 +76,8 @@ type Driver struct {
 	reads      map[uint64]*Read  // started, by id
 	waiting    []*Read           // index known, until applied
 	nextReadID uint64
-	applied    uint64 // what the state machine reported applied
+	readStarts []ReadStart // Reads' buffer
+	applied    uint64      // what the state machine reported applied
 	closed     bool
 
 	// last is the latest reading Now took, and readings counts them.
@@ -221,15 +222,42 @@ func (d *Driver) flush() { d.core.Flush(d.recent()) }
 // machine may answer it — at least at the result's Index — or with the
 // error that ends it (a *NotLeaderError, or ErrShutdown).
 func (d *Driver) Read(level ReadLevel, done func(ReadResult, error)) {
-	r := &Read{level: level, done: done}
+	d.Reads([]ReadRequest{{Level: level, Done: done}})
+}
+
+// ReadRequest is a read for Reads: its level, and the function called
+// with its answer, as Read's done.
+type ReadRequest struct {
+	Level ReadLevel
+	Done  func(ReadResult, error)
+}
+
+// Reads starts reads as Read does, all at one reading of the clock, taken
+// now. Every one of them must have reached the caller before the call:
+// the reading a read is decided at may be no earlier than its request, or
+// a lease read could be answered as of a moment before a write that
+// finished before the read began (docs/protocol.md, "Clocks"). Under load
+// the Node drains the reads waiting for it into one call, and the
+// clock's reading (three system calls) is paid once for all of them.
+func (d *Driver) Reads(rs []ReadRequest) {
 	if d.closed {
-		r.finish(ReadResult{}, ErrShutdown)
+		for _, q := range rs {
+			(&Read{done: q.Done}).finish(ReadResult{}, ErrShutdown)
+		}
 		return
 	}
-	d.nextReadID++
-	r.id = d.nextReadID
-	d.reads[r.id] = r
-	d.core.Read(d.Now(), r.id, level)
+	if len(rs) == 0 {
+		return
+	}
+	now := d.Now()
+	starts := d.readStarts[:0]
+	for _, q := range rs {
+		d.nextReadID++
+		d.reads[d.nextReadID] = &Read{id: d.nextReadID, level: q.Level, done: q.Done}
+		starts = append(starts, ReadStart{ID: d.nextReadID, Level: q.Level})
+	}
+	d.core.Reads(now, starts)
+	d.readStarts = starts[:0]
 }
 
 // Applied tells the Driver the state machine applied entries up to index,

@@ -165,3 +165,42 @@ func TestStatusForgetsASilentLeader(t *testing.T) {
 	c.settle(c.cores[2].el.MaxLease(), nil)
 	assert.Equal(t, edict.None, c.cores[2].Status(c.reading(2)).Leader, "a lease and more of silence: none known")
 }
+
+// Reads drained together are decided at one reading of the clock, taken
+// when they are handed over, and each is answered; a batch at a follower
+// shares one request to the leader.
+func TestReadsShareOneReading(t *testing.T) {
+	for _, id := range []edict.ProcessID{1, 2} {
+		c := newTCluster(t, 1, 2, 3)
+		x := drive(c, id)
+		x.settle(time.Second, nil)
+		require.Equal(t, edict.ProcessID(1), c.leader())
+		level := ReadLease
+		if id != 1 {
+			level = ReadFollower
+		}
+		var answered []uint64
+		var batch []ReadRequest
+		for range 5 {
+			batch = append(batch, ReadRequest{Level: level, Done: func(res ReadResult, err error) {
+				require.NoError(t, err)
+				answered = append(answered, res.Index)
+			}})
+		}
+		before := x.d.Readings()
+		x.d.Reads(batch)
+		require.Equal(t, before+1, x.d.Readings(), "one reading for the batch")
+		requests := map[uint64]bool{} // by id: a copy sent again is the same request
+		x.run()
+		x.settle(50*time.Millisecond, func(m wire.Message) bool {
+			if m.From == id && m.ReadIndex != nil {
+				requests[m.ReadIndex.ID] = true
+			}
+			return true
+		})
+		require.Len(t, answered, 5, "process %d answers every read of the batch", id)
+		if id != 1 {
+			require.Len(t, requests, 1, "the batch shares one read index request")
+		}
+	}
+}

@@ -60,7 +60,28 @@ func (b *readBatch) answeredBy(sent edict.Time) bool {
 // reached the leader before a write acknowledged before this read started
 // was committed.
 func (c *Core) Read(now edict.Time, id uint64, level ReadLevel) {
+	c.Reads(now, []ReadStart{{ID: id, Level: level}})
+}
+
+// ReadStart is a read for Reads: the caller's id and the level.
+type ReadStart struct {
+	ID    uint64
+	Level ReadLevel
+}
+
+// Reads starts reads as Read does, all at the reading now, which must be
+// no earlier than any of them started. The follower reads among them
+// queue together before a request leaves, so that one request carries
+// them all.
+func (c *Core) Reads(now edict.Time, rs []ReadStart) {
 	c.advanceClock(now)
+	for _, r := range rs {
+		c.read(now, r.ID, r.Level)
+	}
+	c.sendReads(now)
+}
+
+func (c *Core) read(now edict.Time, id uint64, level ReadLevel) {
 	switch level {
 	case ReadStale:
 		c.ready.Reads = append(c.ready.Reads, ReadState{ID: id, Index: c.applied, Leader: c.leaderHint})
@@ -83,7 +104,6 @@ func (c *Core) Read(now edict.Time, id uint64, level ReadLevel) {
 			}
 		}
 		c.readQueue = append(c.readQueue, r)
-		c.sendReads(now)
 	}
 }
 
