@@ -26,8 +26,15 @@ func OpenWAL(dir string, opts *WALOptions) (*WALStore, error) {
 		o = *opts
 	}
 	o = o.withDefaults()
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("storage: %w", err)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("storage: %w", err)
+		}
+		// The folder's own entry must be durable before anything in it
+		// is acknowledged.
+		if err := syncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
+			return nil, fmt.Errorf("storage: %s: sync the folder holding it: %w", dir, err)
+		}
 	}
 	lock, err := os.OpenFile(filepath.Join(dir, walLockName), os.O_CREATE|os.O_RDWR, 0o640)
 	if err != nil {
