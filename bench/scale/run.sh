@@ -21,7 +21,8 @@
 #      - disk: du of each member's data dir (summed over the 3), and its parts:
 #        the state database (etcd: member/snap/db; edictkv: the state store's
 #        file, a *.db other than the log's edictkv.db, or none while its state
-#        lives in memory), the log (etcd: member/wal; edictkv: edictkv.db) and
+#        lives in memory), the log (etcd: member/wal; edictkv: log/, or
+#        edictkv.db with --log-store bolt) and
 #        the snapshots (etcd: member/snap/*.snap; edictkv: snapshots/);
 #      - restart of a follower: R = the leader's revision (a linearizable read),
 #        SIGTERM to one follower, wait for it to exit, start it again with the
@@ -503,7 +504,7 @@ du_b() {
 # edictkv_state_db DIR -> the state store's file(s) in an edictkv data dir: any
 # *.db but the log's edictkv.db and the snapshots (none while the state lives
 # in memory)
-edictkv_state_db() { find "$1" -name '*.db' ! -name edictkv.db ! -path '*/snapshots/*' -type f 2>/dev/null; }
+edictkv_state_db() { find "$1" -name '*.db' ! -name edictkv.db ! -path '*/snapshots/*' ! -path '*/log/*' -type f 2>/dev/null; }
 
 measure_at_rest() {
   local i rss=0 v dirs=0 state=0 logb=0 snaps=0 files
@@ -523,7 +524,7 @@ measure_at_rest() {
       edictkv)
         mapfile -t files < <(edictkv_state_db "${DDIR[i]}")
         if ((${#files[@]} == 0)); then state=none; elif [[ $state != none ]]; then state=$((state + $(du_b "${files[@]}"))); fi
-        logb=$((logb + $(du_b "${DDIR[i]}/edictkv.db")))
+        logb=$((logb + $(du_b "${DDIR[i]}/log" "${DDIR[i]}/edictkv.db")))
         snaps=$((snaps + $(du_b "${DDIR[i]}/snapshots"))) ;;
     esac
   done
