@@ -46,10 +46,13 @@ type ClusterConfig struct {
 	// io.Closer, the Cluster closes it once its Node has stopped.
 	// Required.
 	FSM func(id edict.ProcessID, dir string) (fsm.FSM, error)
-	// Bolt keeps each process's log in a bbolt file and its snapshots in
-	// a FileSnapshotStore, in its directory, as a deployment does; by
-	// default they are a storage.MemStore and a storage.MemSnapshotStore.
-	Bolt bool
+	// WAL keeps each process's log in a storage.WALStore (the store
+	// edictkv and the examples use) and its snapshots in a
+	// FileSnapshotStore, in its directory, as a deployment does; Bolt
+	// does the same with the log in a storage.BoltStore. By default they
+	// are a storage.MemStore and a storage.MemSnapshotStore. Setting both
+	// is refused.
+	WAL, Bolt bool
 	// Network carries the messages (default: a new Network with no
 	// faults, closed with the Cluster). A Network given here may carry
 	// other transports too, but none at the Cluster's addresses
@@ -149,6 +152,9 @@ func newCluster(t testing.TB, cfg ClusterConfig, dir string) (c *Cluster, err er
 	if cfg.FSM == nil {
 		return nil, errors.New("edictlogtest: ClusterConfig.FSM is required")
 	}
+	if cfg.WAL && cfg.Bolt {
+		return nil, errors.New("edictlogtest: ClusterConfig.WAL and Bolt both set: pick one log store")
+	}
 	if cfg.Nodes == 0 {
 		cfg.Nodes = 3
 	}
@@ -236,7 +242,7 @@ func (c *Cluster) newProcess(id edict.ProcessID, join bool) (*process, error) {
 		return nil, err
 	}
 	p := &process{id: id, dir: dir, join: join}
-	if !c.cfg.Bolt {
+	if !c.onDisk() {
 		p.mem = storage.NewMemStore()
 		var err error
 		if p.memSnaps, err = storage.NewMemSnapshotStore(2); err != nil {
@@ -266,8 +272,17 @@ func (c *Cluster) tryStart(p *process) (err error) {
 			}
 		}
 	}()
-	if c.cfg.Bolt {
-		bs, err := storage.OpenBolt(filepath.Join(p.dir, "log.db"), nil)
+	if c.onDisk() {
+		var bs interface {
+			edictlog.Store
+			Close() error
+		}
+		var err error
+		if c.cfg.WAL {
+			bs, err = storage.OpenWAL(filepath.Join(p.dir, "log"), nil)
+		} else {
+			bs, err = storage.OpenBolt(filepath.Join(p.dir, "log.db"), nil)
+		}
 		if err != nil {
 			return err
 		}
@@ -444,7 +459,7 @@ func (c *Cluster) stop(id edict.ProcessID, graceful bool) error {
 			errs = append(errs, fmt.Errorf("close FSM: %w", err))
 		}
 	}
-	if c.cfg.Bolt {
+	if c.onDisk() {
 		if err := store.(io.Closer).Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close store: %w", err))
 		}
@@ -693,3 +708,6 @@ func (c *Cluster) Close() error {
 	}
 	return nil
 }
+
+// onDisk says whether the processes keep their stores in files.
+func (c *Cluster) onDisk() bool { return c.cfg.WAL || c.cfg.Bolt }

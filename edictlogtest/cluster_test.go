@@ -61,9 +61,27 @@ func hits(t *testing.T, ctx context.Context, c *edictlogtest.Cluster, id edict.P
 	return n
 }
 
-func TestClusterOnBolt(t *testing.T) {
+func TestClusterOnDisk(t *testing.T) {
+	for _, cfg := range []edictlogtest.ClusterConfig{{WAL: true}, {Bolt: true}} {
+		name := "bolt"
+		if cfg.WAL {
+			name = "wal"
+		}
+		t.Run(name, func(t *testing.T) { clusterOnDisk(t, cfg) })
+	}
+}
+
+func TestClusterRefusesTwoLogStores(t *testing.T) {
+	_, err := edictlogtest.StartCluster(edictlogtest.ClusterConfig{WAL: true, Bolt: true,
+		FSM: func(edict.ProcessID, string) (fsm.FSM, error) { return NewCounters(), nil }})
+	if err == nil || !strings.Contains(err.Error(), "WAL and Bolt") {
+		t.Fatalf("WAL and Bolt together: %v", err)
+	}
+}
+
+func clusterOnDisk(t *testing.T, cfg edictlogtest.ClusterConfig) {
 	ctx := longCtx(t)
-	c := countersCluster(t, edictlogtest.ClusterConfig{Bolt: true})
+	c := countersCluster(t, cfg)
 	add(t, ctx, c, 5)
 	leader, err := c.WaitLeader(ctx)
 	if err != nil {

@@ -10,8 +10,9 @@
 //     ([Network.Drop]) and delay ([Network.Delay]), lifted by
 //     [Network.Heal]. Snapshot streams go over the same links.
 //   - [Cluster]: n Nodes bootstrapping one cluster over a Network, each
-//     with its own store (storage.MemStore, or bbolt in a temporary
-//     directory with ClusterConfig.Bolt), snapshot store and the
+//     with its own store (storage.MemStore, or a WALStore or BoltStore in
+//     a temporary directory with ClusterConfig.WAL or Bolt), snapshot
+//     store and the
 //     embedder's state machine, with Kill, Restart (and RestartAt, at a
 //     new address), Stop, Join, Partition, Heal, WaitLeader, Leader,
 //     Apply through the leader, Read at any level, and WaitApplied.
