@@ -33,6 +33,8 @@ type netCluster struct {
 	dir    string
 	logger *slog.Logger
 	tune   []func(*edictlog.Config)
+	// wal tunes the nodes' WALStores (zero: the defaults).
+	wal storage.WALOptions
 	// nodes are the running nodes; addrs the newest address of every node
 	// ever started.
 	nodes map[edict.ProcessID]*netNode
@@ -67,8 +69,14 @@ func testTimings(cfg *edictlog.Config) {
 // newNetCluster starts nodes 1..n, bootstrapping epoch 0 with all of them.
 func newNetCluster(t testing.TB, n int, tune ...func(*edictlog.Config)) *netCluster {
 	t.Helper()
+	return newNetClusterWAL(t, n, storage.WALOptions{}, tune...)
+}
+
+// newNetClusterWAL is newNetCluster with the nodes' WALStores tuned.
+func newNetClusterWAL(t testing.TB, n int, wal storage.WALOptions, tune ...func(*edictlog.Config)) *netCluster {
+	t.Helper()
 	c := &netCluster{t: t, dir: t.TempDir(), logger: quietLogger(), tune: append([]func(*edictlog.Config){testTimings}, tune...),
-		nodes: map[edict.ProcessID]*netNode{}, addrs: map[edict.ProcessID]string{}}
+		wal: wal, nodes: map[edict.ProcessID]*netNode{}, addrs: map[edict.ProcessID]string{}}
 	t.Cleanup(c.stopAll)
 	nets := map[edict.ProcessID]*transport.TCP{}
 	for i := 1; i <= n; i++ {
@@ -96,7 +104,7 @@ func (c *netCluster) listen(id edict.ProcessID) *transport.TCP {
 // start) with the given Peers.
 func (c *netCluster) startWith(id edict.ProcessID, tr *transport.TCP, peers map[edict.ProcessID]string, tune ...func(*edictlog.Config)) *netNode {
 	c.t.Helper()
-	store, err := storage.OpenWAL(filepath.Join(c.dir, fmt.Sprintf("n%d.wal", id)), nil)
+	store, err := storage.OpenWAL(c.walDir(id), &c.wal)
 	require.NoError(c.t, err)
 	snaps, err := storage.NewFileSnapshotStore(filepath.Join(c.dir, fmt.Sprintf("snap%d", id)), 2)
 	require.NoError(c.t, err)
@@ -114,6 +122,11 @@ func (c *netCluster) startWith(id edict.ProcessID, tr *transport.TCP, peers map[
 	nn := &netNode{id: id, net: tr, store: store, snaps: snaps, kv: kv, Node: n, cfg: cfg}
 	c.nodes[id] = nn
 	return nn
+}
+
+// walDir is the folder of id's WALStore.
+func (c *netCluster) walDir(id edict.ProcessID) string {
+	return filepath.Join(c.dir, fmt.Sprintf("n%d.wal", id))
 }
 
 // restart starts a stopped node again from its files, on a new port; the

@@ -4,12 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/edictlog/edictlog"
+	"github.com/edictlog/edictlog/edict"
 	"github.com/edictlog/edictlog/fsm/kvfsm"
+	"github.com/edictlog/edictlog/storage"
 	"github.com/stretchr/testify/require"
 )
 
@@ -131,4 +137,76 @@ func TestNodeSnapshotCatchUp(t *testing.T) {
 	v, found, _ := mustRead(t, lagger, edictlog.ReadStale, "late-09")
 	require.True(t, found)
 	require.Equal(t, "v", v)
+}
+
+// The log's segments come and go under a running cluster: with segments of
+// 16 KiB, a few thousand writes fill dozens of them on every node, the
+// snapshots' compactions remove those that hold only compacted entries,
+// and a follower killed meanwhile, and then every node, start again from
+// what is left and hold every write.
+func TestNodeWALSegmentsRollAndGo(t *testing.T) {
+	const segment = 16 << 10
+	c := newNetClusterWAL(t, 3, storage.WALOptions{SegmentSize: segment},
+		func(cfg *edictlog.Config) { cfg.SnapshotEvery, cfg.TrailingEntries = 200, 20 })
+	l := c.waitLeader(10 * time.Second)
+	follower := c.others(l.id)[0]
+	want := map[string]string{}
+	value := strings.Repeat("v", 200)
+	// The follower fills a few segments of its own, then is killed: its
+	// files stay as they were while the others go on.
+	for i := range 150 {
+		c.put(fmt.Sprintf("early-%03d", i), value)
+		want[fmt.Sprintf("early-%03d", i)] = value
+	}
+	waitApplied(t, c.barrier(), follower)
+	c.kill(follower.id)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 250 {
+				b, err := kvfsm.EncodeCommand(kvfsm.Command{Put: &kvfsm.Put{Key: fmt.Sprintf("k-%d-%03d", w, i%100), Value: fmt.Sprintf("%s%d", value, i)}})
+				if err == nil {
+					_, err = c.tryApply(b)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("writer %d, write %d: %w", w, i, err)
+					return
+				}
+			}
+		}()
+		for i := 150; i < 250; i++ {
+			want[fmt.Sprintf("k-%d-%03d", w, i%100)] = fmt.Sprintf("%s%d", value, i)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	c.restart(follower.id)
+	c.checkAllApplied(want, slices.Collect(maps.Values(c.nodes))...)
+	for id := range c.nodes {
+		st, err := c.nodes[id].store.Stats()
+		require.NoError(t, err)
+		segs, err := filepath.Glob(filepath.Join(c.walDir(id), "*.wal"))
+		require.NoError(t, err)
+		// 2,150 writes of 200-byte values fill about 40 segments of 16 KiB;
+		// what is left holds the entries not yet compacted (each under
+		// 400 bytes as a record), one segment more for where the first
+		// starts, and none from the start of the log.
+		live := int(st.LastIndex - st.FirstIndex + 1)
+		require.LessOrEqual(t, len(segs), live*400/segment+2, "node %v keeps %d segments for log %d..%d", id, len(segs), st.FirstIndex, st.LastIndex)
+		require.NotContains(t, segs, filepath.Join(c.walDir(id), "0000000000000001.wal"), "node %v: the first segment holds only compacted entries", id)
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.nodes)) {
+		c.kill(id)
+	}
+	for _, id := range []edict.ProcessID{1, 2, 3} {
+		c.restart(id)
+	}
+	c.waitLeader(10 * time.Second)
+	c.checkAllApplied(want, slices.Collect(maps.Values(c.nodes))...)
 }
