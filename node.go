@@ -747,6 +747,9 @@ func (n *Node) LeaseStats() LeaseStats {
 	n.statusMu.Lock()
 	s := n.lease
 	n.statusMu.Unlock()
+	// The loop publishes the lease core's own copy of LastGrant, shared
+	// until a grant changes it; the caller gets one of its own.
+	s.LastGrant = maps.Clone(s.LastGrant)
 	out := LeaseStats{Stats: s}
 	if len(s.LastGrant) > 0 {
 		now := n.clock.Now()

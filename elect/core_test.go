@@ -362,12 +362,14 @@ func TestStatsCountLeasesByCause(t *testing.T) {
 
 	// A renewal more than a round trip late (and still before the lease
 	// ends) counts as late.
+	before := st.LastGrant[2]
 	c.now = c.cores[1].renewAt().Nanos + int64(2*c.cores[1].RoundTrip())
 	c.tick(1)
 	c.deliver(nil)
 	st = c.cores[1].Stats()
 	assert.Equal(t, uint64(1), st.Renewals)
 	assert.Equal(t, uint64(1), st.RenewalsLate)
+	assert.True(t, before.Before(st.LastGrant[2]), "the renewal's grant shows in a later Stats (%v, then %v)", before, st.LastGrant[2])
 
 	c.cores[1].Release(c.reading(1), time.Second)
 	c.cores[1].Tick(c.reading(1))

@@ -463,6 +463,7 @@ func (c *Core) noteGrant(now edict.Time, from edict.ProcessID) {
 		c.stats.LastGrant = map[edict.ProcessID]edict.Time{}
 	}
 	c.stats.LastGrant[from] = now
+	c.lastGrant = nil // Stats copies the map again
 }
 
 // quorumFloor is the fewest processes that can form a quorum: a lower
