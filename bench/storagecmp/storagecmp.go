@@ -32,7 +32,8 @@ type Appender interface {
 	// Append stores the entries from index next on, batch of them, in one
 	// durable transaction.
 	Append(next uint64) error
-	// PageWrites is the number of bbolt pages written so far.
+	// PageWrites is the number of pages (bbolt's, or 4 KiB blocks of a
+	// WALStore's segments) written so far.
 	PageWrites() int64
 	Close() error
 }
@@ -45,6 +46,16 @@ type Contender struct {
 
 // Edictlog is storage.BoltStore with its default options.
 var Edictlog = Contender{Name: "edictlog", Open: openEdictlog}
+
+// EdictlogWAL is storage.WALStore with its default options; path is its
+// folder.
+var EdictlogWAL = Contender{Name: "edictlog-wal", Open: func(path string, batch, size int) (Appender, error) {
+	s, err := storage.OpenWAL(path, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &edictlogAppender{s: s, es: storagetest.Entries(1, batch, storagetest.Stamp(1, 1), size)}, nil
+}}
 
 // RaftBoltDB is raft-boltdb v2 as hashicorp/raft users get it by default.
 var RaftBoltDB = Contender{Name: "raft-boltdb", Open: func(path string, batch, size int) (Appender, error) {
@@ -59,7 +70,11 @@ var RaftBoltDBNoFreelistSync = Contender{Name: "raft-boltdb+nofreelistsync", Ope
 }}
 
 type edictlogAppender struct {
-	s  *storage.BoltStore
+	s interface {
+		StoreBatch(wire.Batch) error
+		Stats() (storage.Stats, error)
+		Close() error
+	}
 	es []wire.Entry
 }
 
@@ -156,7 +171,7 @@ func Run(cfg Config) ([]Result, error) {
 		res := make([]Result, len(cfg.Contenders))
 		for i, c := range cfg.Contenders {
 			path := filepath.Join(cfg.Dir, fmt.Sprintf("%s-%d.db", c.Name, batch))
-			os.Remove(path)
+			os.RemoveAll(path) // a WALStore is a folder
 			a, err := c.Open(path, batch, cfg.EntrySize)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", c.Name, err)

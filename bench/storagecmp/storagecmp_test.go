@@ -12,7 +12,7 @@ import (
 // BenchmarkAppend runs each contender under go test -bench; the command in
 // cmd/storagecmp alternates them and prints the ratio.
 func BenchmarkAppend(b *testing.B) {
-	for _, c := range []Contender{Edictlog, RaftBoltDB, RaftBoltDBNoFreelistSync} {
+	for _, c := range []Contender{EdictlogWAL, Edictlog, RaftBoltDB, RaftBoltDBNoFreelistSync} {
 		for _, batch := range []int{1, 16, 256} {
 			b.Run(fmt.Sprintf("%s/batch=%d", c.Name, batch), func(b *testing.B) {
 				a, err := c.Open(filepath.Join(b.TempDir(), "bench.db"), batch, 256)

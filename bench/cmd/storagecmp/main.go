@@ -1,5 +1,6 @@
-// Command storagecmp appends the same batches to edictlog's bbolt store and
-// to raft-boltdb in one run and prints entries/s and their ratio.
+// Command storagecmp appends the same batches to edictlog's stores (the
+// WALStore, with -wal, and the BoltStore) and to raft-boltdb in one run and
+// prints entries/s and their ratio to the first.
 //
 //	cd bench && go run ./cmd/storagecmp
 package main
@@ -21,6 +22,7 @@ func main() {
 	rounds := flag.Int("rounds", 25, "rounds per batch size (contenders alternate)")
 	roundTime := flag.Duration("round", 250*time.Millisecond, "time per contender per round")
 	tuned := flag.Bool("tuned", true, "also run raft-boltdb with NoFreelistSync")
+	wal := flag.Bool("wal", false, "run edictlog's WALStore first, so that the ratios are its own")
 	flag.Parse()
 	bs, err := storagecmp.ParseBatches(*batches)
 	if err != nil {
@@ -35,6 +37,9 @@ func main() {
 		*dir = d
 	}
 	cs := []storagecmp.Contender{storagecmp.Edictlog, storagecmp.RaftBoltDB}
+	if *wal {
+		cs = append([]storagecmp.Contender{storagecmp.EdictlogWAL}, cs...)
+	}
 	if *tuned {
 		cs = append(cs, storagecmp.RaftBoltDBNoFreelistSync)
 	}
