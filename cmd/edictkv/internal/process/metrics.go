@@ -298,5 +298,9 @@ func (t *TimedStore) collectors() []prometheus.Collector {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edictkv_fsync_seconds_total", Help: "Time spent writing and syncing commits; divide by edictkv_fsyncs_total for the mean."},
 			stat(func(s storage.Stats) float64 { return s.FsyncTime.Seconds() })),
 		gauge("edictkv_fsync_max_seconds", "The longest single commit write and sync.", stat(func(s storage.Stats) float64 { return s.FsyncMax.Seconds() })),
+		gauge("edictkv_log_store_bytes", "Disk the log's store holds: a WALStore's segments, each allocated at its full size when created, or a BoltStore's file.",
+			stat(func(s storage.Stats) float64 { return float64(s.FileSize) })),
+		gauge("edictkv_log_store_cut_short_bytes", "Bytes of a write a crash cut short that the log's store found at the end of its log and cleared at start (never acknowledged); 0 when there was none.",
+			stat(func(s storage.Stats) float64 { return float64(s.TornBytes) })),
 	}
 }

@@ -201,3 +201,19 @@ func TestStateMetrics(t *testing.T) {
 		}
 	}
 }
+
+// The log's store reports the disk it holds: a new data directory's
+// WALStore holds at least its first segment, allocated whole; and no write
+// was cut short.
+func TestLogStoreMetrics(t *testing.T) {
+	c := startCluster(t, 1, nil)
+	id := c.leader()
+	mustStatus(t, do(t, http.MethodPut, c.url(id, "/v1/kv/a"), "1"), http.StatusOK)
+	m := scrape(t, c, id)
+	if b := metric(t, m, "edictkv_log_store_bytes"); b < 64<<20 {
+		t.Errorf("edictkv_log_store_bytes %g, want at least one 64 MiB segment", b)
+	}
+	if b := metric(t, m, "edictkv_log_store_cut_short_bytes"); b != 0 {
+		t.Errorf("edictkv_log_store_cut_short_bytes %g after a clean start", b)
+	}
+}
