@@ -3,6 +3,7 @@
 package storage
 
 import (
+	"errors"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -28,9 +29,15 @@ func allocatedUpTo(f *os.File, off int64) int64 {
 }
 
 // fallocate allocates size bytes of f (mode 0: the file grows to size,
-// the new blocks read as zeros).
+// the new blocks read as zeros). A filesystem without it is
+// errors.ErrUnsupported; any other failure (ENOSPC above all) is the
+// caller's to report.
 func fallocate(f *os.File, size int64) error {
-	return unix.Fallocate(int(f.Fd()), 0, 0, size)
+	err := unix.Fallocate(int(f.Fd()), 0, 0, size)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+		return errors.ErrUnsupported
+	}
+	return err
 }
 
 // fdatasync makes f's data durable, and the metadata needed to read it.

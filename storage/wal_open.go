@@ -395,10 +395,10 @@ func (s *WALStore) createSegment(seq uint64, size int64, content []byte) (*walSe
 // allocate makes f size bytes long with every block allocated, so that
 // writing into it later allocates nothing and an fdatasync after a write
 // has no metadata to commit: fallocate where the filesystem has it, else
-// zeros written.
+// zeros written. A full disk is an error either way.
 func allocate(f *os.File, size int64) error {
-	if err := fallocate(f, size); err == nil {
-		return nil
+	if err := fallocate(f, size); !errors.Is(err, errors.ErrUnsupported) {
+		return err // nil, or a real failure such as a full disk
 	}
 	for off := int64(0); off < size; {
 		n := min(int64(len(zeros)), size-off)

@@ -6,9 +6,11 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -523,4 +525,36 @@ func FuzzWALRecord(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, body, again, "a record has one encoding")
 	})
+}
+
+// TestWALFullDisk: a segment that cannot be allocated for want of space
+// fails the write that needed it, with the cause, and leaves the store as
+// it was before that write, with no temporary segment behind. It mounts a
+// small tmpfs, so it runs only as root.
+func TestWALFullDisk(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs")
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", mnt).Run() })
+	dir := filepath.Join(mnt, "wal")
+	const seg = 4 << 20
+	s := openTestWAL(t, dir, seg)
+	next := uint64(1)
+	var err error
+	for ; err == nil && next < 100000; next += 10 {
+		err = s.StoreBatch(wire.Batch{Entries: testEntries(next, 10, 1000)})
+	}
+	require.Error(t, err, "a second 4 MiB segment does not fit in 6 MiB")
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	last := next - 11 // the last batch acknowledged
+	require.Error(t, s.StoreBatch(wire.Batch{Entries: testEntries(last+1, 1, 10)}), "a store whose write failed refuses more until reopened")
+	require.NoError(t, s.Close())
+	_, statErr := os.Stat(filepath.Join(dir, walTempName))
+	require.ErrorIs(t, statErr, os.ErrNotExist, "no temporary segment left behind")
+	c := walContents(t, dir, seg)
+	require.Equal(t, last, c.last, "every acknowledged batch, nothing of the failed one")
 }
