@@ -207,16 +207,23 @@ func (s *WALStore) removeDead() error {
 	}
 	s.mu.Unlock()
 	for i, seg := range dead {
-		seg.f.Close()
-		if err := os.Remove(seg.path); err == nil {
-			err = syncDir(s.dir)
-		} else if err != nil {
-			// Put the rest back: they are still on disk, and the next
-			// compaction tries again.
+		if err := os.Remove(seg.path); err != nil {
+			// This one and the rest are still on disk, still open: back
+			// in the list, for the next compaction to try again.
 			s.mu.Lock()
-			s.segments = append(slices.Clone(dead[i+1:]), s.segments...)
+			s.segments = append(slices.Clone(dead[i:]), s.segments...)
 			s.mu.Unlock()
 			return s.errf(err, "remove segment %d", seg.seq)
+		}
+		seg.f.Close()
+		if err := syncDir(s.dir); err != nil {
+			// Whether the removal is durable is unknown, and the next
+			// one must not become durable before it: as after a failed
+			// fdatasync, no more writes until the store is reopened.
+			for _, rest := range dead[i+1:] {
+				rest.f.Close()
+			}
+			return s.fail(err, "sync the folder after removing segment %d", seg.seq)
 		}
 	}
 	return nil
