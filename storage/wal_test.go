@@ -558,3 +558,41 @@ func TestWALFullDisk(t *testing.T) {
 	c := walContents(t, dir, seg)
 	require.Equal(t, last, c.last, "every acknowledged batch, nothing of the failed one")
 }
+
+// TestWALRemovalFailureIsNotTheWrites: a compaction whose record is
+// durable stands even when the segments it killed cannot be removed (here
+// the folder is made immutable): CompactPrefix succeeds, the segments
+// stay, and the next compaction removes them. It needs root and chattr.
+func TestWALRemovalFailureIsNotTheWrites(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for chattr +i")
+	}
+	if _, err := exec.LookPath("chattr"); err != nil {
+		t.Skip("no chattr")
+	}
+	dir := filepath.Join(t.TempDir(), "wal")
+	const seg = 8 << 10
+	s := openTestWAL(t, dir, seg)
+	defer s.Close()
+	for i := uint64(1); i <= 200; i += 10 {
+		require.NoError(t, s.StoreBatch(wire.Batch{Entries: testEntries(i, 10, 200)}))
+	}
+	before := segmentNames(t, dir)
+	require.Greater(t, len(before), 3)
+	if out, err := exec.Command("chattr", "+i", dir).CombinedOutput(); err != nil {
+		t.Skipf("chattr +i: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("chattr", "-i", dir).Run() })
+	require.NoError(t, s.CompactPrefix(150), "the compaction's record is durable: its removals are not its outcome")
+	require.Equal(t, before, segmentNames(t, dir), "nothing could be removed")
+	first, err := s.FirstIndex()
+	require.NoError(t, err)
+	require.Equal(t, uint64(151), first)
+	require.NoError(t, exec.Command("chattr", "-i", dir).Run())
+	require.NoError(t, s.CompactPrefix(160))
+	require.Less(t, len(segmentNames(t, dir)), len(before), "the next compaction removes them")
+	require.NoError(t, s.Close())
+	c := walContents(t, dir, seg)
+	require.Equal(t, uint64(161), c.first)
+	require.Equal(t, uint64(200), c.last)
+}

@@ -66,7 +66,7 @@ func (s *WALStore) storeBatch(b *wire.Batch, next bounds) error {
 	s.b = next
 	s.mu.Unlock()
 	if b.Reset != nil {
-		return s.removeDead()
+		s.removeDeadOrWarn()
 	}
 	return nil
 }
@@ -188,7 +188,19 @@ func (s *WALStore) CompactPrefix(upTo uint64) error {
 	}
 	s.b.first, s.b.base = upTo+1, e.Stamp
 	s.mu.Unlock()
-	return s.removeDead()
+	s.removeDeadOrWarn()
+	return nil
+}
+
+// removeDeadOrWarn removes the dead segments after a record that killed
+// them is durable. That record stands whatever happens to the removal, so
+// a failure is not the write's: it is logged, and the next compaction
+// tries again (or, after a failed sync of the folder, the store refuses
+// writes until reopened).
+func (s *WALStore) removeDeadOrWarn() {
+	if err := s.removeDead(); err != nil {
+		s.opts.Logger.Warn("storage: segments holding only compacted entries are left on disk", "path", s.dir, "error", err)
+	}
 }
 
 // removeDead removes the segments before the one that holds the first
