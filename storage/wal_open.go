@@ -241,6 +241,18 @@ func (s *WALStore) differs(cp *walRecord) string {
 	return ""
 }
 
+// The two checks that tell a write cut short from damage, each turned off
+// by TestWALNegativeControls alone to show that the tests see it; always
+// on otherwise.
+var (
+	// clearTornTail: a record that fails at the end of the newest
+	// segment, nothing verifying after it, is a crash's, and cleared.
+	clearTornTail = true
+	// scanPastFailure: a failed record with one that verifies after it
+	// is damage, however it looks.
+	scanPastFailure = true
+)
+
 // endOfSegment decides what the bytes from off on, where no record
 // verifies, are: the unused zeros of a segment, the record a crash cut
 // short at the end of the newest one (cleared), or damage.
@@ -256,7 +268,10 @@ func (s *WALStore) endOfSegment(seg *walSegment, data []byte, off int64, why str
 	if !newest {
 		return corruptf(path, "record at offset %d: %s, in a segment before the newest", off, why)
 	}
-	for o := off + walAlign; o+walFrameHeader <= int64(len(data)); o += walAlign {
+	if !clearTornTail {
+		return corruptf(path, "record at offset %d: %s", off, why)
+	}
+	for o := off + walAlign; scanPastFailure && o+walFrameHeader <= int64(len(data)); o += walAlign {
 		// Only a batch or compaction record can follow a checkpoint; the
 		// test keeps the CRC for plausible places.
 		if binary.BigEndian.Uint64(data[o:]) == 0 || o+walFrameHeader+2 > int64(len(data)) ||

@@ -596,3 +596,40 @@ func TestWALRemovalFailureIsNotTheWrites(t *testing.T) {
 	require.Equal(t, uint64(161), c.first)
 	require.Equal(t, uint64(200), c.last)
 }
+
+// TestWALNegativeControls turns off, one at a time, the two checks that
+// tell a write cut short from damage, and requires the tests to notice.
+func TestWALNegativeControls(t *testing.T) {
+	t.Run("no clearing of a record cut short", func(t *testing.T) {
+		clearTornTail = false
+		defer func() { clearTornTail = true }()
+		failures, _, _ := walPowerLoss(t, 1, 120, 8)
+		require.NotEmpty(t, failures, "the power-loss test cannot fail without it")
+		t.Logf("caught: %s", failures[0])
+	})
+	t.Run("no scan past a failed record", func(t *testing.T) {
+		// Acknowledged records after a zeroed sector: damage, which
+		// without the scan looks like a write cut short and is dropped.
+		dir := t.TempDir()
+		s := openTestWAL(t, dir, 0)
+		for i := uint64(1); i <= 60; i += 5 {
+			require.NoError(t, s.StoreBatch(wire.Batch{Entries: testEntries(i, 5, 150)}))
+		}
+		path := s.segments[0].path
+		require.NoError(t, s.Close())
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		copy(b[2*sector:3*sector], make([]byte, sector))
+		require.NoError(t, os.WriteFile(path, b, 0o640))
+		_, err = OpenWAL(dir, &WALOptions{Logger: quietLogger()})
+		require.ErrorIs(t, err, ErrCorrupt, "with the scan")
+		scanPastFailure = false
+		defer func() { scanPastFailure = true }()
+		s2, err := OpenWAL(dir, &WALOptions{Logger: quietLogger()})
+		require.NoError(t, err, "without it the damage is taken for a crash")
+		last, _ := s2.LastIndex()
+		s2.Close()
+		t.Logf("caught: without the scan, Open drops acknowledged entries %d..60", last+1)
+		require.Less(t, last, uint64(60))
+	})
+}
