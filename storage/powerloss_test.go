@@ -265,7 +265,20 @@ func crashImages(rng *rand.Rand, pre, post []byte, changed []int, ps, n int) []c
 // commitAndReopen shows that a store opened from a crash image works: it
 // takes a commit, and reopens holding it.
 func commitAndReopen(path string) error {
-	s, err := OpenBolt(path, &BoltOptions{Logger: quietLogger()})
+	return commitAndReopenWith(func() (reopened, error) { return OpenBolt(path, &BoltOptions{Logger: quietLogger()}) })
+}
+
+// reopened is a store commitAndReopenWith opens.
+type reopened interface {
+	contentStore
+	LastIndex() (uint64, error)
+	StoreBatch(wire.Batch) error
+	Close() error
+}
+
+// commitAndReopenWith is commitAndReopen for the store open opens.
+func commitAndReopenWith(open func() (reopened, error)) error {
+	s, err := open()
 	if err != nil {
 		return err
 	}
@@ -279,7 +292,12 @@ func commitAndReopen(path string) error {
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	c, err := readContents(path)
+	s, err = open()
+	if err != nil {
+		return fmt.Errorf("reopen: %w", err)
+	}
+	defer s.Close()
+	c, err := storeContents(s)
 	if err != nil {
 		return fmt.Errorf("reopen: %w", err)
 	}

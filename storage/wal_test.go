@@ -306,33 +306,9 @@ func walPowerLoss(t *testing.T, seed uint64, commits, perCommit int) (failures [
 }
 
 func walCommitAndReopen(dir string, seg int64) error {
-	s, err := OpenWAL(dir, &WALOptions{SegmentSize: seg, Logger: quietLogger()})
-	if err != nil {
-		return err
-	}
-	last, err := s.LastIndex()
-	if err == nil {
-		err = s.StoreBatch(wire.Batch{Entries: testEntries(last+1, 5, 100), Stable: map[string][]byte{"after": []byte("crash")}})
-	}
-	if cerr := s.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	s, err = OpenWAL(dir, &WALOptions{SegmentSize: seg, Logger: quietLogger()})
-	if err != nil {
-		return fmt.Errorf("reopen: %w", err)
-	}
-	defer s.Close()
-	c, err := storeContents(s)
-	if err != nil {
-		return fmt.Errorf("reopen: %w", err)
-	}
-	if c.last != last+5 || c.stable["after"] != "crash" {
-		return fmt.Errorf("reopen: the commit is missing (last %d, want %d)", c.last, last+5)
-	}
-	return nil
+	return commitAndReopenWith(func() (reopened, error) {
+		return OpenWAL(dir, &WALOptions{SegmentSize: seg, Logger: quietLogger()})
+	})
 }
 
 // TestWALDamage damages acknowledged records and requires Open (or the
