@@ -231,6 +231,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			return nil, err
 		}
 		clock = sc
+		if _, why := edict.SystemClockPath(); why != nil {
+			cfg.Logger.Info("edictlog: clock readings take system calls", "node", uint64(cfg.ID), "why", why)
+		}
 	}
 	if cfg.WrapClock != nil {
 		clock = cfg.WrapClock(clock)
