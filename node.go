@@ -134,8 +134,9 @@ type Node struct {
 	core *replog.Core   // d's Core
 
 	proposals chan *proposal
-	reads     chan *readRequest
-	readBatch []replog.ReadRequest // startReads' buffer; the loop's
+	reads     readGate
+	readBatch []replog.ReadRequest // startReads' buffers; the loop's
+	readTaken []*readGroup
 	ops       chan func()
 	applyDone chan applied
 	// fatal stops the loop with an error from another goroutine (stopWith).
@@ -270,7 +271,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg: cfg, clock: clock, inc: inc, log: cfg.Logger.With("node", uint64(cfg.ID)), core: core,
-		proposals: make(chan *proposal, cfg.MaxBatch), reads: make(chan *readRequest, 1024),
+		proposals: make(chan *proposal, cfg.MaxBatch), reads: readGate{bell: make(chan struct{}, 1)},
 		ops: make(chan func(), 64), applyDone: make(chan applied, 64), fatal: make(chan error, 1),
 		observers: map[*Observer]struct{}{}, stop: make(chan struct{}), done: make(chan struct{}),
 		peers: maps.Clone(peers),
@@ -356,8 +357,8 @@ func (n *Node) run() {
 			}
 		case p := <-proposals:
 			n.propose(p)
-		case r := <-n.reads:
-			n.startReads(r)
+		case <-n.reads.bell:
+			// startReads, below, takes them.
 		case f := <-n.ops:
 			f()
 		case a := <-n.applyDone:
@@ -369,6 +370,9 @@ func (n *Node) run() {
 		case <-timer.C:
 			n.d.Tick()
 		}
+		// Reads are taken whatever woke the loop: those held while follower
+		// reads waited for a request go once the step answered them.
+		n.startReads()
 		// Timers are due whatever woke the loop: under a steady stream of
 		// events the tick timer, reset every iteration, might never fire.
 		// The step's own reading tells, if it took one: Tick reads again.

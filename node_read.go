@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/edictlog/edictlog/fsm"
@@ -45,18 +46,87 @@ type ReadResult struct {
 	Staleness time.Duration
 }
 
-type readRequest struct {
-	level ReadLevel
-	done  chan struct{}
-	res   ReadResult
-	err   error
+// readGroup is the reads of one level that arrived while the loop had
+// not yet taken that level's reads (readGate). The loop starts them as
+// one read, at a reading of the clock taken after it took them, so after
+// every one of them arrived; one answer serves them all.
+type readGroup struct {
+	done chan struct{}
+	res  ReadResult
+	err  error
 }
 
 // finish is the Driver's answer, given once.
-func (r *readRequest) finish(res replog.ReadResult, err error) {
-	r.res = ReadResult{Level: ReadLevel(res.Level), Index: res.Index, Staleness: res.Staleness}
-	r.err = fromDriver(err)
-	close(r.done)
+func (g *readGroup) finish(res replog.ReadResult, err error) {
+	g.res = ReadResult{Level: ReadLevel(res.Level), Index: res.Index, Staleness: res.Staleness}
+	g.err = fromDriver(err)
+	close(g.done)
+}
+
+// readGate gathers arriving reads into groups, one open group per level,
+// for the loop to take (etcd's linearizable read loop shares one read
+// index among the reads that wait for it the same way). The first read
+// of a group rings the bell, which wakes the loop, unless it is a
+// follower read that arrived while follower reads wait for the leader's
+// read index: those would wait for the next request anyway, which leaves
+// once the one in flight is answered, so they wait here and the loop
+// takes them in the step that answers it, without a wake per read.
+//
+// Invariant: an open follower group that did not ring exists only while
+// holdFollower is set, and holdFollower is set only while the Core has
+// follower reads waiting, so a step is still to come (the reply, or the
+// Core's timer for resending or failing the request) and the loop takes
+// the group at the latest then.
+type readGate struct {
+	bell chan struct{} // capacity 1: a ring is pending or the loop is woken
+
+	mu           sync.Mutex
+	open         [ReadStale + 1]*readGroup
+	holdFollower bool
+}
+
+// join adds a read at level to the open group, opening one if none is.
+func (g *readGate) join(level ReadLevel) *readGroup {
+	g.mu.Lock()
+	grp := g.open[level]
+	ring := false
+	if grp == nil {
+		grp = &readGroup{done: make(chan struct{})}
+		g.open[level] = grp
+		ring = level != ReadFollower || !g.holdFollower
+	}
+	g.mu.Unlock()
+	if ring {
+		select {
+		case g.bell <- struct{}{}:
+		default:
+		}
+	}
+	return grp
+}
+
+// take moves the open groups that may start now into buf: all but the
+// follower group while hold (follower reads wait for a request). hold
+// becomes the gate's until the next take or setHold.
+func (g *readGate) take(buf []*readGroup, levels []ReadLevel, hold bool) ([]*readGroup, []ReadLevel) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.holdFollower = hold
+	for l, grp := range g.open {
+		if grp == nil || hold && ReadLevel(l) == ReadFollower {
+			continue
+		}
+		buf, levels = append(buf, grp), append(levels, ReadLevel(l))
+		g.open[l] = nil
+	}
+	return buf, levels
+}
+
+// setHold records whether follower reads wait for a request.
+func (g *readGate) setHold(hold bool) {
+	g.mu.Lock()
+	g.holdFollower = hold
+	g.mu.Unlock()
 }
 
 // ErrNoQuerier: Read needs an FSM that implements fsm.Querier.
@@ -195,6 +265,9 @@ func readFunc[F, T any](ctx context.Context, n *Node, level ReadLevel, fn func(F
 // the result's Index is applied, and a lease read's lease was held when
 // the loop let it go. It waits for a leader as Read says.
 func (n *Node) awaitRead(ctx context.Context, level ReadLevel) (ReadResult, error) {
+	if level > ReadStale {
+		return ReadResult{}, fmt.Errorf("edictlog: read level %d is none of ReadLease, ReadFollower, ReadStale", level)
+	}
 	var res ReadResult
 	err := n.untilLeader(ctx, func() (uint64, error) {
 		var err error
@@ -204,44 +277,40 @@ func (n *Node) awaitRead(ctx context.Context, level ReadLevel) (ReadResult, erro
 	return res, err
 }
 
-// readOnce hands a read to the loop and waits for its answer.
+// readOnce hands a read to the loop, in the open group of its level, and
+// waits for the group's answer.
 func (n *Node) readOnce(ctx context.Context, level ReadLevel) (ReadResult, error) {
 	if err := n.alive(ctx); err != nil {
 		return ReadResult{}, err
 	}
-	r := &readRequest{level: level, done: make(chan struct{})}
+	g := n.reads.join(level)
 	select {
-	case n.reads <- r:
+	case <-g.done:
 	case <-n.done:
 		return ReadResult{}, ErrShutdown
 	case <-ctx.Done():
 		return ReadResult{}, ctx.Err()
 	}
-	select {
-	case <-r.done:
-	case <-n.done:
-		return ReadResult{}, ErrShutdown
-	case <-ctx.Done():
-		return ReadResult{}, ctx.Err()
-	}
-	return r.res, r.err
+	return g.res, g.err
 }
 
-// startReads hands r, and the reads queued behind it, to the Driver, which
+// startReads hands the read groups that may start now to the Driver, which
 // answers each once the state machine may (Driver.Reads): all of them at
-// one reading of the clock, taken after the last was received.
-func (n *Node) startReads(r *readRequest) {
-	batch := append(n.readBatch[:0], replog.ReadRequest{Level: coreLevel(r.level), Done: r.finish})
-drain:
-	for len(batch) < cap(n.reads) {
-		select {
-		case r := <-n.reads:
-			batch = append(batch, replog.ReadRequest{Level: coreLevel(r.level), Done: r.finish})
-		default:
-			break drain
-		}
+// one reading of the clock, taken after they were taken from the gate.
+// Then it tells the gate whether follower reads wait for a request.
+func (n *Node) startReads() {
+	var levels [ReadStale + 1]ReadLevel
+	groups, ls := n.reads.take(n.readTaken[:0], levels[:0], n.d.FollowerReadsWaiting())
+	if len(groups) == 0 {
+		return
+	}
+	batch := n.readBatch[:0]
+	for i, g := range groups {
+		batch = append(batch, replog.ReadRequest{Level: coreLevel(ls[i]), Done: g.finish})
 	}
 	n.d.Reads(batch)
-	clear(batch) // the requests' channels, for the collector
-	n.readBatch = batch[:0]
+	n.reads.setHold(n.d.FollowerReadsWaiting())
+	clear(batch) // the groups, for the collector
+	clear(groups)
+	n.readBatch, n.readTaken = batch[:0], groups[:0]
 }

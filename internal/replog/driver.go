@@ -295,6 +295,9 @@ func (d *Driver) Applied(index uint64, results []ApplyResult) {
 	d.serveReads()
 }
 
+// FollowerReadsWaiting is Core.FollowerReadsWaiting.
+func (d *Driver) FollowerReadsWaiting() bool { return d.core.FollowerReadsWaiting() }
+
 // AppliedIndex is the highest index the state machine reported applied.
 func (d *Driver) AppliedIndex() uint64 { return d.applied }
 

@@ -107,6 +107,15 @@ func (c *Core) read(now edict.Time, id uint64, level ReadLevel) {
 	}
 }
 
+// FollowerReadsWaiting reports whether follower reads started here wait
+// for a leader's read index: queued for the next request, or carried by
+// one in flight. While they do, a runtime may hold the reads that arrive
+// and start them together once none waits: they would wait for the next
+// request anyway, which leaves no earlier than the reply to this one.
+func (c *Core) FollowerReadsWaiting() bool {
+	return len(c.readQueue) > 0 || len(c.readBatches) > 0
+}
+
 // readBatchTo returns the index in readBatches of the request in flight
 // to leader, or -1.
 func (c *Core) readBatchTo(leader edict.ProcessID) int {
