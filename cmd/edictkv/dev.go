@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -19,8 +18,8 @@ import (
 // runDev starts three processes in this one, with data in a temporary
 // folder, and serves until interrupted. It prefers HTTP ports 8001-8003 so
 // that the README's commands work as written, and takes free ports when
-// those are taken. Its processes run the gossip detector, each joining
-// the others, as a production cluster would.
+// those are taken. Its processes run the gossip detector, as a production
+// cluster would, each joining those started before it.
 func runDev(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("dev", stderr)
 	n := fs.Int("nodes", 3, "how many processes")
@@ -58,26 +57,12 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 			_ = p.Close()
 		}
 	}
-	// Each process joins every other's gossip address, so all of them must
-	// be known before the first starts: pick free ports up front.
-	gossipAddrs := make([]string, *n)
-	for i := range gossipAddrs {
-		if gossipAddrs[i], err = freeGossipAddr(); err != nil {
-			return err
-		}
-	}
 	peers := map[edict.ProcessID]process.Peer{}
 	for i := 1; i <= *n; i++ {
 		id := edict.ProcessID(i)
-		var join []string
-		for j, a := range gossipAddrs {
-			if j != i-1 {
-				join = append(join, a)
-			}
-		}
 		cfg := process.Config{ID: id, DataDir: filepath.Join(root, fmt.Sprintf("node%d", i)),
 			RaftAddr: "127.0.0.1:0", HTTPAddr: fmt.Sprintf("127.0.0.1:%d", *basePort+i-1), ClusterID: "edictkv-dev",
-			GossipAddr: gossipAddrs[i-1], GossipJoin: join, Logger: logger,
+			GossipAddr: "127.0.0.1:0", Logger: logger,
 			AutoCompaction: retention, QuotaBackendBytes: *compaction.quota, WatchProgressInterval: *progressEvery}
 		if *grpcPort > 0 {
 			cfg.GRPCAddr = fmt.Sprintf("127.0.0.1:%d", *grpcPort+i-1)
@@ -97,11 +82,18 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 		procs[id] = p
 		peers[id] = process.Peer{RaftAddr: p.RaftAddr(), HTTPAddr: p.HTTPAddr(), GRPCAddr: p.GRPCAddr()}
 	}
+	// Each gossip port is bound by its process's Start, so that no other
+	// program can take it between a pick and the bind: each process joins
+	// the gossip of those started before it, and gossip tells them of it.
+	var gossipAddrs []string
 	for i := 1; i <= *n; i++ {
-		if err := procs[edict.ProcessID(i)].Start(peers); err != nil {
+		p := procs[edict.ProcessID(i)]
+		p.JoinGossip(gossipAddrs)
+		if err := p.Start(peers); err != nil {
 			closeAll()
 			return err
 		}
+		gossipAddrs = append(gossipAddrs, p.GossipAddr())
 	}
 	first := procs[1].HTTPAddr()
 	fmt.Fprintf(stdout, "edictkv dev: %d processes, data in %s\n", *n, root)
@@ -132,26 +124,4 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 		errs = append(errs, p.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// freeGossipAddr returns a localhost address whose port was free a moment
-// ago for both TCP and UDP, as memberlist binds both on one port. Another
-// program could take it before the detector binds; dev mode then fails to
-// start with that error, and running it again picks other ports.
-func freeGossipAddr() (string, error) {
-	for range 10 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", err
-		}
-		addr := l.Addr().String()
-		u, err := net.ListenPacket("udp", addr)
-		l.Close()
-		if err != nil {
-			continue // UDP taken on that port: try another
-		}
-		u.Close()
-		return addr, nil
-	}
-	return "", errors.New("no free localhost port for gossip (TCP and UDP)")
 }

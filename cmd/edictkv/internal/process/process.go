@@ -259,6 +259,12 @@ func (p *Process) GRPCAddr() string {
 	return p.grpcLn.Addr().String()
 }
 
+// JoinGossip sets the gossip addresses Start joins (Config.GossipJoin),
+// for a caller that learns them from processes started after Listen: a
+// gossip address bound to port 0 is known only once its process started
+// (GossipAddr). It has no effect once Start ran.
+func (p *Process) JoinGossip(addrs []string) { p.cfg.GossipJoin = slices.Clone(addrs) }
+
 // RaftAddr is the address peers reach this process's transport at.
 func (p *Process) RaftAddr() string { return p.trans.LocalAddr() }
 
