@@ -6,6 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -148,6 +151,13 @@ func lookup() (uintptr, error) {
 // image's length (the section headers come last in the file the kernel
 // maps whole).
 func imageAt(base uintptr) ([]byte, error) {
+	mapped, err := mappedLength(base)
+	if err != nil {
+		return nil, err
+	}
+	if mapped < 64 {
+		return nil, fmt.Errorf("vDSO mapping of %d bytes", mapped)
+	}
 	mem := unsafe.Slice((*byte)(*(*unsafe.Pointer)(unsafe.Pointer(&base))), 64)
 	var hdr elf.Header64
 	if err := readHeader(mem, &hdr); err != nil {
@@ -157,10 +167,33 @@ func imageAt(base uintptr) ([]byte, error) {
 	if ph := hdr.Phoff + uint64(hdr.Phnum)*uint64(hdr.Phentsize); ph > end {
 		end = ph
 	}
-	if end < 64 || end > maxImage {
-		return nil, fmt.Errorf("vDSO image of %d bytes (headers say), not in [64, %d]", end, maxImage)
+	if end < 64 || end > maxImage || end > mapped {
+		return nil, fmt.Errorf("vDSO image of %d bytes (headers say), not in [64, %d] or beyond its mapping of %d", end, maxImage, mapped)
 	}
 	return bytes.Clone(unsafe.Slice((*byte)(*(*unsafe.Pointer)(unsafe.Pointer(&base))), int(end))), nil
+}
+
+// mappedLength is the length of the mapping that starts at base, from
+// /proc/self/maps: the image is read only within it, so that headers that
+// say otherwise cannot send the read past the mapped pages.
+func mappedLength(base uintptr) (uint64, error) {
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return 0, fmt.Errorf("the vDSO's mapping: %w", err)
+	}
+	for line := range strings.Lines(string(maps)) {
+		span, _, _ := strings.Cut(line, " ")
+		lo, hi, ok := strings.Cut(span, "-")
+		if !ok {
+			continue
+		}
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if err1 == nil && err2 == nil && start == uint64(base) && end > start {
+			return end - start, nil
+		}
+	}
+	return 0, fmt.Errorf("no mapping at the vDSO's address %#x in /proc/self/maps", base)
 }
 
 func readHeader(mem []byte, hdr *elf.Header64) error {

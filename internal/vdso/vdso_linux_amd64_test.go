@@ -113,3 +113,29 @@ func BenchmarkClockGettime(b *testing.B) {
 		}
 	})
 }
+
+// The image is read only within the mapping /proc/self/maps shows at the
+// vDSO's address; an address with no mapping starting there is refused.
+func TestImageStaysInItsMapping(t *testing.T) {
+	auxv, err := unix.Auxv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var base uintptr
+	for _, kv := range auxv {
+		if kv[0] == atSysinfoEHdr {
+			base = kv[1]
+		}
+	}
+	mapped, err := mappedLength(base)
+	if err != nil || mapped == 0 {
+		t.Fatalf("mapping at %#x: %d, %v", base, mapped, err)
+	}
+	image, err := imageAt(base)
+	if err != nil || uint64(len(image)) > mapped {
+		t.Fatalf("image of %d bytes in a mapping of %d: %v", len(image), mapped, err)
+	}
+	if _, err := mappedLength(base + 64); err == nil {
+		t.Fatal("an address inside the mapping was taken for its start")
+	}
+}
