@@ -100,6 +100,15 @@ type Config struct {
 	// a disk slower than the clients costs bounded memory; lease traffic
 	// is never held back.
 	MaxUnsyncedEntries, MaxUnsyncedBytes int
+	// MaxLeaderWait bounds how long a call (Apply, Read, a membership
+	// change, ...) waits for a leader once refused for want of one:
+	// then it returns the *NotLeaderError it would return when its
+	// context ends, wrapping ErrLeaderWait. It is measured from the
+	// first refusal, and its timer starts only then, so a call that
+	// finds a leader costs nothing for it, where a context deadline costs
+	// every call a timer. Zero (the default): only the context bounds
+	// the wait.
+	MaxLeaderWait time.Duration
 	// Logger receives the Node's logs (default slog.Default()).
 	Logger *slog.Logger
 	// Seed seeds back-off jitter (default: from the incarnation).
@@ -124,6 +133,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("edictlog: Config.Rho %g outside [0, 0.5)", c.Rho)
 	case c.RoundTrip < 0 || c.RenewInterval < 0 || c.MaxLease < 0:
 		return errors.New("edictlog: Config.RoundTrip, RenewInterval and MaxLease must not be negative")
+	case c.MaxLeaderWait < 0:
+		return errors.New("edictlog: Config.MaxLeaderWait must not be negative")
 	case c.MaxBatch < 0 || c.MaxUnsyncedEntries < 0 || c.MaxUnsyncedBytes < 0:
 		return errors.New("edictlog: Config.MaxBatch, MaxUnsyncedEntries and MaxUnsyncedBytes must not be negative")
 	case c.Detector != nil && c.NewDetector != nil:

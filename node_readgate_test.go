@@ -2,6 +2,7 @@ package edictlog_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -81,4 +82,53 @@ func TestFollowerReadsWaitWithoutWakingTheLoop(t *testing.T) {
 	}
 	t.Logf("%d follower reads, %d readings of the follower's clock", reads, readings)
 	require.Less(t, readings, int64(reads/2), "the follower's loop took a reading for most reads")
+}
+
+// Config.MaxLeaderWait ends a call's wait for a leader, where the caller's
+// context sets no bound: a read and a write at a process cut off from the
+// rest return a *NotLeaderError wrapping edictlog.ErrLeaderWait, long
+// before their contexts end.
+func TestMaxLeaderWaitEndsAWaitForALeader(t *testing.T) {
+	c := edictlogtest.NewCluster(t, edictlogtest.ClusterConfig{
+		FSM:  func(edict.ProcessID, string) (fsm.FSM, error) { return kvfsm.NewKV(), nil },
+		Tune: func(cfg *edictlog.Config) { cfg.MaxLeaderWait = 200 * time.Millisecond },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	leader, err := c.WaitLeader(ctx)
+	require.NoError(t, err)
+	cmd, _ := kvfsm.EncodeCommand(kvfsm.Command{Put: &kvfsm.Put{Key: "k", Value: "v"}})
+	_, err = c.Apply(ctx, cmd)
+	require.NoError(t, err)
+	var f edict.ProcessID
+	for _, id := range c.IDs() {
+		if id != leader {
+			f = id
+			break
+		}
+	}
+	c.Isolate(f)
+	node := c.Node(f)
+	q, _ := kvfsm.EncodeQuery(kvfsm.Range{Key: "k"})
+	for name, call := range map[string]func() error{
+		"read": func() error { _, err := node.Read(ctx, edictlog.ReadFollower, q); return err },
+		"write": func() error {
+			// Refused at once while the leader is still heard from; the
+			// wait starts once none is.
+			for {
+				_, err := node.Apply(ctx, cmd)
+				var nl *edictlog.NotLeaderError
+				if !errors.As(err, &nl) || nl.Leader == edict.None || errors.Is(err, edictlog.ErrLeaderWait) {
+					return err
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		},
+	} {
+		err := call()
+		var nl *edictlog.NotLeaderError
+		require.ErrorAs(t, err, &nl, name)
+		require.ErrorIs(t, err, edictlog.ErrLeaderWait, name)
+		require.NoError(t, ctx.Err(), "%s: the context ended first", name)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/edictlog/edictlog/edict"
 )
@@ -26,8 +27,10 @@ import (
 // the subscription is in the Status read right after it, one made after
 // comes as an event.
 //
-// If ctx ends while it waits, the error is a *NotLeaderError wrapping both
-// the last refusal's reason and ctx's error: nothing was written.
+// If ctx ends while it waits, or Config.MaxLeaderWait passes from the
+// first refusal, the error is a *NotLeaderError wrapping both the last
+// refusal's reason and ctx's error (or ErrLeaderWait): nothing was
+// written.
 //
 // attempt must be refused before anything is written whenever it returns
 // a *NotLeaderError (as every proposal, read and leader's op is): only
@@ -52,19 +55,34 @@ func (n *Node) untilChanged(ctx context.Context, attempt func() (epoch uint64, e
 func (n *Node) untilTaken(ctx context.Context, changes bool, attempt func() (epoch uint64, err error)) error {
 	var wake chan Event
 	var obs *Observer
+	var limit *time.Timer
 	defer func() {
 		if obs != nil {
 			obs.Cancel()
 		}
+		if limit != nil {
+			limit.Stop()
+		}
 	}()
-	// subscribe reports whether it subscribed now, the first time.
+	// subscribe reports whether it subscribed now, the first time; the
+	// MaxLeaderWait timer starts with it.
 	subscribe := func() bool {
 		if obs != nil {
 			return false
 		}
 		wake = make(chan Event, 1)
 		obs = n.Observe(wake, leadershipEvent)
+		if n.cfg.MaxLeaderWait > 0 {
+			limit = time.NewTimer(n.cfg.MaxLeaderWait)
+		}
 		return true
+	}
+	// end is what ends a wait: the context, or the MaxLeaderWait timer.
+	end := func() waitEnd {
+		if limit == nil {
+			return waitEnd{ctx: ctx}
+		}
+		return waitEnd{ctx: ctx, limit: limit.C}
 	}
 	for {
 		if wake != nil {
@@ -81,7 +99,7 @@ func (n *Node) untilTaken(ctx context.Context, changes bool, attempt func() (epo
 		switch {
 		case errors.As(err, &nl) && n.waitsFor(nl):
 			first := subscribe()
-			if err := n.awaitLeader(ctx, wake, nl, epoch, first); err != nil {
+			if err := n.awaitLeader(end(), wake, nl, epoch, first); err != nil {
 				return err
 			}
 		case changes && errors.As(err, &me) && errors.Is(me.Err, ErrChangeInProgress):
@@ -90,7 +108,7 @@ func (n *Node) untilTaken(ctx context.Context, changes bool, attempt func() (epo
 				// look, now that any commit from here on wakes it.
 				continue
 			}
-			if err := n.awaitCommit(ctx, wake, me); err != nil {
+			if err := n.awaitCommit(end(), wake, me); err != nil {
 				return err
 			}
 		default:
@@ -137,7 +155,7 @@ func (n *Node) waitsFor(nl *NotLeaderError) bool {
 // any event; after a later one, only an event sent since the attempt
 // started wakes it, since the Status already seen let that attempt through
 // and it was refused all the same.
-func (n *Node) awaitLeader(ctx context.Context, wake <-chan Event, nl *NotLeaderError, epoch uint64, first bool) error {
+func (n *Node) awaitLeader(end waitEnd, wake <-chan Event, nl *NotLeaderError, epoch uint64, first bool) error {
 	ending := errors.Is(nl.Err, ErrStopped)
 	look := first
 	for {
@@ -156,16 +174,31 @@ func (n *Node) awaitLeader(ctx context.Context, wake <-chan Event, nl *NotLeader
 			}
 		case <-n.done:
 			return ErrShutdown
-		case <-ctx.Done():
-			return &NotLeaderError{Leader: nl.Leader, Err: &waitEndedError{refusal: nl.Err, ctx: ctx.Err(), awaited: "a leader"}}
+		case <-end.ctx.Done():
+			return &NotLeaderError{Leader: nl.Leader, Err: &waitEndedError{refusal: nl.Err, ctx: end.ctx.Err(), awaited: "a leader"}}
+		case <-end.limit:
+			return &NotLeaderError{Leader: nl.Leader, Err: &waitEndedError{refusal: nl.Err, ctx: ErrLeaderWait, awaited: "a leader"}}
 		}
 	}
 }
 
+// waitEnd is what ends a wait for a leader or a commit: the call's
+// context, and the MaxLeaderWait timer's channel (nil without one).
+type waitEnd struct {
+	ctx   context.Context
+	limit <-chan time.Time
+}
+
+// ErrLeaderWait is why a call gave up after waiting Config.MaxLeaderWait
+// for a leader (or for a membership change in flight to commit), wrapped
+// in the *NotLeaderError (or *MembershipError) it returns.
+var ErrLeaderWait = errors.New("edictlog: Config.MaxLeaderWait passed")
+
 // awaitCommit waits for an event sent since the refused attempt started:
 // the commit of the change in flight (ConfigChanged, EpochChanged) or a
 // change of leader, either of which may let the next attempt through.
-func (n *Node) awaitCommit(ctx context.Context, wake <-chan Event, me *MembershipError) error {
+func (n *Node) awaitCommit(end waitEnd, wake <-chan Event, me *MembershipError) error {
+	var why error
 	select {
 	case ev := <-wake:
 		if ev.Kind == Stopped {
@@ -174,15 +207,18 @@ func (n *Node) awaitCommit(ctx context.Context, wake <-chan Event, me *Membershi
 		return nil
 	case <-n.done:
 		return ErrShutdown
-	case <-ctx.Done():
-		e := *me
-		e.Err = &waitEndedError{refusal: me.Err, ctx: ctx.Err(), awaited: "the change in flight to commit"}
-		return &e
+	case <-end.ctx.Done():
+		why = end.ctx.Err()
+	case <-end.limit:
+		why = ErrLeaderWait
 	}
+	e := *me
+	e.Err = &waitEndedError{refusal: me.Err, ctx: why, awaited: "the change in flight to commit"}
+	return &e
 }
 
 // waitEndedError is why a call that waited gave up: the refusal it last
-// had, and the context's end.
+// had, and the context's end (or ErrLeaderWait).
 type waitEndedError struct {
 	refusal, ctx error
 	awaited      string

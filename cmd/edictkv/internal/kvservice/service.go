@@ -141,10 +141,13 @@ type Config struct {
 	Limits Limits
 	// Quota is the space quota (see Quota).
 	Quota Quota
-	// Timeout bounds a write's commit and a read that waits for the log
-	// (default 10s); the caller's context may end either sooner. A read
-	// that asks nothing of the log (RangeUnstamped at the stale level) is
-	// bounded by the caller's context alone, as etcd's serializable read.
+	// Timeout bounds a write's commit (default 10s); the caller's context
+	// may end it sooner. A read is bounded by the caller's context and by
+	// the log: edictlog's Node answers or fails a follower read's request
+	// within a lease, and gives up waiting for a leader after its
+	// Config.MaxLeaderWait. No timer runs per read: etcd's linearizable
+	// reads are bounded by its read loop the same way, and its
+	// serializable reads by the caller alone.
 	Timeout time.Duration
 	// ApplyWait is how long AwaitRevision waits for the leader's notice
 	// of a commit before it asks the leader (zero: 10ms).
@@ -316,9 +319,6 @@ func read[T interface{ Size() int }](s *Service, ctx context.Context, level edic
 	var zero T
 	info := Info{Level: level}
 	if barrier {
-		ctx2, cancel := context.WithTimeout(ctx, s.timeout)
-		defer cancel()
-		ctx = ctx2
 		res, err := s.log.Read(ctx, level, nil)
 		if err != nil {
 			return zero, Info{}, s.failure("read", err)

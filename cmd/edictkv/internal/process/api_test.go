@@ -120,8 +120,9 @@ func TestRedirectToLeader(t *testing.T) {
 	mustStatus(t, do(t, http.MethodPut, a.header.Get("Location"), "x"), http.StatusOK)
 }
 
-// With no quorum there is no leader: a write waits LeaderWait, then 503
-// with Retry-After; the process is live but not ready.
+// With no quorum there is no leader: a write or a linearizable read waits
+// LeaderWait, then 503 with Retry-After; the process is live but not
+// ready.
 func TestNoLeader(t *testing.T) {
 	c := startCluster(t, 3, func(cfg *Config) { cfg.LeaderWait = 300 * time.Millisecond })
 	leader := c.leader()
@@ -146,6 +147,14 @@ func TestNoLeader(t *testing.T) {
 	})
 	if a.header.Get("Retry-After") == "" || a.errorBody(t).Code != kvjson.CodeNoLeader {
 		t.Fatalf("503 without Retry-After or code: %v %s", a.header, a.body)
+	}
+	// A linearizable read waits LeaderWait for a leader too (the Node's
+	// MaxLeaderWait), not kvservice's 10 s write timeout: well under it,
+	// even on a busy machine.
+	began := time.Now()
+	g := do(t, http.MethodGet, c.url(alive, "/v1/kv/x"), "")
+	if took := time.Since(began); g.status != http.StatusServiceUnavailable || g.errorBody(t).Code != kvjson.CodeNoLeader || took > 8*time.Second {
+		t.Fatalf("linearizable read without a leader: %d %s after %v", g.status, g.body, took)
 	}
 	mustStatus(t, do(t, http.MethodGet, c.url(alive, "/livez"), ""), http.StatusOK)
 	// A write can give up on an unreachable leader before the lone

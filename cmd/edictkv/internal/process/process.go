@@ -93,7 +93,8 @@ type Config struct {
 	// etcd's default, 10 minutes.
 	WatchProgressInterval time.Duration
 	// LeaderWait is how long a call that needs the leader waits for one
-	// to be known before it is refused (zero: 3s).
+	// to be known before it is refused (zero: 3s): the router's bound,
+	// and the Node's (edictlog.Config.MaxLeaderWait) for a read's wait.
 	LeaderWait time.Duration
 	// Pprof serves Go's profiler under /debug/pprof/ on the HTTP API.
 	Pprof bool
@@ -321,7 +322,7 @@ func (p *Process) Start(peers map[edict.ProcessID]Peer) error {
 		Snapshots: p.snaps, Transport: p.faults.wrapTransport(p.trans), FSM: p.State, WrapClock: p.faults.wrapClock,
 		NewDetector: newDetector, Rho: p.cfg.Rho, MaxLease: p.cfg.Lease, RoundTrip: p.cfg.RoundTrip,
 		RenewInterval: p.cfg.RenewInterval, SnapshotEvery: p.cfg.SnapshotEvery,
-		TrailingEntries: p.cfg.TrailingEntries, Logger: p.cfg.Logger})
+		TrailingEntries: p.cfg.TrailingEntries, MaxLeaderWait: p.cfg.LeaderWait, Logger: p.cfg.Logger})
 	if err != nil {
 		p.closeGossip(false)
 		p.closeResources()
