@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -253,6 +254,31 @@ func (c *netCluster) apply(cmd []byte) edictlog.ApplyResult {
 		c.t.Fatal(err)
 	}
 	return res
+}
+
+// applyConcurrently runs writers goroutines, each applying writes
+// commands cmd(w, i) in order through tryApply (so they share batches),
+// and returns every error, each naming its writer and write; a writer
+// stops at its first. The test must not start or stop nodes meanwhile.
+func (c *netCluster) applyConcurrently(writers, writes int, cmd func(w, i int) kvfsm.Command) error {
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range writes {
+				b, err := kvfsm.EncodeCommand(cmd(w, i))
+				if err == nil {
+					_, err = c.tryApply(b) // through the leader, whichever it is
+				}
+				if err != nil {
+					errs[w] = fmt.Errorf("writer %d, write %d: %w", w, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // tryApply is apply for other goroutines than the test's: it returns the

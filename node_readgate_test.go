@@ -16,6 +16,25 @@ import (
 	"github.com/edictlog/edictlog/fsm/kvfsm"
 )
 
+// putAndPickFollower waits for c's leader, writes k=v through it and
+// returns the leader, a follower, and the write's command.
+func putAndPickFollower(t *testing.T, ctx context.Context, c *edictlogtest.Cluster) (leader, follower edict.ProcessID, cmd []byte) {
+	t.Helper()
+	leader, err := c.WaitLeader(ctx)
+	require.NoError(t, err)
+	cmd, err = kvfsm.EncodeCommand(kvfsm.Command{Put: &kvfsm.Put{Key: "k", Value: "v"}})
+	require.NoError(t, err)
+	_, err = c.Apply(ctx, cmd)
+	require.NoError(t, err)
+	for _, id := range c.IDs() {
+		if id != leader {
+			return leader, id, cmd
+		}
+	}
+	t.Fatal("no follower")
+	return
+}
+
 // Follower reads that arrive while the follower's read index request is
 // in flight wait without waking the Node's loop, and leave together in
 // the next request once the reply is in: the follower's readings of the
@@ -40,22 +59,11 @@ func TestFollowerReadsWaitWithoutWakingTheLoop(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	leader, err := c.WaitLeader(ctx)
-	require.NoError(t, err)
-	cmd, _ := kvfsm.EncodeCommand(kvfsm.Command{Put: &kvfsm.Put{Key: "k", Value: "v"}})
-	_, err = c.Apply(ctx, cmd)
-	require.NoError(t, err)
-	var f edict.ProcessID
-	for _, id := range c.IDs() {
-		if id != leader {
-			f = id
-			break
-		}
-	}
+	leader, f, _ := putAndPickFollower(t, ctx, c)
 	c.Network().SetLink(leader, f, edictlogtest.Link{MinDelay: 40 * time.Millisecond, MaxDelay: 40 * time.Millisecond})
 	node := c.Node(f)
 	q, _ := kvfsm.EncodeQuery(kvfsm.Range{Key: "k"})
-	_, err = node.Read(ctx, edictlog.ReadFollower, q)
+	_, err := node.Read(ctx, edictlog.ReadFollower, q)
 	require.NoError(t, err)
 
 	mu.Lock()
@@ -95,18 +103,7 @@ func TestMaxLeaderWaitEndsAWaitForALeader(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	leader, err := c.WaitLeader(ctx)
-	require.NoError(t, err)
-	cmd, _ := kvfsm.EncodeCommand(kvfsm.Command{Put: &kvfsm.Put{Key: "k", Value: "v"}})
-	_, err = c.Apply(ctx, cmd)
-	require.NoError(t, err)
-	var f edict.ProcessID
-	for _, id := range c.IDs() {
-		if id != leader {
-			f = id
-			break
-		}
-	}
+	_, f, cmd := putAndPickFollower(t, ctx, c)
 	c.Isolate(f)
 	node := c.Node(f)
 	q, _ := kvfsm.EncodeQuery(kvfsm.Range{Key: "k"})

@@ -2,13 +2,11 @@ package edictlog_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,36 +35,12 @@ func TestNodeSnapshotCatchUp(t *testing.T) {
 
 	// A few hundred writes from concurrent clients (so they share
 	// batches), overwriting and deleting keys so the state has history.
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 40 {
-				cmd := kvfsm.Command{Put: &kvfsm.Put{Key: fmt.Sprintf("key-%03d", (w*40+i)%97), Value: fmt.Sprintf("w%d-%d", w, i)}}
-				if i%10 == 9 {
-					cmd = kvfsm.Command{Delete: &kvfsm.Delete{Key: fmt.Sprintf("key-%03d", (w*40+i-3)%97)}}
-				}
-				b, err := kvfsm.EncodeCommand(cmd)
-				if err == nil {
-					_, err = c.tryApply(b) // through the leader, whichever it is
-				}
-				if err != nil {
-					errs <- fmt.Errorf("writer %d, write %d: %w", w, i, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	require.NoError(t, errors.Join(func() (all []error) {
-		for err := range errs {
-			all = append(all, err)
+	require.NoError(t, c.applyConcurrently(8, 40, func(w, i int) kvfsm.Command {
+		if i%10 == 9 {
+			return kvfsm.Command{Delete: &kvfsm.Delete{Key: fmt.Sprintf("key-%03d", (w*40+i-3)%97)}}
 		}
-		return
-	}()...))
+		return kvfsm.Command{Put: &kvfsm.Put{Key: fmt.Sprintf("key-%03d", (w*40+i)%97), Value: fmt.Sprintf("w%d-%d", w, i)}}
+	}))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -160,31 +134,14 @@ func TestNodeWALSegmentsRollAndGo(t *testing.T) {
 	}
 	waitApplied(t, c.barrier(), follower)
 	c.kill(follower.id)
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
+	err := c.applyConcurrently(8, 250, func(w, i int) kvfsm.Command {
+		return kvfsm.Command{Put: &kvfsm.Put{Key: fmt.Sprintf("k-%d-%03d", w, i%100), Value: fmt.Sprintf("%s%d", value, i)}}
+	})
+	require.NoError(t, err)
 	for w := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 250 {
-				b, err := kvfsm.EncodeCommand(kvfsm.Command{Put: &kvfsm.Put{Key: fmt.Sprintf("k-%d-%03d", w, i%100), Value: fmt.Sprintf("%s%d", value, i)}})
-				if err == nil {
-					_, err = c.tryApply(b)
-				}
-				if err != nil {
-					errs <- fmt.Errorf("writer %d, write %d: %w", w, i, err)
-					return
-				}
-			}
-		}()
 		for i := 150; i < 250; i++ {
 			want[fmt.Sprintf("k-%d-%03d", w, i%100)] = fmt.Sprintf("%s%d", value, i)
 		}
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
 	}
 	c.restart(follower.id)
 	c.checkAllApplied(want, slices.Collect(maps.Values(c.nodes))...)
