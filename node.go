@@ -523,10 +523,11 @@ func (n *Node) onEvent(ev Event) {
 // publishStatus publishes the Core's status, then announces to the
 // observers what changed in the step that led to it.
 func (n *Node) publishStatus(now edict.Time) {
-	s := n.core.Status(now)
+	// Only the loop writes n.status, so it reads it here without the lock.
+	old := n.status
+	s := n.core.StatusSince(now, replog.Status(old))
 	ls := n.core.LeaseStats()
 	n.statusMu.Lock()
-	old := n.status
 	n.status = Status(s)
 	n.lease = ls
 	n.statusMu.Unlock()

@@ -629,12 +629,20 @@ func (c *Core) WriteEpoch() uint64 {
 }
 
 // Status reports the Core's state at reading now.
-func (c *Core) Status(now edict.Time) Status {
+func (c *Core) Status(now edict.Time) Status { return c.StatusSince(now, Status{}) }
+
+// StatusSince reports the Core's state at reading now, as Status does,
+// with prev's Members, Learners and Match in it where they hold what the
+// new ones would. A Status is read-only once reported, so the two may
+// share them; a runtime that reports its Status after every step then
+// allocates only when membership or a peer's match changed, not for each
+// read its leader serves.
+func (c *Core) StatusSince(now edict.Time, prev Status) Status {
 	ep := c.el.ActiveEpoch()
 	cfg := c.epochs[ep]
 	s := Status{ID: c.id, Epoch: ep, EpochHeard: cfg.Heard, Leader: c.leaderHint, AcceptedReign: c.acceptedReign, Commit: c.commit,
 		Applied: c.applied, LastIndex: c.log.lastIndex(), FirstIndex: c.log.first(),
-		Members: slices.Clone(cfg.Members), Learners: slices.Clone(cfg.Learners), Retiring: cfg.Retiring}
+		Members: sameOrClone(prev.Members, cfg.Members), Learners: sameOrClone(prev.Learners, cfg.Learners), Retiring: cfg.Retiring}
 	if s.Leader != c.id && !c.lastContact.IsZero() {
 		// A follower that has not heard from the leader it knows for a
 		// lease's length names none: a leader still holding its lease
@@ -648,12 +656,17 @@ func (c *Core) Status(now edict.Time) Status {
 	}
 	if _, exp, _, ok := c.el.Lease(now); ok && c.lead != nil && c.lead.serves() {
 		s.IsLeader, s.LeaseExpiry, s.Leader, s.Reign = true, exp, c.id, c.lead.reign
-		s.Match = map[edict.ProcessID]uint64{c.id: c.persisted}
-		for p, pr := range c.lead.progress {
-			s.Match[p] = pr.match
-		}
+		s.Match = c.lead.matches(c.id, c.persisted, prev.Match)
 	}
 	return s
+}
+
+// sameOrClone returns prev if it holds what cur does, else a copy of cur.
+func sameOrClone[T comparable](prev, cur []T) []T {
+	if prev != nil && slices.Equal(prev, cur) {
+		return prev
+	}
+	return slices.Clone(cur)
 }
 
 // Debug describes the Core's internal state in one line, for failure

@@ -1,6 +1,7 @@
 package replog
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -242,4 +243,52 @@ func TestAppendsWaitForAFullerBatch(t *testing.T) {
 	for _, id := range c.ids() {
 		assert.Equal(t, []string{"a", "b", "c", "d", "e"}, appliedData(c.applied[id]), "%v applied", id)
 	}
+}
+
+// StatusSince reports what Status does, and shares the previous report's
+// members and matches only while they hold the same values: a published
+// Status is read-only, and one report must never change under a reader
+// of another.
+func TestStatusSinceSharesOnlyWhatIsUnchanged(t *testing.T) {
+	c := newTCluster(t, 1, 2, 3)
+	c.settle(50*time.Millisecond, nil)
+	l := c.leader()
+	require.NotEqual(t, edict.None, l)
+	first := c.cores[l].Status(c.reading(l))
+	require.True(t, first.IsLeader)
+	require.Len(t, first.Match, 3)
+
+	again := c.cores[l].StatusSince(c.reading(l), first)
+	assert.Equal(t, c.cores[l].Status(c.reading(l)), again, "the same report as Status")
+	assert.Same(t, &first.Members[0], &again.Members[0], "unchanged members are shared")
+	assert.Equal(t, reflect.ValueOf(first.Match).Pointer(), reflect.ValueOf(again.Match).Pointer(), "unchanged matches are shared")
+
+	c.propose(l, "x")
+	c.settle(50*time.Millisecond, nil)
+	moved := c.cores[l].StatusSince(c.reading(l), again)
+	assert.Equal(t, c.cores[l].Status(c.reading(l)), moved)
+	assert.NotEqual(t, reflect.ValueOf(again.Match).Pointer(), reflect.ValueOf(moved.Match).Pointer(), "a peer's match moved: a new map")
+	for p, m := range again.Match {
+		assert.Equal(t, first.Match[p], m, "the earlier report is unchanged")
+		assert.Less(t, m, moved.Match[p], "%v matched the new entry", p)
+	}
+
+	_, err := c.cores[l].Remove(c.reading(l), otherThan(l))
+	require.NoError(t, err)
+	c.cores[l].Flush(c.reading(l))
+	c.collect(l)
+	c.settle(3*time.Second, nil)
+	l2 := c.leader()
+	require.NotEqual(t, edict.None, l2)
+	after := c.cores[l2].StatusSince(c.reading(l2), moved)
+	assert.Equal(t, c.cores[l2].Status(c.reading(l2)), after)
+	assert.Len(t, after.Members, 2)
+	assert.Len(t, moved.Members, 3, "the earlier report keeps its members")
+}
+
+func otherThan(id edict.ProcessID) edict.ProcessID {
+	if id == 3 {
+		return 2
+	}
+	return 3
 }

@@ -66,6 +66,28 @@ type leader struct {
 	leaving map[edict.ProcessID]leaving
 }
 
+// matches is Status.Match: each follower's highest replicated index and
+// self's persisted one; prev itself if it holds just that.
+func (l *leader) matches(self edict.ProcessID, persisted uint64, prev map[edict.ProcessID]uint64) map[edict.ProcessID]uint64 {
+	same := prev != nil && len(prev) == len(l.progress)+1 && prev[self] == persisted
+	for p, pr := range l.progress {
+		if !same {
+			break
+		}
+		m, ok := prev[p]
+		same = ok && m == pr.match
+	}
+	if same {
+		return prev
+	}
+	m := make(map[edict.ProcessID]uint64, len(l.progress)+1)
+	m[self] = persisted
+	for p, pr := range l.progress {
+		m[p] = pr.match
+	}
+	return m
+}
+
 // leaving is a removed learner the leader still tells of its removal: the
 // edict's index, and when to give up.
 type leaving struct {
