@@ -79,6 +79,12 @@ type attempt struct {
 	// (CampaignFor): a refusal naming it as grantee is its release still
 	// on the way, not a rival, and the member is asked again.
 	handedBy edict.ProcessID
+	// reask are the members whose refusal named a grant with no more
+	// than a round trip left, to be asked again at reaskAt, once it has
+	// ended; reasked, those already asked so (once each).
+	reask   []edict.ProcessID
+	reaskAt edict.Time
+	reasked map[edict.ProcessID]bool
 }
 
 // IsLeader reports C_p < E_p, which by (13) implies isLeader_p (eq. 12). The
@@ -427,12 +433,47 @@ func (c *Core) onGrantReply(now edict.Time, m wire.Lease) {
 		}
 		return
 	}
+	if m.Type == wire.LeaseNack && c.lapsing(a, m) {
+		// The grant this member refused for ends within a round trip:
+		// most often a dead leader's, which this member dated from a
+		// later reading than this process did. Ask it again once that
+		// grant has ended (a copy of the request, in the same instance),
+		// rather than wait out the patience for the dead leader's answer
+		// and back off for up to RenewInterval while the member waits for
+		// this campaign. Liveness only: the member still grants only if
+		// it is free to.
+		delete(a.replied, m.From)
+		if a.reasked == nil {
+			a.reasked = map[edict.ProcessID]bool{}
+		}
+		a.reasked[m.From] = true
+		a.reask = append(a.reask, m.From)
+		// Not before a round trip from the attempt's start, by when a
+		// rival's refusal has come back (then the refusals count after
+		// all: the candidates back off, and the first to retry wins).
+		at := now.Add(edict.ScaleUp(m.Remaining, (1+c.cfg.Rho)/(1-c.cfg.Rho)))
+		if first := a.start.Add(edict.ScaleUp(c.cfg.RoundTrip, 1+c.cfg.Rho)); at.Before(first) {
+			at = first
+		}
+		if at.After(a.reaskAt) {
+			a.reaskAt = at
+		}
+		if a.reaskAt.Before(a.giveUp) {
+			a.giveUp = a.reaskAt
+		}
+		return
+	}
 	if m.Type == wire.LeaseNack {
 		a.refusals++
 		a.wait = max(a.wait, m.Remaining)
 		if m.Grantee != edict.None && m.Grantee != c.id {
 			a.rivalled = true
 			c.cfg.Detector.Observe(Observation{Kind: LeaderSeen, Process: m.Grantee, At: now})
+			for _, q := range a.reask {
+				a.refusals++
+				a.replied[q] = true
+			}
+			a.reask = nil
 		}
 		if len(qs.Members())-a.refusals < quorumFloor(qs) {
 			c.fail(now)
@@ -566,6 +607,14 @@ func (c *Core) checkAttempt(now edict.Time) {
 	if a == nil || now.Before(a.giveUp) {
 		return
 	}
+	if len(a.reask) > 0 && !now.Before(a.reaskAt) && now.Before(a.deadline) {
+		for _, q := range a.reask {
+			c.send(now, wire.Lease{Type: wire.LeaseGrantRequest, From: c.id, To: q, Epoch: a.epoch, Start: a.start, Delta: a.delta})
+		}
+		a.reask = a.reask[:0]
+		a.giveUp = c.patience(now, a)
+		return
+	}
 	renewing := a.renewal && c.lease.valid(now) && !mutated(ruleRenewalPatience)
 	if (renewing || a.directed && !a.rivalled && !mutated(ruleDirectedPatience)) && now.Before(a.deadline) {
 		for _, q := range c.epochs[a.epoch].qs.Members() {
@@ -577,6 +626,17 @@ func (c *Core) checkAttempt(now edict.Time) {
 		return
 	}
 	c.fail(now)
+}
+
+// lapsing reports whether m, a refusal of attempt a, names a grant to
+// another process that ends within a round trip, from a member not yet
+// asked again for it (onGrantReply asks it again once the grant ended).
+// A rival's campaign or a live leader's renewal leaves its granters a
+// whole lease, not a round trip; a renewal of this process's own lease
+// waits for its answers anyway (checkAttempt).
+func (c *Core) lapsing(a *attempt, m wire.Lease) bool {
+	return !a.renewal && !a.rivalled && m.Grantee != edict.None && m.Grantee != c.id && m.Remaining <= c.cfg.RoundTrip &&
+		!a.reasked[m.From] && !mutated(ruleAskAfterLapse)
 }
 
 // fail aborts the attempt. A process without a lease revokes the grants it

@@ -62,6 +62,10 @@ const (
 	// deadline, a refusal without a grantee (quarantine) included
 	// (checkAttempt).
 	ruleDirectedPatience = "directed-patience"
+	// ruleAskAfterLapse, a liveness rule: a candidate refused for a grant
+	// that ends within a round trip asks that member again once it has
+	// ended, instead of counting the refusal (onGrantReply).
+	ruleAskAfterLapse = "ask-after-lapse"
 )
 
-var mutationRules = []string{ruleQuarantineGrants, ruleWedgeOnEpochChange, ruleReplyAttempt, ruleCampaignFallback, ruleNoEpochSkip, ruleStandAside, ruleRenewalPatience, ruleNoCampaignHeard, ruleAdaptiveLead, ruleCleanStopWaits, ruleCarriedGrants, ruleHandOverRelease, ruleDirectedPatience}
+var mutationRules = []string{ruleQuarantineGrants, ruleWedgeOnEpochChange, ruleReplyAttempt, ruleCampaignFallback, ruleNoEpochSkip, ruleStandAside, ruleRenewalPatience, ruleNoCampaignHeard, ruleAdaptiveLead, ruleCleanStopWaits, ruleCarriedGrants, ruleHandOverRelease, ruleDirectedPatience, ruleAskAfterLapse}
