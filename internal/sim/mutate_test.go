@@ -177,7 +177,10 @@ func TestMutations(t *testing.T) {
 // shows only when the life after a clean stop is crashed right after a
 // grant that a candidate then completes its lease with, while another
 // campaign reaches the restarted process: log-short-restarts shows it
-// first at seed 98.
+// first at seed 98. Deleting elect/stand-aside seldom shows: a candidate
+// refused for a grant's last moment asks again (elect's ask-after-lapse),
+// so the healthy member mostly wins the starved leader's lapse even
+// without it; log-quota-leader shows it first at seed 78.
 var deeperHunts = map[string]struct {
 	scenario string
 	seeds    int
@@ -187,6 +190,7 @@ var deeperHunts = map[string]struct {
 	"elect/hand-over-release":  {"log-slow-disk-membership", 400},
 	"log/retire-settled":       {"log-membership-keep-faults", 200},
 	"log/renew-for-catch-up":   {"log-membership-keep-faults", 600},
+	"elect/stand-aside":        {"log-quota-leader", 100},
 }
 
 // argued are the rules whose deletion docs/protocol.md's table argues
