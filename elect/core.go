@@ -76,9 +76,12 @@ type Core struct {
 	// grants, so a peer that is always the slower one is not reported as
 	// never granting.
 	completed *attempt
-	backoff   edict.Time // no new attempt before this reading
-	verifies  map[edict.ProcessID]edict.Time
-	wedges    map[uint64]*wedging
+	// failed is the last attempt fail revoked the grants of: a grant to
+	// it that comes later is revoked too (onGrantReply).
+	failed   *attempt
+	backoff  edict.Time // no new attempt before this reading
+	verifies map[edict.ProcessID]edict.Time
+	wedges   map[uint64]*wedging
 	// carryInto is the epoch into which this process carries the lease
 	// of the one before it, past that one's end (WedgeKeeping); 0 for
 	// none. Meaningful only while the lease is of carryInto−1.

@@ -85,6 +85,12 @@ type attempt struct {
 	reask   []edict.ProcessID
 	reaskAt edict.Time
 	reasked map[edict.ProcessID]bool
+	// Of a directed campaign: namedBy, the members whose refusal named
+	// each rival; quarantined, the members that refused it from their
+	// restart quarantine (a refusal naming no grantee, with time left),
+	// whose own campaigns give way to this one (yieldCampaign).
+	namedBy     map[edict.ProcessID][]edict.ProcessID
+	quarantined map[edict.ProcessID]bool
 }
 
 // IsLeader reports C_p < E_p, which by (13) implies isLeader_p (eq. 12). The
@@ -283,12 +289,20 @@ func (c *Core) maybeStart(now edict.Time) {
 // epoch, which its detector named, restarted and in quarantine: neither
 // won, and the new epoch waited out the grants of both (the simulator's
 // log-membership-keep-faults, seed 345 of 500).
+//
+// A candidate in its restart quarantine gives way to any other member's
+// campaign: it cannot grant itself, so it needs a quorum of the others,
+// and beside a candidate that can count its own grant it only holds
+// grants that one needs. Giving up, it revokes them (fail, and
+// onGrantReply for those still on their way), and a directed campaign
+// asks their granters again (onGrantReply). Two candidates in quarantine
+// both give way and back off; the rule ends with the quarantine.
 func (c *Core) yieldCampaign(now edict.Time, m wire.Lease) {
 	a := c.attempt
 	if a == nil || a.renewal || a.directed || a.epoch != m.Epoch || c.lease.valid(now) {
 		return
 	}
-	if c.cfg.Detector.WeakLeader(now) == m.From {
+	if c.cfg.Detector.WeakLeader(now) == m.From || c.Quarantined(now) && !mutated(ruleQuarantinedYields) {
 		c.fail(now)
 	}
 }
@@ -404,6 +418,20 @@ func (c *Core) onGrantReply(now edict.Time, m wire.Lease) {
 		if d := c.completed; m.Type == wire.LeaseGrant && d != nil && m.Epoch == d.epoch && m.Start == d.start &&
 			c.epochs[d.epoch] != nil && c.epochs[d.epoch].qs.IsMember(m.From) {
 			c.noteGrant(now, m.From) // late for the quorum, but a grant
+		} else if f := c.failed; m.Type == wire.LeaseGrant && f != nil && m.Epoch == f.epoch && m.Start == f.start &&
+			a == nil && !c.lease.valid(now) && c.Quarantined(now) && !mutated(ruleRevokeLateGrants) {
+			// A grant to the attempt fail gave up in quarantine (it gave
+			// way to another's campaign, yieldCampaign), which fail could
+			// not revoke with the others because it had not come yet:
+			// revoke it now, so that the granter is free for the campaign
+			// it gave way to instead of holding the grant for its whole
+			// length. Only with no attempt and no lease under way: a
+			// later attempt's grant from the same member, or a lease it
+			// backs, would go with it. Not outside quarantine: a grant
+			// left to lapse makes its granter suspect a candidate that
+			// failed (LeaseLapsed), a revoked one does not, and the
+			// detectors would go on naming it.
+			c.send(now, wire.Lease{Type: wire.LeaseRevoke, From: c.id, To: m.From, Epoch: m.Epoch, Start: now})
 		}
 		return // a reply to an aborted, superseded or completed instance
 	}
@@ -432,6 +460,37 @@ func (c *Core) onGrantReply(now edict.Time, m wire.Lease) {
 			a.giveUp = at
 		}
 		return
+	}
+	if m.Type == wire.LeaseNack && a.directed && !mutated(ruleDirectedOverQuarantined) {
+		switch {
+		case m.Grantee == edict.None && m.Remaining > 0:
+			// m.From is in its restart quarantine: a campaign of its own
+			// gives way to this one when this request reaches it
+			// (yieldCampaign) and revokes its grants, late ones too. The
+			// members that refused this campaign for it are asked again
+			// after a round trip. Its own refusal counts.
+			if a.quarantined == nil {
+				a.quarantined = map[edict.ProcessID]bool{}
+			}
+			a.quarantined[m.From] = true
+			if refusers := a.namedBy[m.From]; len(refusers) > 0 {
+				for _, q := range refusers {
+					a.refusals--
+					delete(a.replied, q)
+				}
+				delete(a.namedBy, m.From)
+				a.rivalled = len(a.namedBy) > 0
+				c.askAgainSoon(now, a)
+			}
+		case m.Grantee != edict.None && m.Grantee != c.id && a.quarantined[m.Grantee] && !a.reasked[m.From]:
+			delete(a.replied, m.From)
+			if a.reasked == nil {
+				a.reasked = map[edict.ProcessID]bool{}
+			}
+			a.reasked[m.From] = true
+			c.askAgainSoon(now, a)
+			return
+		}
 	}
 	if m.Type == wire.LeaseNack && c.lapsing(a, m) {
 		// The grant this member refused for ends within a round trip:
@@ -468,6 +527,12 @@ func (c *Core) onGrantReply(now edict.Time, m wire.Lease) {
 		a.wait = max(a.wait, m.Remaining)
 		if m.Grantee != edict.None && m.Grantee != c.id {
 			a.rivalled = true
+			if a.directed {
+				if a.namedBy == nil {
+					a.namedBy = map[edict.ProcessID][]edict.ProcessID{}
+				}
+				a.namedBy[m.Grantee] = append(a.namedBy[m.Grantee], m.From)
+			}
 			c.cfg.Detector.Observe(Observation{Kind: LeaderSeen, Process: m.Grantee, At: now})
 			for _, q := range a.reask {
 				a.refusals++
@@ -628,6 +693,14 @@ func (c *Core) checkAttempt(now edict.Time) {
 	c.fail(now)
 }
 
+// askAgainSoon brings a's patience forward to a round trip from now, when
+// checkAttempt asks the members that have not answered again.
+func (c *Core) askAgainSoon(now edict.Time, a *attempt) {
+	if at := now.Add(edict.ScaleUp(c.cfg.RoundTrip, 1+c.cfg.Rho)); at.Before(a.giveUp) {
+		a.giveUp = at
+	}
+}
+
 // lapsing reports whether m, a refusal of attempt a, names a grant to
 // another process that ends within a round trip, from a member not yet
 // asked again for it (onGrantReply asks it again once the grant ended).
@@ -654,6 +727,7 @@ func (c *Core) fail(now edict.Time) {
 	for _, r := range a.grants {
 		c.send(now, wire.Lease{Type: wire.LeaseRevoke, From: c.id, To: r.Process, Epoch: a.epoch, Start: now})
 	}
+	c.failed = a
 	wait := edict.ScaleUp(a.wait, (1+c.cfg.Rho)/(1-c.cfg.Rho))
 	jitter := c.cfg.RoundTrip + time.Duration(c.cfg.Rand.Int64N(int64(c.cfg.RenewInterval)+1))
 	c.backoff = now.Add(wait + jitter)

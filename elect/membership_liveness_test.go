@@ -334,3 +334,61 @@ func TestCandidateAsksAgainAfterALapsingGrant(t *testing.T) {
 	}
 	assert.False(t, c.cores[3].IsLeader(c.reading(3)))
 }
+
+// A directed campaign (a hand-over's target) meets a member in its
+// restart quarantine that campaigns because its detector names it. The
+// quarantined one cannot grant itself; it gives way when the directed
+// request reaches it and revokes its grants, those still on their way
+// too, and the target asks again the members that refused it for that
+// rival. Without the three rules both campaigns failed, each holding
+// grants the other needed, and the target backed off past them: in the
+// simulator a retiring leader's hand-over left its new epoch without a
+// reign for more than 50 ms (log-membership-keep-faults seed 559).
+func TestDirectedCampaignOutlastsAQuarantinedRival(t *testing.T) {
+	ids := []edict.ProcessID{1, 2, 3, 4, 5}
+	c := newCluster(t, ids...)
+	c.start(2, 2, testConfig(2, ids, nil)) // p2 restarted: in quarantine
+	require.True(t, c.cores[2].Quarantined(c.reading(2)))
+	delete(c.cores, 1) // down; p2's detector knows it
+	c.dets[2].Observe(Observation{Kind: ProcessDown, Process: 1, At: c.reading(2)})
+	c.tick(2)
+	require.NotNil(t, c.cores[2].attempt, "p2 campaigns: its detector names it")
+
+	// p2's requests reach p4 and p5 first, and they grant; their grants
+	// are still on the way when the target's requests go out.
+	var later []wire.Lease
+	c.deliver(func(m wire.Lease) bool {
+		if m.From == 2 && (m.To == 4 || m.To == 5) {
+			return true
+		}
+		later = append(later, m)
+		return false
+	})
+	c.queue = append(c.queue, later...)
+	c.cores[3].Campaign(c.reading(3))
+	c.collect(3)
+	// The target's requests first, then p4's and p5's grants to p2.
+	slices.SortStableFunc(c.queue, func(x, y wire.Lease) int {
+		return cmpBool(x.Type == wire.LeaseGrant && x.To == 2, y.Type == wire.LeaseGrant && y.To == 2)
+	})
+	started := c.now
+	for !c.cores[3].IsLeader(c.reading(3)) {
+		require.Less(t, time.Duration(c.now-started), 3*c.cores[3].cfg.RoundTrip, "p3, the target, leads within a few round trips")
+		c.deliver(nil)
+		c.advance(time.Millisecond)
+		for _, id := range []edict.ProcessID{2, 3, 4, 5} {
+			c.tick(id)
+		}
+	}
+	assert.False(t, c.cores[2].IsLeader(c.reading(2)))
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}

@@ -66,6 +66,17 @@ const (
 	// that ends within a round trip asks that member again once it has
 	// ended, instead of counting the refusal (onGrantReply).
 	ruleAskAfterLapse = "ask-after-lapse"
+	// ruleQuarantinedYields, a liveness rule: a candidate in quarantine
+	// gives its campaign up to another member's (yieldCampaign).
+	ruleQuarantinedYields = "quarantined-yields"
+	// ruleRevokeLateGrants, a liveness rule: a grant to an attempt given
+	// up is revoked when it comes, if no attempt or lease is under way
+	// (onGrantReply).
+	ruleRevokeLateGrants = "revoke-late-grants"
+	// ruleDirectedOverQuarantined, a liveness rule: a directed campaign
+	// asks again the members whose refusal named a rival in quarantine
+	// (onGrantReply).
+	ruleDirectedOverQuarantined = "directed-over-quarantined"
 )
 
-var mutationRules = []string{ruleQuarantineGrants, ruleWedgeOnEpochChange, ruleReplyAttempt, ruleCampaignFallback, ruleNoEpochSkip, ruleStandAside, ruleRenewalPatience, ruleNoCampaignHeard, ruleAdaptiveLead, ruleCleanStopWaits, ruleCarriedGrants, ruleHandOverRelease, ruleDirectedPatience, ruleAskAfterLapse}
+var mutationRules = []string{ruleQuarantineGrants, ruleWedgeOnEpochChange, ruleReplyAttempt, ruleCampaignFallback, ruleNoEpochSkip, ruleStandAside, ruleRenewalPatience, ruleNoCampaignHeard, ruleAdaptiveLead, ruleCleanStopWaits, ruleCarriedGrants, ruleHandOverRelease, ruleDirectedPatience, ruleAskAfterLapse, ruleQuarantinedYields, ruleRevokeLateGrants, ruleDirectedOverQuarantined}

@@ -191,6 +191,10 @@ var deeperHunts = map[string]struct {
 	"log/retire-settled":       {"log-membership-keep-faults", 200},
 	"log/renew-for-catch-up":   {"log-membership-keep-faults", 600},
 	"elect/stand-aside":        {"log-quota-leader", 100},
+	// A quarantined member campaigning beside a retiring leader's
+	// hand-over: log-membership-keep-faults shows it first at seed 559.
+	"elect/revoke-late-grants":        {"log-membership-keep-faults", 560},
+	"elect/directed-over-quarantined": {"log-membership-keep-faults", 560},
 }
 
 // argued are the rules whose deletion docs/protocol.md's table argues
@@ -203,6 +207,7 @@ var argued = map[string]string{
 	"log/hand-over-awaits-epoch": "liveness only (a hand-over's target that knows the epoch only from news keeps the hand-over until its log brings the epoch, rather than drop it); log-membership-keep-faults seed 126 caught it until the retiring leader told its members the retirement's commit before the hand-over, after which 1,000 seeds did not",
 	"log/retire-first":           "liveness only (it decides what a retiring leader proposes and to whom it transfers); with it off the leader's removal takes the Force hand-over, a round trip slower and within the gap bound; TestRemoveLeaderRetires fails without it",
 	"elect/ask-after-lapse":      "liveness only (asking again is a copy of the request in the same instance, and the member grants only if it is free to); without it a candidate refused for a dead leader's last moment of grant waits out its patience and a back-off, within every scenario's liveness bound; TestCandidateAsksAgainAfterALapsingGrant fails without it",
+	"elect/quarantined-yields":   "liveness only (a candidate gives up an attempt, which the protocol allows at any time); log-membership-keep-faults seed 559 also passes without it, its rival failing on three refusals, its own among them; TestDirectedCampaignOutlastsAQuarantinedRival fails without it",
 	"elect/no-epoch-skip":        "defence in depth behind elect/carried-grants: a process that skipped epoch G is refused in G+1 by a granter of G's leader's quorum while that lease holds (with both off, log-epoch-gap catches it at seed 1; TestAnUnknownEpochIsNotSkipped fails without it)",
 }
 
