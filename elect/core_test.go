@@ -396,14 +396,7 @@ func TestStarvedLeaderStandsAside(t *testing.T) {
 			c.now = at + int64(2*c.cores[1].RoundTrip())
 		}
 		c.tick(1) // the renewal: 2 and 3 grant, but the grants reach 1 only after its lease ended
-		var replies []wire.Lease
-		c.deliver(func(m wire.Lease) bool {
-			if m.To == 1 {
-				replies = append(replies, m)
-				return false
-			}
-			return true
-		})
+		replies := c.holdBack(func(m wire.Lease) bool { return m.To == 1 })
 		c.now = c.cores[1].lease.expiry.Nanos + int64(time.Millisecond)
 		c.tick(1)
 		c.queue = replies
@@ -446,14 +439,8 @@ func TestLateGrantsStillRenew(t *testing.T) {
 	old := c.cores[1].lease.expiry
 	c.now = c.cores[1].renewAt().Nanos
 	c.tick(1)
-	var late []wire.Lease
-	c.deliver(func(m wire.Lease) bool {
-		if m.To == 1 && m.From != 1 {
-			late = append(late, m) // the granters answer; the answers are slow
-			return false
-		}
-		return true
-	})
+	// The granters answer; the answers are slow.
+	late := c.holdBack(func(m wire.Lease) bool { return m.To == 1 && m.From != 1 })
 	require.NotEmpty(t, late)
 	c.now = c.cores[1].attempt.giveUp.Nanos + 1
 	c.tick(1) // patience runs out: ask 2 and 3 again

@@ -86,6 +86,21 @@ func (c *cluster) deliver(keep func(wire.Lease) bool) {
 	}
 }
 
+// holdBack delivers queued messages until none is left, as deliver does,
+// except those held, which it returns undelivered: the test lets them
+// arrive later.
+func (c *cluster) holdBack(held func(wire.Lease) bool) []wire.Lease {
+	var out []wire.Lease
+	c.deliver(func(m wire.Lease) bool {
+		if held(m) {
+			out = append(out, m)
+			return false
+		}
+		return true
+	})
+	return out
+}
+
 func (c *cluster) lastEvent(id edict.ProcessID, kind EventKind) (Event, bool) {
 	es := c.events[id]
 	for i := len(es) - 1; i >= 0; i-- {

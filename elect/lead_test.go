@@ -25,14 +25,7 @@ func (c *cluster) renewSlowly(hold time.Duration) time.Duration {
 	a := c.cores[1].attempt
 	require.NotNil(c.t, a, "a renewal starts when due")
 	require.True(c.t, a.renewal)
-	var replies []wire.Lease
-	c.deliver(func(m wire.Lease) bool {
-		if m.To == 1 {
-			replies = append(replies, m)
-			return false
-		}
-		return true
-	})
+	replies := c.holdBack(func(m wire.Lease) bool { return m.To == 1 })
 	c.advance(hold)
 	c.queue = replies
 	c.deliver(nil)
@@ -171,14 +164,7 @@ func TestLateGrantsTeachTheirStall(t *testing.T) {
 	c.elect(1)
 	c.now = c.cores[1].renewAt().Nanos
 	c.tick(1)
-	var replies []wire.Lease
-	c.deliver(func(m wire.Lease) bool {
-		if m.To == 1 {
-			replies = append(replies, m)
-			return false
-		}
-		return true
-	})
+	replies := c.holdBack(func(m wire.Lease) bool { return m.To == 1 })
 	c.advance(290 * time.Millisecond)
 	c.queue = replies
 	c.deliver(nil)

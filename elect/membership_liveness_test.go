@@ -297,14 +297,7 @@ func TestCandidateAsksAgainAfterALapsingGrant(t *testing.T) {
 		c.advance(time.Millisecond)
 		c.tick(1)
 	}
-	var toP3 []wire.Lease
-	c.deliver(func(m wire.Lease) bool {
-		if m.To == 3 {
-			toP3 = append(toP3, m)
-			return false
-		}
-		return true
-	})
+	toP3 := c.holdBack(func(m wire.Lease) bool { return m.To == 3 })
 	c.advance(2 * time.Millisecond)
 	c.queue = toP3
 	c.deliver(nil)
@@ -356,14 +349,7 @@ func TestDirectedCampaignOutlastsAQuarantinedRival(t *testing.T) {
 
 	// p2's requests reach p4 and p5 first, and they grant; their grants
 	// are still on the way when the target's requests go out.
-	var later []wire.Lease
-	c.deliver(func(m wire.Lease) bool {
-		if m.From == 2 && (m.To == 4 || m.To == 5) {
-			return true
-		}
-		later = append(later, m)
-		return false
-	})
+	later := c.holdBack(func(m wire.Lease) bool { return m.From != 2 || m.To != 4 && m.To != 5 })
 	c.queue = append(c.queue, later...)
 	c.cores[3].Campaign(c.reading(3))
 	c.collect(3)
